@@ -1,0 +1,31 @@
+export { ErrorCode, TurnwardenError, fromWire, isTurnwardenError, toWire } from './errors.js';
+export type { WireError } from './errors.js';
+export { openToolCalls, structuralRefusal } from './history.js';
+export type {
+  AssistantMessage,
+  EffectStatus,
+  HistoryMessage,
+  HistoryRow,
+  OpenToolCall,
+  SystemMessage,
+  ToolCall,
+  ToolResultMessage,
+  UserMessage,
+} from './history.js';
+export { SessionState } from './messages.js';
+export type {
+  AbortReason,
+  ControlMessage,
+  HostApi,
+  JournalAck,
+  JournalEntry,
+  JournalRequest,
+  TurnLimits,
+  TurnOutcome,
+  TurnRequest,
+  TurnStatus,
+  WorkerApi,
+  WorkerEvent,
+  WorkerInit,
+  WorkerPorts,
+} from './messages.js';

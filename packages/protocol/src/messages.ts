@@ -1,0 +1,141 @@
+/**
+ * Messages between the supervisor (main thread) and a session worker.
+ *
+ * Two channels per worker:
+ *  - the control port carries raw, fire-and-forget messages: abort (supervisor → worker) and
+ *    turn events (worker → supervisor). The abort path never goes through RPC.
+ *  - the RPC port carries comlink calls: `WorkerApi.runTurn` (supervisor → worker) and
+ *    `HostApi.journal` (worker → supervisor). Every call is raced against the worker's exit
+ *    so it rejects with WORKER_EXITED instead of hanging.
+ */
+import type { MessagePort } from 'node:worker_threads';
+import type { WireError } from './errors.js';
+import type { HistoryMessage, UserMessage } from './history.js';
+
+/** The session machine's states (see packages/session/src/machine.ts). */
+export const SessionState = {
+  idle: 'idle',
+  claimed: 'claimed',
+  streaming: 'streaming',
+  toolDebt: 'tool-debt',
+  forceAbandoning: 'force-abandoning',
+  closed: 'closed',
+} as const;
+export type SessionState = (typeof SessionState)[keyof typeof SessionState];
+
+/** Why a turn was aborted. */
+export type AbortReason = 'watchdog' | 'deadline' | 'cancel' | 'shutdown' | 'lease_lost';
+
+export interface TurnLimits {
+  /** Model round-trips (assistant messages) allowed in one turn. */
+  readonly maxModelSteps: number;
+  /** Largest tool-call argument text accepted from the model (T6). */
+  readonly maxToolArgBytes: number;
+}
+
+export interface TurnRequest {
+  readonly workstreamId: string;
+  readonly tenantId: string;
+  readonly generation: number;
+  /** The lease's fencing token; every journal write of the turn carries it (P6). */
+  readonly fencingToken: number;
+  /** The durable history, ending with this turn's user message (already journaled). */
+  readonly history: readonly HistoryMessage[];
+  readonly input: UserMessage;
+  /** Name of the model provider (the built-in one is `scripted`). */
+  readonly model: string;
+  readonly limits: TurnLimits;
+}
+
+export type TurnStatus = 'completed' | 'interrupted' | 'failed';
+
+export interface TurnOutcome {
+  readonly generation: number;
+  readonly status: TurnStatus;
+  readonly finalText?: string;
+  readonly error?: WireError;
+  /** Set when interrupted: why. */
+  readonly abortReason?: AbortReason;
+  /**
+   * Call indexes (of the last assistant message) whose tool was started. The rest provably
+   * never started: their synthesized results say effect `none` (S2).
+   */
+  readonly startedCalls: readonly number[];
+  readonly modelSteps: number;
+}
+
+/** A row the worker asks the supervisor to make durable. */
+export interface JournalEntry {
+  readonly commitKey: string;
+  readonly message: HistoryMessage;
+}
+
+export interface JournalRequest {
+  readonly workstreamId: string;
+  readonly generation: number;
+  readonly fencingToken: number;
+  readonly entries: readonly JournalEntry[];
+}
+
+export interface JournalAck {
+  readonly seqs: readonly number[];
+}
+
+/** RPC surface a session worker exposes (comlink). */
+export interface WorkerApi {
+  runTurn(req: TurnRequest): Promise<TurnOutcome>;
+  ping(): Promise<'pong'>;
+}
+
+/** RPC surface the supervisor exposes to a worker (comlink). */
+export interface HostApi {
+  journal(req: JournalRequest): Promise<JournalAck>;
+}
+
+/** Supervisor → worker, raw on the control port. */
+export type ControlMessage = {
+  readonly t: 'abort';
+  /** Only the turn of this generation may act on it; others ignore it. */
+  readonly generation: number;
+  readonly reason: AbortReason;
+};
+
+/** Worker → supervisor, raw on the control port. */
+export type WorkerEvent =
+  | { readonly t: 'state'; readonly generation: number; readonly state: SessionState }
+  | { readonly t: 'token'; readonly generation: number; readonly text: string }
+  | {
+      readonly t: 'tool_started';
+      readonly generation: number;
+      readonly callIndex: number;
+      readonly id: string;
+      readonly name: string;
+    }
+  | {
+      readonly t: 'tool_finished';
+      readonly generation: number;
+      readonly callIndex: number;
+      readonly isError: boolean;
+    }
+  | {
+      readonly t: 'log';
+      readonly level: 'debug' | 'info' | 'warn' | 'error';
+      readonly msg: string;
+      readonly data?: Readonly<Record<string, unknown>>;
+    };
+
+/** `workerData` given to every session worker. */
+export interface WorkerInit {
+  readonly clock: SharedArrayBuffer;
+  readonly slot: number;
+  readonly workerId: number;
+  /** Modules the worker imports for extra tools and model providers (see session README). */
+  readonly pluginModules: readonly string[];
+}
+
+/** First message on the worker's parentPort: its two ports (transferred). */
+export interface WorkerPorts {
+  readonly t: 'ports';
+  readonly control: MessagePort;
+  readonly rpc: MessagePort;
+}
