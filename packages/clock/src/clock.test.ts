@@ -1,0 +1,109 @@
+import { describe, expect, it } from 'vitest';
+import { Activity } from './activity.js';
+import { ActivityClock, isFenced } from './clock.js';
+import { ACT, FENCE, HIGH, slotBase } from './layout.js';
+import { SlotStamp } from './stamp.js';
+
+function manualClock(slots = 4) {
+  let now = 1_000;
+  const clock = ActivityClock.create(slots, () => now);
+  return {
+    clock,
+    stamp: (slot: number) => new SlotStamp(clock.buffer, slot),
+    set: (ms: number) => {
+      now = ms;
+      clock.advance();
+    },
+  };
+}
+
+describe('activity clock', () => {
+  it('L6: a commit against the sampled version fences every later stamp', () => {
+    const { clock, stamp } = manualClock();
+    const s = stamp(1);
+    clock.arm(1, 7);
+    expect(s.touch(Activity.turnEntry)).toBe(true);
+    const sampled = clock.sample(1);
+    expect(clock.commitAbort(1, sampled)).toBe(true);
+    expect(isFenced(clock.sample(1))).toBe(true);
+    // The stamp is ordered after the commit: it reports the abort and cannot revive the turn.
+    expect(s.touch(Activity.streamToken)).toBe(false);
+    expect(s.fenced()).toBe(true);
+    expect(isFenced(clock.sample(1))).toBe(true);
+  });
+
+  it('L4: activity between sample and commit makes the commit decline and leaves no fence', () => {
+    const { clock, stamp } = manualClock();
+    const s = stamp(0);
+    clock.arm(0, 1);
+    const sampled = clock.sample(0);
+    expect(s.touch(Activity.toolHeartbeat)).toBe(true);
+    expect(clock.commitAbort(0, sampled)).toBe(false);
+    expect(isFenced(clock.sample(0))).toBe(false);
+    expect(s.touch(Activity.toolHeartbeat)).toBe(true);
+  });
+
+  it('L6: an abort sampled against one turn cannot commit against the next (arm moves the version)', () => {
+    const { clock } = manualClock();
+    clock.arm(2, 1);
+    const stale = clock.sample(2);
+    clock.arm(2, 2);
+    expect(clock.commitAbort(2, stale)).toBe(false);
+    expect(clock.generation(2)).toBe(2);
+  });
+
+  it('arm clears a committed fence for the next turn', () => {
+    const { clock, stamp } = manualClock();
+    const s = stamp(3);
+    clock.arm(3, 1);
+    expect(clock.fence(3)).toBe(true);
+    expect(clock.fence(3)).toBe(false);
+    expect(s.touch(Activity.streamToken)).toBe(false);
+    clock.arm(3, 2);
+    expect(s.touch(Activity.streamToken)).toBe(true);
+  });
+
+  it('L10: stamps carry the shared monotonic time published by the supervisor', () => {
+    const { clock, stamp, set } = manualClock();
+    const s = stamp(0);
+    clock.arm(0, 1);
+    set(2_000);
+    s.touch(Activity.toolStart);
+    expect(clock.lastCode(0)).toBe(Activity.toolStart);
+    set(2_250);
+    expect(clock.idleMs(0)).toBeCloseTo(250, 1);
+    // A wall-clock jump is invisible: the clock never reads Date.
+    const realNow = Date.now;
+    Date.now = () => realNow() + 3_600_000;
+    try {
+      set(2_260);
+      expect(clock.idleMs(0)).toBeCloseTo(260, 1);
+    } finally {
+      Date.now = realNow;
+    }
+  });
+
+  it('folds the counter before it can reach the fence bit, preserving a committed fence', () => {
+    const { clock, stamp } = manualClock();
+    const words = new Int32Array(clock.buffer);
+    const i = slotBase(1) + ACT;
+    Atomics.store(words, i, HIGH - 1);
+    const s = stamp(1);
+    expect(s.touch(Activity.streamToken)).toBe(true); // reaches HIGH
+    expect(s.touch(Activity.streamToken)).toBe(true); // sees HIGH, folds
+    expect(Atomics.load(words, i) & HIGH).toBe(0);
+    expect(isFenced(Atomics.load(words, i))).toBe(false);
+    Atomics.store(words, i, (HIGH - 1) | FENCE);
+    expect(s.touch(Activity.streamToken)).toBe(false);
+    expect(s.touch(Activity.streamToken)).toBe(false);
+    expect(Atomics.load(words, i) & HIGH).toBe(0);
+    expect(isFenced(Atomics.load(words, i))).toBe(true);
+  });
+
+  it('refuses out-of-range slots and sizes', () => {
+    expect(() => ActivityClock.create(0)).toThrow(/slots/);
+    const { clock } = manualClock(2);
+    expect(() => clock.sample(2)).toThrow(/out of range/);
+    expect(() => new SlotStamp(clock.buffer, 5)).toThrow(/out of range/);
+  });
+});

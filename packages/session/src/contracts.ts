@@ -1,0 +1,51 @@
+/**
+ * The contracts between the turn loop and what it drives: model providers and tools.
+ * Both run inside the session worker, on the turn's thread, and share one rule: honour
+ * `signal`, and call `heartbeat()` whenever you make progress the clock cannot see.
+ */
+import type { HistoryMessage, ToolCall } from '@turnwarden/protocol';
+
+/** What a turn gives to everything it runs: the abort signal and the activity clock. */
+export interface TurnSignals {
+  /** Aborted when the turn is aborted (watchdog, cancel, deadline). */
+  readonly signal: AbortSignal;
+  /** Stamp progress on the activity clock (cheap; call as often as you like). */
+  heartbeat(): void;
+}
+
+/** One event of a streamed assistant message. Every event counts as progress. */
+export type ModelEvent =
+  /** A streamed token/chunk of the assistant message's text. */
+  | { readonly type: 'text'; readonly text: string }
+  /** One tool call of the assistant message (several may follow, in order). */
+  | { readonly type: 'tool_call'; readonly call: ToolCall };
+
+/** What the model is told about a tool. */
+export interface ToolSpec {
+  readonly name: string;
+  readonly description: string;
+}
+
+/** One model call: the history so far (ending with a user or tool message) and the tools on offer. */
+export interface ModelRequest {
+  readonly history: readonly HistoryMessage[];
+  readonly tools: readonly ToolSpec[];
+}
+
+export interface ModelProvider {
+  /** The name a turn request selects it by (`TurnRequest.model`). */
+  readonly name: string;
+  /** Streams one assistant message. Ends when the message is complete. Throw a TurnwardenError(MODEL_ERROR) on failure. */
+  stream(req: ModelRequest, ctx: TurnSignals): AsyncIterable<ModelEvent>;
+}
+
+/** What a tool run gets: the turn's signals plus which call occurrence it serves. */
+export interface ToolContext extends TurnSignals {
+  readonly callId: string;
+  readonly workstreamId: string;
+}
+
+export interface Tool extends ToolSpec {
+  /** Runs the tool. `args` is the parsed JSON object. Resolve with the result text; throw to report a tool error. */
+  run(args: Record<string, unknown>, ctx: ToolContext): Promise<string>;
+}

@@ -1,0 +1,45 @@
+import { invalidInput } from './errors.js';
+
+/** Workstream and tenant ids (T5). */
+const ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
+
+export function checkId(field: string, value: unknown): string {
+  if (typeof value !== 'string' || !ID_PATTERN.test(value)) {
+    throw invalidInput(field, 'must be 1-128 characters of [A-Za-z0-9._:-]');
+  }
+  return value;
+}
+
+/** A non-empty string of at most `maxLength` characters. */
+export function checkText(field: string, value: unknown, maxLength: number): string {
+  if (typeof value !== 'string' || value.length === 0 || value.length > maxLength) {
+    throw invalidInput(field, `must be a non-empty string of at most ${maxLength} characters`);
+  }
+  return value;
+}
+
+export function checkString(field: string, value: unknown): string {
+  if (typeof value !== 'string') throw invalidInput(field, 'must be a string');
+  return value;
+}
+
+export function checkInteger(field: string, value: unknown, min: number): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min) {
+    throw invalidInput(field, `must be an integer >= ${min}`);
+  }
+  return value;
+}
+
+export function checkObject(field: string, value: unknown): Record<string, unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw invalidInput(field, 'must be an object');
+  }
+  return value as Record<string, unknown>;
+}
+
+/** Refuses fields outside `allowed` (T5: unknown fields). */
+export function checkKeys(field: string, value: Record<string, unknown>, allowed: readonly string[]): void {
+  for (const key of Object.keys(value)) {
+    if (!allowed.includes(key)) throw invalidInput(`${field}.${key}`, 'is not a known field');
+  }
+}
