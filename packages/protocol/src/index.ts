@@ -29,3 +29,4 @@ export type {
   WorkerInit,
   WorkerPorts,
 } from './messages.js';
+export { client, goneSignal, serve } from './rpc.js';

@@ -102,6 +102,8 @@ export type ControlMessage = {
 
 /** Worker → supervisor, raw on the control port. */
 export type WorkerEvent =
+  /** The worker loaded its registry and serves WorkerApi. */
+  | { readonly t: 'ready'; readonly workerId: number }
   | { readonly t: 'state'; readonly generation: number; readonly state: SessionState }
   | { readonly t: 'token'; readonly generation: number; readonly text: string }
   | {

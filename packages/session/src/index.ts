@@ -1,1 +1,10 @@
-export {};
+export type { ModelEvent, ModelProvider, ModelRequest, Tool, ToolContext, ToolSpec, TurnSignals } from './contracts.js';
+export { sessionMachine } from './machine.js';
+export type { SessionContext, SessionEvent, SessionInput, SessionMachine } from './machine.js';
+export { createScriptedModel, parseScript, SCRIPT_DONE_TEXT, SCRIPT_LIMITS } from './scripted/index.js';
+export type { Script, ScriptSegment, ScriptStep, ScriptStepKind } from './scripted/index.js';
+export { demoTools } from './tools/index.js';
+export { commitKey } from './turn.js';
+
+/** URL of the session worker entry, for the supervisor's pool. */
+export const sessionWorkerUrl: URL = new URL('./worker.js', import.meta.url);

@@ -1,4 +1,4 @@
-import { ErrorCode, TurnwardenError, isTurnwardenError } from '@turnwarden/protocol';
+import { ErrorCode, isTurnwardenError, TurnwardenError } from '@turnwarden/protocol';
 
 export function invalidConfig(field: string, problem: string): TurnwardenError {
   return new TurnwardenError(ErrorCode.INVALID_CONFIG, `store option ${field} ${problem}`, {

@@ -1,1 +1,18 @@
-export {};
+export { MAX_COMMIT_KEY_LENGTH } from './entries.js';
+export type { FenceReason } from './leases.js';
+export type { Migration } from './migrations.js';
+export { MIGRATIONS, SCHEMA_VERSION } from './migrations.js';
+export type { SqliteStoreOptions } from './options.js';
+export type { SqlitePragmas } from './sqlite-store.js';
+export { openSqliteStore, SqliteStore } from './sqlite-store.js';
+export type {
+  AppendInput,
+  CreateWorkstreamInput,
+  Lease,
+  Store,
+  StoreStats,
+  WorkstreamDebt,
+  WorkstreamFilter,
+  WorkstreamRecord,
+  WorkstreamStatus,
+} from './types.js';

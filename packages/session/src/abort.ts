@@ -1,0 +1,32 @@
+import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+
+export function abortError(signal: AbortSignal): TurnwardenError {
+  const r: unknown = signal.reason;
+  if (r instanceof TurnwardenError) return r;
+  return new TurnwardenError(ErrorCode.TURN_ABORTED, 'turn aborted');
+}
+
+/**
+ * Awaits `p` unless the turn is aborted first. Model and tool code may ignore the signal (a
+ * stalled promise): the turn must still unwind cooperatively, so every await of foreign code
+ * goes through here. `p` is pre-caught: when it settles after we gave up on it, a rejection
+ * must not become an unhandled rejection, which would kill the worker thread.
+ */
+export function raceAbort<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
+  p.catch(() => {});
+  if (signal.aborted) return Promise.reject(abortError(signal));
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(abortError(signal));
+    signal.addEventListener('abort', onAbort, { once: true });
+    p.then(
+      (v) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(v);
+      },
+      (e: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(e);
+      },
+    );
+  });
+}

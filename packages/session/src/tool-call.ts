@@ -1,0 +1,80 @@
+/**
+ * Runs one tool call occurrence of an assistant message. Bad model output (unknown tool,
+ * oversize or malformed arguments) becomes a structurally complete error result with effect
+ * `none`, never a crash (T6).
+ */
+import type { ToolCall, ToolResultMessage } from '@turnwarden/protocol';
+import { isTurnwardenError } from '@turnwarden/protocol';
+import { raceAbort } from './abort.js';
+import type { Tool, ToolContext } from './contracts.js';
+
+export interface ToolCallEnv {
+  readonly tools: ReadonlyMap<string, Tool>;
+  readonly maxToolArgBytes: number;
+  readonly workstreamId: string;
+  readonly signal: AbortSignal;
+  readonly heartbeat: () => void;
+  /** Called just before the tool starts: from here on its effect is `unknown` until it settles. */
+  readonly onStart: () => void;
+}
+
+function refused(call: ToolCall, callIndex: number, reason: string): ToolResultMessage {
+  return {
+    role: 'tool',
+    toolCallId: call.id,
+    callIndex,
+    name: call.name,
+    content: reason,
+    isError: true,
+    effect: 'none',
+  };
+}
+
+function parseArgs(text: string): Record<string, unknown> | string {
+  let value: unknown;
+  try {
+    value = text.trim() === '' ? {} : JSON.parse(text);
+  } catch (e) {
+    return `malformed tool arguments: ${(e as Error).message}`;
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    return 'malformed tool arguments: expected a JSON object';
+  }
+  return value as Record<string, unknown>;
+}
+
+/** Returns the result message; throws only when the turn is aborted. */
+export async function runToolCall(call: ToolCall, callIndex: number, env: ToolCallEnv): Promise<ToolResultMessage> {
+  const tool = env.tools.get(call.name);
+  if (!tool) return refused(call, callIndex, `unknown tool: ${call.name}`);
+  if (Buffer.byteLength(call.arguments, 'utf8') > env.maxToolArgBytes) {
+    return refused(call, callIndex, `tool arguments exceed ${env.maxToolArgBytes} bytes`);
+  }
+  const args = parseArgs(call.arguments);
+  if (typeof args === 'string') return refused(call, callIndex, args);
+
+  const ctx: ToolContext = {
+    signal: env.signal,
+    heartbeat: env.heartbeat,
+    callId: call.id,
+    workstreamId: env.workstreamId,
+  };
+  env.onStart();
+  try {
+    const content = await raceAbort(Promise.resolve().then(() => tool.run(args, ctx)), env.signal);
+    return { role: 'tool', toolCallId: call.id, callIndex, name: call.name, content, isError: false, effect: 'applied' };
+  } catch (e) {
+    if (env.signal.aborted) throw e;
+    const message = isTurnwardenError(e) || e instanceof Error ? e.message : String(e);
+    // The tool failed after it started: whether it had an effect is not known.
+    return {
+      role: 'tool',
+      toolCallId: call.id,
+      callIndex,
+      name: call.name,
+      content: `tool error: ${message}`,
+      isError: true,
+      effect: 'unknown',
+    };
+  }
+}

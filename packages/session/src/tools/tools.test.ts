@@ -1,0 +1,132 @@
+import { ErrorCode, isTurnwardenError } from '@turnwarden/protocol';
+import { describe, expect, it } from 'vitest';
+import { demoTools } from './demo.js';
+import { echoTool } from './echo.js';
+import { failTool } from './fail.js';
+import { heartbeatTool } from './heartbeat.js';
+import { sleepTool } from './sleep.js';
+import { abortDuring, testSignals } from './test-support/signals.js';
+
+const toolError = (message: string) => expect.objectContaining({ code: ErrorCode.TOOL_ERROR, message });
+
+describe('demoTools', () => {
+  it('lists the five demo tools with descriptions', () => {
+    const tools = demoTools();
+    expect(tools.map((t) => t.name)).toEqual(['sleep', 'heartbeat', 'wedge', 'echo', 'fail']);
+    for (const tool of tools) expect(tool.description.length).toBeGreaterThan(10);
+    expect(demoTools()).not.toBe(tools);
+  });
+});
+
+describe('echo', () => {
+  it('returns the text', async () => {
+    expect(await echoTool.run({ text: 'hi there' }, testSignals())).toBe('hi there');
+  });
+
+  it('refuses a missing or non-string text', async () => {
+    await expect(echoTool.run({}, testSignals())).rejects.toEqual(
+      toolError('echo: args.text must be a string'),
+    );
+    await expect(echoTool.run({ text: 3 }, testSignals())).rejects.toEqual(
+      toolError('echo: args.text must be a string'),
+    );
+  });
+
+  it('refuses unknown arguments', async () => {
+    await expect(echoTool.run({ text: 'a', loud: true }, testSignals())).rejects.toEqual(
+      toolError('echo: unknown argument(s) "loud" (expected: text)'),
+    );
+  });
+});
+
+describe('fail', () => {
+  it('throws TOOL_ERROR with the message', async () => {
+    const error = await failTool.run({ message: 'disk full' }, testSignals()).catch((e: unknown) => e);
+    expect(isTurnwardenError(error, ErrorCode.TOOL_ERROR)).toBe(true);
+    expect((error as Error).message).toBe('disk full');
+  });
+
+  it('refuses a missing message', async () => {
+    await expect(failTool.run({}, testSignals())).rejects.toEqual(
+      toolError('fail: args.message must be a string'),
+    );
+  });
+});
+
+describe('sleep', () => {
+  it('waits and reports it, without heartbeats', async () => {
+    const ctx = testSignals();
+    const start = performance.now();
+    expect(await sleepTool.run({ ms: 30 }, ctx)).toBe('slept 30 ms');
+    expect(performance.now() - start).toBeGreaterThanOrEqual(25);
+    expect(ctx.beats()).toBe(0);
+  });
+
+  it('rejects promptly with TURN_ABORTED when aborted', async () => {
+    const ctx = testSignals();
+    const { error, lateMs } = await abortDuring(sleepTool.run({ ms: 60_000 }, ctx), ctx.controller, 20);
+    expect(isTurnwardenError(error, ErrorCode.TURN_ABORTED)).toBe(true);
+    expect(lateMs).toBeLessThan(500);
+  });
+
+  it('with ignoreAbort, runs to its end despite the abort', async () => {
+    const ctx = testSignals();
+    const run = sleepTool.run({ ms: 80, ignoreAbort: true }, ctx);
+    setTimeout(() => ctx.controller.abort(), 10);
+    const start = performance.now();
+    await expect(run).resolves.toBe('slept 80 ms');
+    expect(ctx.signal.aborted).toBe(true);
+    expect(performance.now() - start).toBeGreaterThanOrEqual(60);
+  });
+
+  it('validates its arguments', async () => {
+    const ctx = testSignals();
+    await expect(sleepTool.run({}, ctx)).rejects.toEqual(
+      toolError('sleep: args.ms must be a non-negative integer'),
+    );
+    await expect(sleepTool.run({ ms: -1 }, ctx)).rejects.toEqual(
+      toolError('sleep: args.ms must be a non-negative integer'),
+    );
+    await expect(sleepTool.run({ ms: 1.5 }, ctx)).rejects.toEqual(
+      toolError('sleep: args.ms must be a non-negative integer'),
+    );
+    await expect(sleepTool.run({ ms: 3_600_001 }, ctx)).rejects.toEqual(
+      toolError('sleep: args.ms must be at most 3600000 (1 hour)'),
+    );
+    await expect(sleepTool.run({ ms: 1, ignoreAbort: 'yes' }, ctx)).rejects.toEqual(
+      toolError('sleep: args.ignoreAbort must be a boolean'),
+    );
+  });
+});
+
+describe('heartbeat', () => {
+  it('heartbeats while it runs', async () => {
+    const ctx = testSignals();
+    expect(await heartbeatTool.run({ ms: 60, everyMs: 15 }, ctx)).toBe('ran 60 ms with 5 heartbeats');
+    expect(ctx.beats()).toBe(5);
+  });
+
+  it('beats every 20 ms by default', async () => {
+    const ctx = testSignals();
+    await heartbeatTool.run({ ms: 40 }, ctx);
+    expect(ctx.beats()).toBe(3);
+  });
+
+  it('rejects promptly with TURN_ABORTED when aborted', async () => {
+    const ctx = testSignals();
+    const { error, lateMs } = await abortDuring(heartbeatTool.run({ ms: 60_000 }, ctx), ctx.controller, 50);
+    expect(isTurnwardenError(error, ErrorCode.TURN_ABORTED)).toBe(true);
+    expect(lateMs).toBeLessThan(500);
+    expect(ctx.beats()).toBeGreaterThanOrEqual(2);
+  });
+
+  it('validates its arguments', async () => {
+    const ctx = testSignals();
+    await expect(heartbeatTool.run({ ms: 10, everyMs: 0 }, ctx)).rejects.toEqual(
+      toolError('heartbeat: args.everyMs must be a positive integer'),
+    );
+    await expect(heartbeatTool.run({ ms: 'long' }, ctx)).rejects.toEqual(
+      toolError('heartbeat: args.ms must be a non-negative integer'),
+    );
+  });
+});

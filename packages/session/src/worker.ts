@@ -1,0 +1,80 @@
+/**
+ * Session worker entry. One worker serves one active session at a time; between turns it
+ * waits in the supervisor's warm pool. It owns one slot of the activity clock.
+ *
+ * Channels: `control` (raw: abort in, events out), `workerRpc` (serves WorkerApi), `hostRpc`
+ * (calls the supervisor's HostApi; rejects with WORKER_EXITED-style errors if the port closes).
+ */
+import type { MessagePort } from 'node:worker_threads';
+import { workerData } from 'node:worker_threads';
+import { SlotStamp } from '@turnwarden/clock';
+import type {
+  AbortReason,
+  ControlMessage,
+  HostApi,
+  TurnOutcome,
+  TurnRequest,
+  WorkerApi,
+  WorkerEvent,
+  WorkerInit,
+} from '@turnwarden/protocol';
+import { client, ErrorCode, goneSignal, serve, TurnwardenError } from '@turnwarden/protocol';
+import { loadRegistry } from './registry.js';
+import { runTurn } from './turn.js';
+
+export interface WorkerBoot extends WorkerInit {
+  readonly control: MessagePort;
+  readonly workerRpc: MessagePort;
+  readonly hostRpc: MessagePort;
+}
+
+const boot = workerData as WorkerBoot;
+const stamp = new SlotStamp(boot.clock, boot.slot);
+const registry = await loadRegistry(boot.pluginModules);
+const { gone, markGone } = goneSignal();
+boot.hostRpc.on('close', () => markGone('supervisor port closed'));
+const host = client<HostApi>(boot.hostRpc, gone);
+
+let current: { generation: number; abort: AbortController; reason: AbortReason | undefined } | undefined;
+
+const emit = (event: WorkerEvent) => boot.control.postMessage(event);
+
+boot.control.on('message', (msg: ControlMessage) => {
+  // Generation-bound: an abort meant for an earlier turn never touches this one.
+  if (msg.t !== 'abort' || current === undefined || current.generation !== msg.generation) return;
+  current.reason = msg.reason;
+  if (!current.abort.signal.aborted) {
+    current.abort.abort(new TurnwardenError(ErrorCode.TURN_ABORTED, `turn aborted: ${msg.reason}`));
+  }
+});
+
+const api: WorkerApi = {
+  async runTurn(req: TurnRequest): Promise<TurnOutcome> {
+    if (current !== undefined) {
+      throw new TurnwardenError(ErrorCode.TURN_IN_PROGRESS, `worker ${boot.workerId} is already running a turn`);
+    }
+    const model = registry.models.get(req.model);
+    if (!model) throw new TurnwardenError(ErrorCode.INVALID_INPUT, `unknown model provider: ${req.model}`);
+    const turn = { generation: req.generation, abort: new AbortController(), reason: undefined as AbortReason | undefined };
+    current = turn;
+    try {
+      return await runTurn(req, {
+        touch: (code) => stamp.touch(code),
+        journal: (r) => host.journal(r),
+        emit,
+        model,
+        tools: registry.tools,
+        abort: turn.abort,
+        abortReason: () => turn.reason,
+      });
+    } finally {
+      current = undefined;
+    }
+  },
+  async ping() {
+    return 'pong';
+  },
+};
+
+serve(boot.workerRpc, api);
+emit({ t: 'ready', workerId: boot.workerId });

@@ -1,0 +1,110 @@
+/** The `messages` table: gap-free seqs, commit-key idempotency (P1), structural check (S1). */
+
+import {
+  ErrorCode,
+  type HistoryMessage,
+  type HistoryRow,
+  type JournalEntry,
+  structuralRefusal,
+  TurnwardenError,
+} from '@turnwarden/protocol';
+import type Database from 'better-sqlite3';
+
+interface MessageRow {
+  workstream_id: string;
+  seq: number;
+  commit_key: string;
+  generation: number;
+  role: string;
+  body: string;
+  created_at: number;
+}
+
+type StructuralRow = Pick<HistoryRow, 'commitKey' | 'message'>;
+
+function toHistoryRow(r: MessageRow): HistoryRow {
+  return {
+    workstreamId: r.workstream_id,
+    seq: r.seq,
+    commitKey: r.commit_key,
+    generation: r.generation,
+    message: JSON.parse(r.body) as HistoryMessage,
+    createdAt: r.created_at,
+  };
+}
+
+export class MessageTable {
+  readonly #byKey;
+  readonly #lastSeq;
+  readonly #insert;
+  readonly #all;
+  readonly #tail;
+
+  constructor(db: Database.Database) {
+    this.#byKey = db.prepare<[string, string], { seq: number; body: string }>(
+      'SELECT seq, body FROM messages WHERE workstream_id = ? AND commit_key = ?',
+    );
+    this.#lastSeq = db.prepare<[string], { seq: number }>(
+      'SELECT COALESCE(MAX(seq), 0) AS seq FROM messages WHERE workstream_id = ?',
+    );
+    this.#insert = db.prepare<[string, number, string, number, string, string, number]>(
+      `INSERT INTO messages (workstream_id, seq, commit_key, generation, role, body, created_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?)`,
+    );
+    this.#all = db.prepare<[string], MessageRow>(
+      'SELECT * FROM messages WHERE workstream_id = ? ORDER BY seq',
+    );
+    // From the last non-tool row on: all that S1 needs, since the history before it is complete.
+    this.#tail = db.prepare<[{ ws: string }], MessageRow>(
+      `SELECT * FROM messages WHERE workstream_id = @ws AND seq >= COALESCE(
+         (SELECT seq FROM messages WHERE workstream_id = @ws AND role <> 'tool' ORDER BY seq DESC LIMIT 1), 1)
+       ORDER BY seq`,
+    );
+  }
+
+  all(workstreamId: string): HistoryRow[] {
+    return this.#all.all(workstreamId).map(toHistoryRow);
+  }
+
+  /** The rows from the last non-tool message on: enough for `openToolCalls`/`structuralRefusal`. */
+  tail(workstreamId: string): HistoryRow[] {
+    return this.#tail.all({ ws: workstreamId }).map(toHistoryRow);
+  }
+
+  /**
+   * Appends `entries` (already validated and normalized) in order; call inside a write
+   * transaction, which a refusal rolls back whole.
+   */
+  append(workstreamId: string, generation: number, entries: readonly JournalEntry[], now: number): number[] {
+    const tail: StructuralRow[] = this.tail(workstreamId);
+    let next = this.#lastSeq.get(workstreamId)!.seq + 1;
+    const seqs: number[] = [];
+    for (const { commitKey, message } of entries) {
+      const body = JSON.stringify(message);
+      const existing = this.#byKey.get(workstreamId, commitKey);
+      if (existing !== undefined) {
+        if (existing.body !== body) {
+          throw new TurnwardenError(
+            ErrorCode.COMMIT_CONFLICT,
+            `commit key ${commitKey} of workstream ${workstreamId} already holds a different row (seq ${existing.seq})`,
+            { details: { workstreamId, commitKey, seq: existing.seq } },
+          );
+        }
+        seqs.push(existing.seq);
+        continue;
+      }
+      const refusal = structuralRefusal(tail, message);
+      if (refusal !== undefined) {
+        throw new TurnwardenError(ErrorCode.STRUCTURE_VIOLATION, `workstream ${workstreamId}: ${refusal}`, {
+          details: { workstreamId, commitKey },
+        });
+      }
+      this.#insert.run(workstreamId, next, commitKey, generation, message.role, body, now);
+      if (message.role !== 'tool') tail.length = 0;
+      tail.push({ commitKey, message });
+      seqs.push(next);
+      next += 1;
+    }
+    return seqs;
+  }
+}

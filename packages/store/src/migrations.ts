@@ -1,0 +1,105 @@
+/**
+ * Schema migrations: an ordered list, versions 1, 2, 3… Each is applied in its own immediate
+ * transaction together with its row in `schema_migrations`, so a failed migration leaves no
+ * trace and a reopen applies only what is missing. Never edit an applied migration: add one.
+ */
+
+import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+import type Database from 'better-sqlite3';
+
+export interface Migration {
+  readonly version: number;
+  readonly name: string;
+  readonly sql: string;
+}
+
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    name: 'workstreams, messages, turn leases',
+    sql: `
+      CREATE TABLE workstreams (
+        id          TEXT PRIMARY KEY,
+        tenant_id   TEXT NOT NULL,
+        incarnation TEXT NOT NULL,
+        generation  INTEGER NOT NULL DEFAULT 0 CHECK (generation >= 0),
+        status      TEXT NOT NULL CHECK (status IN ('open', 'closed')),
+        created_at  INTEGER NOT NULL,
+        closed_at   INTEGER
+      ) STRICT;
+      CREATE INDEX workstreams_by_tenant ON workstreams (tenant_id, id);
+
+      CREATE TABLE messages (
+        workstream_id TEXT NOT NULL REFERENCES workstreams (id),
+        seq           INTEGER NOT NULL CHECK (seq >= 1),
+        commit_key    TEXT NOT NULL,
+        generation    INTEGER NOT NULL CHECK (generation >= 0),
+        role          TEXT NOT NULL CHECK (role IN ('user', 'system', 'assistant', 'tool')),
+        body          TEXT NOT NULL,
+        created_at    INTEGER NOT NULL,
+        PRIMARY KEY (workstream_id, seq),
+        UNIQUE (workstream_id, commit_key)
+      ) STRICT;
+
+      -- No foreign key on purpose: the row (and so the token sequence) must outlive any future
+      -- delete of the workstream, so that a token is never reused by a successor incarnation.
+      CREATE TABLE turn_leases (
+        workstream_id TEXT PRIMARY KEY,
+        holder        TEXT NOT NULL,
+        token         INTEGER NOT NULL CHECK (token >= 1),
+        acquired_at   INTEGER NOT NULL,
+        expires_at    INTEGER NOT NULL,
+        released      INTEGER NOT NULL DEFAULT 0 CHECK (released IN (0, 1))
+      ) STRICT;
+      CREATE INDEX turn_leases_by_expiry ON turn_leases (released, expires_at);
+    `,
+  },
+];
+
+export const SCHEMA_VERSION = MIGRATIONS.length;
+
+/** Applies the missing migrations; returns the versions applied now. */
+export function applyMigrations(
+  db: Database.Database,
+  now: () => number,
+  migrations: readonly Migration[] = MIGRATIONS,
+): number[] {
+  migrations.forEach((m, i) => {
+    if (m.version !== i + 1) {
+      throw new TurnwardenError(
+        ErrorCode.INTERNAL,
+        `migration #${i} has version ${m.version}, expected ${i + 1}`,
+      );
+    }
+  });
+  const tx = db.transaction((run: () => void) => run());
+  tx.immediate(() => {
+    db.exec(
+      'CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)',
+    );
+  });
+  const found = schemaVersion(db);
+  if (found > migrations.length) {
+    throw new TurnwardenError(
+      ErrorCode.STORE_ERROR,
+      `database schema version ${found} is newer than this build supports (${migrations.length})`,
+      { details: { schemaVersion: found, supported: migrations.length } },
+    );
+  }
+  const applied: number[] = [];
+  for (const m of migrations) {
+    tx.immediate(() => {
+      // Re-checked under the write lock: another connection may have applied it meanwhile.
+      if (schemaVersion(db) >= m.version) return;
+      db.exec(m.sql);
+      db.prepare('INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)').run(m.version, now());
+      applied.push(m.version);
+    });
+  }
+  return applied;
+}
+
+export function schemaVersion(db: Database.Database): number {
+  return (db.prepare('SELECT COALESCE(MAX(version), 0) AS v FROM schema_migrations').get() as { v: number })
+    .v;
+}

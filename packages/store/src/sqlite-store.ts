@@ -1,0 +1,285 @@
+/**
+ * `Store` over better-sqlite3. Every call runs synchronously, at once and in call order, and
+ * hands back an already settled promise; every write is one `.immediate()` transaction, so a
+ * refusal or a failure leaves nothing behind. Use one instance per thread.
+ */
+
+import { ErrorCode, type HistoryRow, openToolCalls, TurnwardenError } from '@turnwarden/protocol';
+import type Database from 'better-sqlite3';
+import { checkEntries } from './entries.js';
+import { invalidConfig, invalidInput, toStoreError } from './errors.js';
+import { LeaseTable } from './leases.js';
+import { MessageTable } from './messages.js';
+import { schemaVersion } from './migrations.js';
+import { openDatabase } from './open.js';
+import { resolveOptions, type SqliteStoreOptions } from './options.js';
+import type {
+  AppendInput,
+  CreateWorkstreamInput,
+  Lease,
+  Store,
+  StoreStats,
+  WorkstreamDebt,
+  WorkstreamFilter,
+  WorkstreamRecord,
+} from './types.js';
+import { checkId, checkInteger, checkKeys, checkObject, checkText } from './validate.js';
+import { WorkstreamTable } from './workstreams.js';
+
+const MAX_HOLDER_LENGTH = 256;
+
+/** The connection settings in force, for diagnostics and tests. */
+export interface SqlitePragmas {
+  readonly journalMode: string;
+  readonly synchronous: 'OFF' | 'NORMAL' | 'FULL' | 'EXTRA';
+  readonly foreignKeys: boolean;
+  readonly busyTimeoutMs: number;
+}
+
+export class SqliteStore implements Store {
+  readonly path: string;
+  readonly #db: Database.Database;
+  readonly #clock: () => number;
+  readonly #tx: Database.Transaction<(fn: () => unknown) => unknown>;
+  readonly #workstreams: WorkstreamTable;
+  readonly #messages: MessageTable;
+  readonly #leases: LeaseTable;
+
+  constructor(options: SqliteStoreOptions) {
+    const resolved = resolveOptions(options);
+    this.path = resolved.path;
+    this.#clock = () => {
+      const t = resolved.now();
+      if (typeof t !== 'number' || !Number.isFinite(t))
+        throw invalidConfig('now', 'returned a non-finite value');
+      return Math.floor(t);
+    };
+    try {
+      this.#db = openDatabase(resolved, this.#clock);
+    } catch (e) {
+      throw toStoreError(e, 'open');
+    }
+    this.#tx = this.#db.transaction((fn: () => unknown) => fn());
+    this.#workstreams = new WorkstreamTable(this.#db);
+    this.#messages = new MessageTable(this.#db);
+    this.#leases = new LeaseTable(this.#db);
+  }
+
+  createWorkstream(input: CreateWorkstreamInput): Promise<WorkstreamRecord> {
+    return this.#run('createWorkstream', () => {
+      const i = checkObject('input', input);
+      checkKeys('input', i, ['id', 'tenantId']);
+      const id = checkId('id', i.id);
+      const tenantId = checkId('tenantId', i.tenantId);
+      return this.#write(() => {
+        if (this.#workstreams.get(id) !== undefined) {
+          throw new TurnwardenError(ErrorCode.WORKSTREAM_EXISTS, `workstream ${id} already exists`, {
+            details: { workstreamId: id },
+          });
+        }
+        return this.#workstreams.insert(id, tenantId, this.#clock());
+      });
+    });
+  }
+
+  getWorkstream(id: string): Promise<WorkstreamRecord | undefined> {
+    return this.#run('getWorkstream', () => this.#workstreams.get(checkId('id', id)));
+  }
+
+  listWorkstreams(filter: WorkstreamFilter = {}): Promise<WorkstreamRecord[]> {
+    return this.#run('listWorkstreams', () => {
+      const f = checkObject('filter', filter);
+      checkKeys('filter', f, ['tenantId', 'status']);
+      if (f.status !== undefined && f.status !== 'open' && f.status !== 'closed') {
+        throw invalidInput('filter.status', "must be 'open' or 'closed'");
+      }
+      return this.#workstreams.list({
+        ...(f.tenantId === undefined ? {} : { tenantId: checkId('filter.tenantId', f.tenantId) }),
+        ...(f.status === undefined ? {} : { status: f.status }),
+      });
+    });
+  }
+
+  closeWorkstream(id: string): Promise<WorkstreamRecord> {
+    return this.#run('closeWorkstream', () => {
+      checkId('id', id);
+      return this.#write(() => {
+        const ws = this.#workstreams.require(id);
+        if (ws.status === 'closed') return ws;
+        const open = openToolCalls(this.#messages.tail(id));
+        if (open.length > 0) {
+          throw new TurnwardenError(
+            ErrorCode.TOOL_CLEANUP_PENDING,
+            `workstream ${id} has ${open.length} tool call(s) without results; repair before closing`,
+            { details: { workstreamId: id, openCalls: open.length } },
+          );
+        }
+        this.#workstreams.close(id, this.#clock());
+        return this.#workstreams.require(id);
+      });
+    });
+  }
+
+  nextGeneration(id: string): Promise<number> {
+    return this.#run('nextGeneration', () => {
+      checkId('id', id);
+      return this.#write(() => {
+        this.#workstreams.requireOpen(id);
+        return this.#workstreams.bumpGeneration(id);
+      });
+    });
+  }
+
+  appendMessages(input: AppendInput): Promise<number[]> {
+    return this.#run('appendMessages', () => {
+      const i = checkObject('input', input);
+      checkKeys('input', i, ['workstreamId', 'generation', 'fencingToken', 'entries']);
+      const workstreamId = checkId('workstreamId', i.workstreamId);
+      const generation = checkInteger('generation', i.generation, 0);
+      const token =
+        i.fencingToken === undefined ? undefined : checkInteger('fencingToken', i.fencingToken, 1);
+      const entries = checkEntries(i.entries);
+      return this.#write(() => {
+        const ws = this.#workstreams.requireOpen(workstreamId);
+        const now = this.#clock();
+        if (token !== undefined) this.#leases.assertFence(workstreamId, token, now);
+        if (generation > ws.generation) {
+          throw invalidInput(
+            'generation',
+            `${generation} was never issued (durable generation ${ws.generation})`,
+          );
+        }
+        return this.#messages.append(workstreamId, generation, entries, now);
+      });
+    });
+  }
+
+  readHistory(workstreamId: string): Promise<HistoryRow[]> {
+    return this.#run('readHistory', () => {
+      checkId('workstreamId', workstreamId);
+      return this.#read(() => {
+        this.#workstreams.require(workstreamId);
+        return this.#messages.all(workstreamId);
+      });
+    });
+  }
+
+  acquireLease(workstreamId: string, holder: string, ttlMs: number): Promise<Lease | undefined> {
+    return this.#run('acquireLease', () => {
+      checkId('workstreamId', workstreamId);
+      checkText('holder', holder, MAX_HOLDER_LENGTH);
+      checkInteger('ttlMs', ttlMs, 1);
+      return this.#write(() => {
+        this.#workstreams.requireOpen(workstreamId);
+        return this.#leases.acquire(workstreamId, holder, ttlMs, this.#clock());
+      });
+    });
+  }
+
+  refreshLease(workstreamId: string, holder: string, token: number, ttlMs: number): Promise<boolean> {
+    return this.#run('refreshLease', () => {
+      checkId('workstreamId', workstreamId);
+      checkText('holder', holder, MAX_HOLDER_LENGTH);
+      checkInteger('token', token, 1);
+      checkInteger('ttlMs', ttlMs, 1);
+      return this.#write(() => this.#leases.refresh(workstreamId, holder, token, ttlMs, this.#clock()));
+    });
+  }
+
+  releaseLease(workstreamId: string, holder: string, token: number): Promise<boolean> {
+    return this.#run('releaseLease', () => {
+      checkId('workstreamId', workstreamId);
+      checkText('holder', holder, MAX_HOLDER_LENGTH);
+      checkInteger('token', token, 1);
+      return this.#write(() => this.#leases.release(workstreamId, holder, token));
+    });
+  }
+
+  getLease(workstreamId: string): Promise<Lease | undefined> {
+    return this.#run('getLease', () => this.#leases.get(checkId('workstreamId', workstreamId)));
+  }
+
+  expiredLeases(): Promise<Lease[]> {
+    return this.#run('expiredLeases', () => this.#leases.expired(this.#clock()));
+  }
+
+  listWorkstreamsWithOpenToolCalls(): Promise<WorkstreamDebt[]> {
+    return this.#run('listWorkstreamsWithOpenToolCalls', () =>
+      this.#read(() =>
+        this.#workstreams.list({ status: 'open' }).flatMap((workstream) => {
+          const openCalls = openToolCalls(this.#messages.tail(workstream.id));
+          return openCalls.length === 0 ? [] : [{ workstream, openCalls }];
+        }),
+      ),
+    );
+  }
+
+  stats(): Promise<StoreStats> {
+    return this.#run('stats', () =>
+      this.#read(() => {
+        const count = (sql: string) => (this.#db.prepare(sql).get() as { n: number }).n;
+        return {
+          schemaVersion: schemaVersion(this.#db),
+          workstreams: count('SELECT COUNT(*) AS n FROM workstreams'),
+          openWorkstreams: count("SELECT COUNT(*) AS n FROM workstreams WHERE status = 'open'"),
+          messages: count('SELECT COUNT(*) AS n FROM messages'),
+          liveLeases: this.#leases.countLive(this.#clock()),
+        };
+      }),
+    );
+  }
+
+  /** The pragmas in force on this connection (diagnostics; not part of `Store`). */
+  pragmas(): SqlitePragmas {
+    this.#assertOpen();
+    const levels = ['OFF', 'NORMAL', 'FULL', 'EXTRA'] as const;
+    const level = this.#db.pragma('synchronous', { simple: true }) as number;
+    return {
+      journalMode: this.#db.pragma('journal_mode', { simple: true }) as string,
+      synchronous: levels[level] ?? 'OFF',
+      foreignKeys: this.#db.pragma('foreign_keys', { simple: true }) === 1,
+      busyTimeoutMs: this.#db.pragma('busy_timeout', { simple: true }) as number,
+    };
+  }
+
+  close(): Promise<void> {
+    try {
+      if (this.#db.open) this.#db.close();
+      return Promise.resolve();
+    } catch (e) {
+      return Promise.reject(toStoreError(e, 'close'));
+    }
+  }
+
+  #assertOpen(): void {
+    if (!this.#db.open) {
+      throw new TurnwardenError(ErrorCode.STORE_ERROR, `store ${this.path} is closed`, {
+        details: { closed: true },
+      });
+    }
+  }
+
+  /** Runs now; a throw becomes a rejected promise carrying a typed error. */
+  #run<T>(operation: string, fn: () => T): Promise<T> {
+    try {
+      this.#assertOpen();
+      return Promise.resolve(fn());
+    } catch (e) {
+      return Promise.reject(toStoreError(e, operation));
+    }
+  }
+
+  #write<T>(fn: () => T): T {
+    return this.#tx.immediate(fn) as T;
+  }
+
+  /** Several reads from one snapshot. */
+  #read<T>(fn: () => T): T {
+    return this.#tx.deferred(fn) as T;
+  }
+}
+
+/** Opens (creating if needed) and migrates a SQLite store. Throws INVALID_CONFIG or STORE_ERROR. */
+export function openSqliteStore(options: SqliteStoreOptions): SqliteStore {
+  return new SqliteStore(options);
+}

@@ -1,0 +1,90 @@
+/** The `workstreams` table: creation with a fresh incarnation (D1), generation, close. */
+import { randomUUID } from 'node:crypto';
+import type Database from 'better-sqlite3';
+import { workstreamClosed, workstreamNotFound } from './errors.js';
+import type { WorkstreamFilter, WorkstreamRecord, WorkstreamStatus } from './types.js';
+
+interface WorkstreamRow {
+  id: string;
+  tenant_id: string;
+  incarnation: string;
+  generation: number;
+  status: WorkstreamStatus;
+  created_at: number;
+  closed_at: number | null;
+}
+
+function toRecord(r: WorkstreamRow): WorkstreamRecord {
+  return {
+    id: r.id,
+    tenantId: r.tenant_id,
+    incarnation: r.incarnation,
+    generation: r.generation,
+    status: r.status,
+    createdAt: r.created_at,
+    ...(r.closed_at === null ? {} : { closedAt: r.closed_at }),
+  };
+}
+
+export class WorkstreamTable {
+  readonly #get;
+  readonly #list;
+  readonly #insert;
+  readonly #close;
+  readonly #bump;
+
+  constructor(db: Database.Database) {
+    this.#get = db.prepare<[string], WorkstreamRow>('SELECT * FROM workstreams WHERE id = ?');
+    this.#list = db.prepare<[{ tenant: string | null; status: string | null }], WorkstreamRow>(
+      `SELECT * FROM workstreams
+       WHERE (@tenant IS NULL OR tenant_id = @tenant) AND (@status IS NULL OR status = @status)
+       ORDER BY id`,
+    );
+    this.#insert = db.prepare<[string, string, string, number]>(
+      `INSERT INTO workstreams (id, tenant_id, incarnation, generation, status, created_at)
+       VALUES (?, ?, ?, 0, 'open', ?)`,
+    );
+    this.#close = db.prepare<[number, string]>(
+      "UPDATE workstreams SET status = 'closed', closed_at = ? WHERE id = ? AND status = 'open'",
+    );
+    this.#bump = db.prepare<[string], { generation: number }>(
+      'UPDATE workstreams SET generation = generation + 1 WHERE id = ? RETURNING generation',
+    );
+  }
+
+  get(id: string): WorkstreamRecord | undefined {
+    const row = this.#get.get(id);
+    return row === undefined ? undefined : toRecord(row);
+  }
+
+  list(filter: WorkstreamFilter): WorkstreamRecord[] {
+    return this.#list.all({ tenant: filter.tenantId ?? null, status: filter.status ?? null }).map(toRecord);
+  }
+
+  /** The caller has checked that the id is free. */
+  insert(id: string, tenantId: string, now: number): WorkstreamRecord {
+    this.#insert.run(id, tenantId, randomUUID(), now);
+    return this.get(id)!;
+  }
+
+  require(id: string): WorkstreamRecord {
+    const ws = this.get(id);
+    if (ws === undefined) throw workstreamNotFound(id);
+    return ws;
+  }
+
+  requireOpen(id: string): WorkstreamRecord {
+    const ws = this.require(id);
+    if (ws.status !== 'open') throw workstreamClosed(id);
+    return ws;
+  }
+
+  /** Closes an open workstream; a closed one is left as it is. */
+  close(id: string, now: number): void {
+    this.#close.run(now, id);
+  }
+
+  bumpGeneration(id: string): number {
+    return this.#bump.get(id)!.generation;
+  }
+}

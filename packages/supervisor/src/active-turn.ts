@@ -1,0 +1,26 @@
+import type { AbortReason, SessionState } from '@turnwarden/protocol';
+import type { Lease } from '@turnwarden/store';
+import type { Logger } from 'pino';
+import type { WorkerHandle } from './pool.js';
+import type { TurnResult } from './types.js';
+import type { WatchedTurn } from './watchdog.js';
+
+/** The supervisor's record of one running turn (exists from claim until idle again). */
+export interface ActiveTurn {
+  readonly workstreamId: string;
+  readonly tenantId: string;
+  readonly generation: number;
+  readonly lease: Lease;
+  readonly worker: WorkerHandle;
+  readonly watched: WatchedTurn;
+  readonly log: Logger;
+  state: SessionState;
+  /** Set the moment an abort commits; from then on the turn's journal writes are refused (L3). */
+  abort: { readonly reason: AbortReason | 'crash'; readonly at: number } | undefined;
+  renewTimer: NodeJS.Timeout | undefined;
+  graceTimer: NodeJS.Timeout | undefined;
+  workerTerminated: boolean;
+  finished: boolean;
+  readonly resolve: (result: TurnResult) => void;
+  readonly done: Promise<TurnResult>;
+}

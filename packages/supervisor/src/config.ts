@@ -1,0 +1,145 @@
+/**
+ * Supervisor configuration. Validated once, at construction: a bad value is refused with an
+ * INVALID_CONFIG error whose message names the field, and nothing starts.
+ */
+import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+
+export interface WatchdogConfig {
+  /** A turn with no progress for this long is aborted (L1). */
+  readonly timeoutMs: number;
+  /** Detection granularity: a stall is detected within timeoutMs + pollMs (L1). */
+  readonly pollMs: number;
+  /** How long an aborted turn gets to unwind before its worker is terminated (L3). */
+  readonly graceMs: number;
+  /** Optional start-to-close bound per turn, even for a turn that heartbeats forever (L11). */
+  readonly turnDeadlineMs?: number;
+}
+
+export interface LeaseConfig {
+  readonly ttlMs: number;
+  readonly renewMs: number;
+}
+
+export interface PoolConfig {
+  /** Most worker threads (= most concurrently active sessions) per host (T4). */
+  readonly maxWorkers: number;
+  /** Idle workers kept spawned and ready, so activation never pays for a spawn. */
+  readonly warmWorkers: number;
+  /** Per-worker heap limit (T7); the worker is treated as crashed when it exceeds it. */
+  readonly maxOldGenerationSizeMb?: number;
+}
+
+export interface LimitsConfig {
+  readonly maxModelSteps: number;
+  readonly maxToolArgBytes: number;
+  readonly maxMessageBytes: number;
+}
+
+export interface SupervisorConfig {
+  readonly watchdog: WatchdogConfig;
+  readonly lease: LeaseConfig;
+  readonly pool: PoolConfig;
+  readonly limits: LimitsConfig;
+  /** Model provider used for turns (`scripted` is built in). */
+  readonly model: string;
+  /** Modules every worker imports for extra tools and model providers. */
+  readonly pluginModules: readonly string[];
+}
+
+export type SupervisorConfigInput = {
+  readonly watchdog?: Partial<WatchdogConfig>;
+  readonly lease?: Partial<LeaseConfig>;
+  readonly pool?: Partial<PoolConfig>;
+  readonly limits?: Partial<LimitsConfig>;
+  readonly model?: string;
+  readonly pluginModules?: readonly string[];
+};
+
+export const DEFAULT_CONFIG: SupervisorConfig = {
+  watchdog: { timeoutMs: 30_000, pollMs: 1_000, graceMs: 2_000 },
+  lease: { ttlMs: 30_000, renewMs: 10_000 },
+  pool: { maxWorkers: 8, warmWorkers: 2 },
+  limits: { maxModelSteps: 32, maxToolArgBytes: 64 * 1024, maxMessageBytes: 256 * 1024 },
+  model: 'scripted',
+  pluginModules: [],
+};
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+function bad(field: string, rule: string, value: unknown): TurnwardenError {
+  return new TurnwardenError(ErrorCode.INVALID_CONFIG, `${field} ${rule} (got ${JSON.stringify(value) ?? String(value)})`, {
+    details: { field },
+  });
+}
+
+function int(field: string, value: unknown, min: number, max: number): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    throw bad(field, `must be an integer in ${min}..${max}`, value);
+  }
+  return value;
+}
+
+function section(field: string, value: unknown, keys: readonly string[]): Record<string, unknown> {
+  if (value === undefined) return {};
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw bad(field, 'must be an object', value);
+  for (const key of Object.keys(value)) {
+    if (!keys.includes(key)) throw bad(`${field}.${key}`, 'is not a known setting', (value as Record<string, unknown>)[key]);
+  }
+  return value as Record<string, unknown>;
+}
+
+export function resolveConfig(input: unknown = {}): SupervisorConfig {
+  const top = section('config', input, ['watchdog', 'lease', 'pool', 'limits', 'model', 'pluginModules']);
+  const d = DEFAULT_CONFIG;
+
+  const w = section('watchdog', top.watchdog, ['timeoutMs', 'pollMs', 'graceMs', 'turnDeadlineMs']);
+  const timeoutMs = int('watchdog.timeoutMs', w.timeoutMs ?? d.watchdog.timeoutMs, 10, DAY_MS);
+  const pollMs = int('watchdog.pollMs', w.pollMs ?? d.watchdog.pollMs, 2, 60_000);
+  if (pollMs > timeoutMs) throw bad('watchdog.pollMs', `must not exceed watchdog.timeoutMs (${timeoutMs})`, pollMs);
+  const graceMs = int('watchdog.graceMs', w.graceMs ?? d.watchdog.graceMs, 0, 10 * 60_000);
+  const deadline =
+    w.turnDeadlineMs === undefined ? undefined : int('watchdog.turnDeadlineMs', w.turnDeadlineMs, 10, 7 * DAY_MS);
+
+  const l = section('lease', top.lease, ['ttlMs', 'renewMs']);
+  const ttlMs = int('lease.ttlMs', l.ttlMs ?? d.lease.ttlMs, 100, DAY_MS);
+  const renewMs = int('lease.renewMs', l.renewMs ?? Math.min(d.lease.renewMs, Math.floor(ttlMs / 3)), 10, DAY_MS);
+  if (renewMs >= ttlMs) throw bad('lease.renewMs', `must be less than lease.ttlMs (${ttlMs})`, renewMs);
+  if (ttlMs <= graceMs + renewMs) {
+    throw bad(
+      'lease.ttlMs',
+      `must exceed watchdog.graceMs + lease.renewMs (${graceMs + renewMs}) so recovery still holds the lease`,
+      ttlMs,
+    );
+  }
+
+  const p = section('pool', top.pool, ['maxWorkers', 'warmWorkers', 'maxOldGenerationSizeMb']);
+  const maxWorkers = int('pool.maxWorkers', p.maxWorkers ?? d.pool.maxWorkers, 1, 4096);
+  const warmWorkers = int('pool.warmWorkers', p.warmWorkers ?? Math.min(d.pool.warmWorkers, maxWorkers), 0, maxWorkers);
+  const heap =
+    p.maxOldGenerationSizeMb === undefined
+      ? undefined
+      : int('pool.maxOldGenerationSizeMb', p.maxOldGenerationSizeMb, 16, 64 * 1024);
+
+  const lim = section('limits', top.limits, ['maxModelSteps', 'maxToolArgBytes', 'maxMessageBytes']);
+  const limits: LimitsConfig = {
+    maxModelSteps: int('limits.maxModelSteps', lim.maxModelSteps ?? d.limits.maxModelSteps, 1, 10_000),
+    maxToolArgBytes: int('limits.maxToolArgBytes', lim.maxToolArgBytes ?? d.limits.maxToolArgBytes, 16, 64 << 20),
+    maxMessageBytes: int('limits.maxMessageBytes', lim.maxMessageBytes ?? d.limits.maxMessageBytes, 16, 64 << 20),
+  };
+
+  const model = top.model ?? d.model;
+  if (typeof model !== 'string' || model.length === 0) throw bad('model', 'must be a non-empty string', model);
+  const plugins = top.pluginModules ?? d.pluginModules;
+  if (!Array.isArray(plugins) || plugins.some((m) => typeof m !== 'string' || m.length === 0)) {
+    throw bad('pluginModules', 'must be an array of module specifiers', plugins);
+  }
+
+  return {
+    watchdog: { timeoutMs, pollMs, graceMs, ...(deadline === undefined ? {} : { turnDeadlineMs: deadline }) },
+    lease: { ttlMs, renewMs },
+    pool: { maxWorkers, warmWorkers, ...(heap === undefined ? {} : { maxOldGenerationSizeMb: heap }) },
+    limits,
+    model,
+    pluginModules: [...(plugins as string[])],
+  };
+}

@@ -1,0 +1,242 @@
+/**
+ * The warm pool of session workers (plain worker_threads; see docs/decisions.md for why not
+ * piscina). Each worker owns one clock slot for its whole life; the slot returns to the free
+ * list only after the thread has exited, so a dying worker can never stamp a slot that a new
+ * turn already uses. An idle session holds no worker: workers go back to the pool between turns.
+ */
+import { MessageChannel, type MessagePort, Worker } from 'node:worker_threads';
+import type { HostApi, WorkerApi, WorkerEvent } from '@turnwarden/protocol';
+import { client, ErrorCode, goneSignal, serve, TurnwardenError } from '@turnwarden/protocol';
+import type { Logger } from 'pino';
+
+export type WorkerState = 'starting' | 'warm' | 'busy' | 'dead';
+
+export class WorkerHandle {
+  state: WorkerState = 'starting';
+  /** Receives the events of the turn the worker is serving. */
+  onEvent: ((event: WorkerEvent) => void) | undefined;
+  /** Set once `terminate` was asked for (escalation or crash cleanup). */
+  terminating = false;
+  exitCode: number | undefined;
+
+  constructor(
+    readonly id: number,
+    readonly slot: number,
+    readonly worker: Worker,
+    readonly api: WorkerApi,
+    readonly control: MessagePort,
+    /** Resolves when the thread has exited. */
+    readonly exited: Promise<number>,
+    /** Resolves when the worker serves its API. */
+    readonly ready: Promise<void>,
+  ) {}
+}
+
+export interface PoolOptions {
+  readonly clock: SharedArrayBuffer;
+  readonly maxWorkers: number;
+  readonly warmWorkers: number;
+  readonly workerUrl: URL;
+  readonly pluginModules: readonly string[];
+  readonly host: HostApi;
+  readonly logger: Logger;
+  readonly maxOldGenerationSizeMb?: number;
+}
+
+export interface PoolStats {
+  readonly spawned: number;
+  readonly terminated: number;
+  readonly crashed: number;
+  readonly warm: number;
+  readonly busy: number;
+  readonly starting: number;
+}
+
+export class WorkerPool {
+  private readonly freeSlots: number[];
+  private readonly workers = new Set<WorkerHandle>();
+  private readonly warm: WorkerHandle[] = [];
+  private nextId = 1;
+  private closed = false;
+  private spawned = 0;
+  private terminated = 0;
+  private crashed = 0;
+
+  constructor(private readonly opts: PoolOptions) {
+    this.freeSlots = Array.from({ length: opts.maxWorkers }, (_, i) => opts.maxWorkers - 1 - i);
+  }
+
+  /** Spawns the warm workers and waits until they serve. */
+  async start(): Promise<void> {
+    const starting: Promise<void>[] = [];
+    while (this.warm.length + starting.length < this.opts.warmWorkers && this.freeSlots.length > 0) {
+      const h = this.spawn();
+      starting.push(h.ready.then(() => this.makeWarm(h)));
+    }
+    await Promise.all(starting);
+  }
+
+  /**
+   * A worker for one turn: a warm one when there is one (no spawn on the hot path), else a
+   * fresh spawn while under capacity, else a typed retryable refusal (T4).
+   */
+  async acquire(): Promise<WorkerHandle> {
+    if (this.closed) throw new TurnwardenError(ErrorCode.SHUTTING_DOWN, 'the worker pool is closed');
+    let h = this.warm.pop();
+    if (!h) {
+      if (this.freeSlots.length === 0) {
+        throw new TurnwardenError(
+          ErrorCode.CAPACITY_EXHAUSTED,
+          `all ${this.opts.maxWorkers} session workers are busy; retry later`,
+        );
+      }
+      h = this.spawn();
+      h.state = 'busy';
+      await h.ready;
+    }
+    h.state = 'busy';
+    this.replenish();
+    return h;
+  }
+
+  /** Returns a worker whose turn unwound to the pool. */
+  release(h: WorkerHandle): void {
+    h.onEvent = undefined;
+    if (h.state === 'dead' || h.terminating) return;
+    if (this.closed) {
+      void this.terminate(h);
+      return;
+    }
+    this.makeWarm(h);
+  }
+
+  /** Hard kill (L3 escalation, crash cleanup). Resolves once the thread is gone. */
+  async terminate(h: WorkerHandle): Promise<void> {
+    if (h.state !== 'dead' && !h.terminating) {
+      h.terminating = true;
+      this.terminated++;
+      await h.worker.terminate();
+    }
+    await h.exited;
+  }
+
+  stats(): PoolStats {
+    let busy = 0;
+    let starting = 0;
+    for (const h of this.workers) {
+      if (h.state === 'busy') busy++;
+      else if (h.state === 'starting') starting++;
+    }
+    return {
+      spawned: this.spawned,
+      terminated: this.terminated,
+      crashed: this.crashed,
+      warm: this.warm.length,
+      busy,
+      starting,
+    };
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.warm.length = 0;
+    await Promise.all([...this.workers].map((h) => this.terminate(h)));
+  }
+
+  private makeWarm(h: WorkerHandle): void {
+    if (h.state === 'dead' || h.terminating) return;
+    h.state = 'warm';
+    this.warm.push(h);
+  }
+
+  private replenish(): void {
+    if (this.closed) return;
+    let starting = 0;
+    for (const h of this.workers) if (h.state === 'starting') starting++;
+    while (this.warm.length + starting < this.opts.warmWorkers && this.freeSlots.length > 0) {
+      const h = this.spawn();
+      starting++;
+      h.ready.then(
+        () => {
+          if (h.state === 'starting') this.makeWarm(h);
+        },
+        () => {},
+      );
+    }
+  }
+
+  private spawn(): WorkerHandle {
+    const slot = this.freeSlots.pop();
+    if (slot === undefined) throw new TurnwardenError(ErrorCode.CAPACITY_EXHAUSTED, 'no free clock slot');
+    const id = this.nextId++;
+    const control = new MessageChannel();
+    const workerRpc = new MessageChannel();
+    const hostRpc = new MessageChannel();
+    const worker = new Worker(this.opts.workerUrl, {
+      workerData: {
+        clock: this.opts.clock,
+        slot,
+        workerId: id,
+        pluginModules: this.opts.pluginModules,
+        control: control.port2,
+        workerRpc: workerRpc.port2,
+        hostRpc: hostRpc.port2,
+      },
+      transferList: [control.port2, workerRpc.port2, hostRpc.port2],
+      ...(this.opts.maxOldGenerationSizeMb === undefined
+        ? {}
+        : { resourceLimits: { maxOldGenerationSizeMb: this.opts.maxOldGenerationSizeMb } }),
+    });
+    this.spawned++;
+    const { gone, markGone } = goneSignal();
+    let markReady!: () => void;
+    let failReady!: (e: unknown) => void;
+    const ready = new Promise<void>((resolve, reject) => {
+      markReady = resolve;
+      failReady = reject;
+    });
+    ready.catch(() => {});
+    const exited = new Promise<number>((resolve) => worker.once('exit', resolve));
+    const h = new WorkerHandle(id, slot, worker, client<WorkerApi>(workerRpc.port1, gone), control.port1, exited, ready);
+    this.workers.add(h);
+    serve(hostRpc.port1, this.opts.host);
+    const log = this.opts.logger.child({ workerId: id, slot });
+
+    control.port1.on('message', (event: WorkerEvent) => {
+      if (event.t === 'ready') {
+        markReady();
+        return;
+      }
+      if (event.t === 'log') {
+        log[event.level](event.data ?? {}, event.msg);
+        return;
+      }
+      h.onEvent?.(event);
+    });
+    worker.on('error', (err) => {
+      log.error({ err }, 'session worker crashed');
+      if (!h.terminating) this.crashed++;
+    });
+    void exited.then((code) => {
+      const wasTerminating = h.terminating;
+      h.state = 'dead';
+      h.exitCode = code;
+      const reason = wasTerminating
+        ? `worker ${id} was terminated`
+        : `worker ${id} exited unexpectedly with code ${code}`;
+      markGone(reason);
+      failReady(new TurnwardenError(ErrorCode.WORKER_EXITED, reason));
+      this.workers.delete(h);
+      const i = this.warm.indexOf(h);
+      if (i >= 0) this.warm.splice(i, 1);
+      control.port1.close();
+      workerRpc.port1.close();
+      hostRpc.port1.close();
+      // Only now may another worker stamp this slot.
+      this.freeSlots.push(slot);
+      log.debug({ code, terminated: wasTerminating }, 'session worker exited');
+      this.replenish();
+    });
+    return h;
+  }
+}
