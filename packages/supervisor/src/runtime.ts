@@ -124,6 +124,11 @@ export class Turnwarden {
     return tw;
   }
 
+  /** The activity clock's shared buffer, for the interleaving harness and tests. */
+  get clockBuffer(): SharedArrayBuffer {
+    return this.clock.buffer;
+  }
+
   // ── workstreams ────────────────────────────────────────────────────────────
 
   async createWorkstream(input: { tenantId: string; workstreamId?: string }): Promise<WorkstreamInfo> {

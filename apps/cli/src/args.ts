@@ -1,0 +1,156 @@
+/**
+ * Command-line parsing (node:util parseArgs, strict). Every mistake is a `UsageError`, which
+ * the entry point prints on stderr with exit code 2.
+ */
+import { parseArgs } from 'node:util';
+
+export class UsageError extends Error {
+  override readonly name = 'UsageError';
+}
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+export const COMMANDS = ['demo', 'bench', 'help'] as const;
+export type CommandName = (typeof COMMANDS)[number];
+
+export interface DemoArgs {
+  readonly workstreams: number;
+  readonly turns: number;
+  readonly seed: number;
+  /** Undefined: the default `./.turnwarden/demo.db`. */
+  readonly db: string | undefined;
+  readonly json: boolean;
+  readonly quiet: boolean;
+  readonly logStderr: boolean;
+  readonly logLevel: LogLevel;
+  /** Undefined: `demo.log` next to the db. */
+  readonly logFile: string | undefined;
+  readonly timeoutMs: number;
+  readonly pollMs: number;
+  readonly graceMs: number;
+  readonly maxWorkers: number;
+  readonly warmWorkers: number;
+}
+
+export type Command =
+  | { readonly name: 'help'; readonly topic?: 'demo' | 'bench' }
+  | { readonly name: 'version' }
+  | { readonly name: 'demo'; readonly args: DemoArgs }
+  | { readonly name: 'bench'; readonly argv: readonly string[] };
+
+export const DEMO_DEFAULTS = {
+  workstreams: 24,
+  turns: 4,
+  seed: 1,
+  timeoutMs: 1000,
+  pollMs: 100,
+  graceMs: 500,
+  maxWorkers: 8,
+  warmWorkers: 4,
+  logLevel: 'info',
+} as const;
+
+/** Parses the whole command line (without `node` and the script). */
+export function parseCommand(argv: readonly string[]): Command {
+  const [first, ...rest] = argv;
+  if (first === undefined || first === '--help' || first === '-h') return { name: 'help' };
+  if (first === '--version' || first === '-V') return { name: 'version' };
+  if (first.startsWith('-')) throw new UsageError(`unknown option '${first}' (options go after the command)`);
+  switch (first) {
+    case 'help': {
+      const [topic, ...extra] = rest;
+      if (extra.length > 0) throw new UsageError(`unexpected argument '${extra[0]}'`);
+      if (topic === undefined) return { name: 'help' };
+      if (topic === 'demo' || topic === 'bench') return { name: 'help', topic };
+      throw new UsageError(`no help for '${topic}' (commands: ${COMMANDS.join(', ')})`);
+    }
+    case 'demo':
+      if (rest.includes('--help') || rest.includes('-h')) return { name: 'help', topic: 'demo' };
+      return { name: 'demo', args: parseDemoArgs(rest) };
+    case 'bench':
+      // The bench owns its flags.
+      return { name: 'bench', argv: rest };
+    default:
+      throw new UsageError(`unknown command '${first}' (commands: ${COMMANDS.join(', ')})`);
+  }
+}
+
+export function parseDemoArgs(argv: readonly string[]): DemoArgs {
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({
+      args: [...argv],
+      strict: true,
+      allowPositionals: false,
+      options: {
+        workstreams: { type: 'string' },
+        turns: { type: 'string' },
+        seed: { type: 'string' },
+        db: { type: 'string' },
+        json: { type: 'boolean' },
+        quiet: { type: 'boolean', short: 'q' },
+        'log-stderr': { type: 'boolean' },
+        'log-level': { type: 'string' },
+        'log-file': { type: 'string' },
+        'timeout-ms': { type: 'string' },
+        'poll-ms': { type: 'string' },
+        'grace-ms': { type: 'string' },
+        'max-workers': { type: 'string' },
+        'warm-workers': { type: 'string' },
+      },
+    }));
+  } catch (e) {
+    throw new UsageError(`demo: ${(e as Error).message}`);
+  }
+  const d = DEMO_DEFAULTS;
+  const timeoutMs = int(values, 'timeout-ms', d.timeoutMs, 10, 600_000);
+  const maxWorkers = int(values, 'max-workers', d.maxWorkers, 1, 256);
+  const logLevel = (values['log-level'] as string | undefined) ?? d.logLevel;
+  if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) {
+    throw new UsageError(`demo: --log-level must be one of ${LOG_LEVELS.join(', ')} (got '${logLevel}')`);
+  }
+  if (values['log-stderr'] === true && values['log-file'] !== undefined) {
+    throw new UsageError('demo: --log-stderr and --log-file exclude each other');
+  }
+  return {
+    workstreams: int(values, 'workstreams', d.workstreams, 1, 1000),
+    turns: int(values, 'turns', d.turns, 1, 100),
+    seed: int(values, 'seed', d.seed, 0, 2 ** 32 - 1),
+    db: path(values, 'db'),
+    json: values.json === true,
+    quiet: values.quiet === true,
+    logStderr: values['log-stderr'] === true,
+    logLevel: logLevel as LogLevel,
+    logFile: path(values, 'log-file'),
+    timeoutMs,
+    pollMs: int(values, 'poll-ms', Math.min(d.pollMs, timeoutMs), 2, timeoutMs),
+    graceMs: int(values, 'grace-ms', d.graceMs, 0, 600_000),
+    maxWorkers,
+    warmWorkers: int(values, 'warm-workers', Math.min(d.warmWorkers, maxWorkers), 0, maxWorkers),
+  };
+}
+
+function int(
+  values: Record<string, string | boolean | undefined>,
+  flag: string,
+  fallback: number,
+  min: number,
+  max: number,
+): number {
+  const raw = values[flag];
+  if (raw === undefined) return fallback;
+  if (typeof raw !== 'string' || !/^\d+$/.test(raw)) {
+    throw new UsageError(`demo: --${flag} must be a whole number (got '${String(raw)}')`);
+  }
+  const n = Number(raw);
+  if (n < min || n > max) throw new UsageError(`demo: --${flag} must be between ${min} and ${max} (got ${raw})`);
+  return n;
+}
+
+function path(values: Record<string, string | boolean | undefined>, flag: string): string | undefined {
+  const raw = values[flag];
+  if (raw === undefined) return undefined;
+  if (typeof raw !== 'string' || raw.length === 0) throw new UsageError(`demo: --${flag} needs a path`);
+  return raw;
+}

@@ -1,0 +1,57 @@
+/** Help texts. */
+import { DEMO_DEFAULTS } from './args.js';
+
+const d = DEMO_DEFAULTS;
+
+export const MAIN_USAGE = `turnwarden — run and supervise LLM agent sessions in worker threads
+
+Usage:
+  turnwarden <command> [options]
+
+Commands:
+  demo     run many scripted sessions (normal, tool, heartbeating, stalled and wedged
+           turns) under the liveness watchdog and check that every one was recovered
+  bench    run the benchmarks (see: turnwarden bench --help)
+  help     show this text, or 'turnwarden help <command>'
+
+Options:
+  -h, --help      show help
+  -V, --version   show the version
+
+Exit codes: 0 success, 1 a check or the command failed, 2 usage error.
+`;
+
+export const DEMO_USAGE = `turnwarden demo — the liveness demo
+
+Usage:
+  turnwarden demo [options]
+
+Runs N workstreams concurrently, each with several turns played by the offline scripted
+model: streamed answers, tool calls (with duplicate ids), long tools that heartbeat past the
+watchdog timeout (must NOT be aborted, L2), stalled turns (aborted by the watchdog, L1) and
+wedged turns (worker terminated after the grace period, L3). Then checks every outcome and
+re-reads the durable history for dangling tool calls.
+
+Workload:
+  --workstreams N     concurrent workstreams (default ${d.workstreams})
+  --turns N           turns per workstream, plus one idle check (default ${d.turns})
+  --seed N            seed of the deterministic workload plan (default ${d.seed})
+
+Runtime:
+  --db PATH           SQLite file, recreated each run (default ./.turnwarden/demo.db);
+                      ':memory:' for an in-memory store
+  --timeout-ms N      watchdog timeout (default ${d.timeoutMs})
+  --poll-ms N         watchdog poll interval (default ${d.pollMs})
+  --grace-ms N        grace before a wedged worker is terminated (default ${d.graceMs})
+  --max-workers N     session worker threads at most (default ${d.maxWorkers})
+  --warm-workers N    warm workers kept ready (default ${d.warmWorkers})
+
+Output:
+  --json              print only a JSON summary on stdout
+  -q, --quiet         print only the summary
+  --log-level LEVEL   supervisor log level: ${['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].join(', ')} (default ${d.logLevel})
+  --log-file PATH     supervisor log file (default demo.log next to the db)
+  --log-stderr        send the supervisor log to stderr instead of a file
+
+Exit code 0 when every integrity check passes, 1 when one fails (listed on stderr).
+`;

@@ -1,0 +1,156 @@
+/**
+ * Liveness (L1–L3, L5, L9–L12): counterparts of the watchdog suite in shared/seeds/000_….
+ * Timing bounds are reported by `turnwarden bench`; these tests assert behaviour and order.
+ */
+import { openToolCalls } from '@turnwarden/protocol';
+import { afterEach, describe, expect, it } from 'vitest';
+import { nextEvent, script, startRuntime } from './test-support/runtime.js';
+
+type Rt = Awaited<ReturnType<typeof startRuntime>>;
+let rt: Rt | undefined;
+afterEach(async () => {
+  await rt?.tw.shutdown();
+  rt = undefined;
+});
+
+describe('liveness watchdog', () => {
+  it('L1: a silently stalled turn is detected, logged with the workstream and idle time, and ends interrupted; the next message runs', async () => {
+    rt = await startRuntime();
+    const turn = await rt.send(script({ text: 'working' }, { stall: true }));
+    const result = await turn.done;
+    expect(result.status).toBe('interrupted');
+    expect(result.abortReason).toBe('watchdog');
+    const fired = rt.logged('turn liveness watchdog fired; attempting recovery');
+    expect(fired).toHaveLength(1);
+    expect(fired[0]).toMatchObject({ level: 50, workstreamId: 'ws-1', lastActivity: 'streamToken' });
+    // Never early: the idle time it acted on is at least timeoutMs (L2's side of the bound).
+    expect(fired[0]!.idleMs as number).toBeGreaterThanOrEqual(300);
+    // A stalled promise is abandoned cooperatively: no terminate needed.
+    expect(result.workerTerminated).toBe(false);
+    // The lease was released on the interrupted path and the workstream is idle again.
+    const status = await rt.tw.status('tenant-a', rt.workstreamId);
+    expect(status.state).toBe('idle');
+    const next = await (await rt.send('are you there?')).done;
+    expect(next).toMatchObject({ status: 'completed', finalText: 'echo: are you there?' });
+  });
+
+  it('L2: a turn that keeps making progress past timeoutMs is never aborted and its lease keeps renewing', async () => {
+    rt = await startRuntime();
+    const renewalsBefore = rt.tw.stats().leaseRenewals;
+    // 3 × timeoutMs of tool heartbeats, then streamed text.
+    const result = await (
+      await rt.send(script({ tools: [{ name: 'heartbeat', args: { ms: 900, everyMs: 20 } }] }, { text: 'finished' }))
+    ).done;
+    expect(result).toMatchObject({ status: 'completed', finalText: 'finished', synthesized: 0 });
+    expect(rt.types()).not.toContain('watchdog_fired');
+    expect(rt.logged('turn liveness watchdog fired; attempting recovery')).toHaveLength(0);
+    expect(rt.tw.stats().leaseRenewals - renewalsBefore).toBeGreaterThan(3);
+  });
+
+  it('L3: a wedged turn stops renewing at the commit, is terminated after grace, gets unknown results, and the workstream runs on a fresh worker', async () => {
+    rt = await startRuntime();
+    const started = nextEvent(rt.tw, rt.workstreamId, 'turn_started');
+    const turn = await rt.send(script({ tools: [{ name: 'echo', args: { text: 'a' } }, { name: 'wedge', args: {} }] }));
+    const firstWorker = (await started).data.workerId;
+    await nextEvent(rt.tw, rt.workstreamId, 'turn_aborted');
+    const renewalsAtCommit = rt.tw.stats().leaseRenewals;
+    const result = await turn.done;
+    expect(result).toMatchObject({ status: 'interrupted', abortReason: 'watchdog', workerTerminated: true });
+    // No renewal after the commit, although grace (250 ms) spans several renew periods (50 ms).
+    expect(rt.tw.stats().leaseRenewals).toBe(renewalsAtCommit);
+    expect(rt.logged('turn did not unwind within grace; terminating worker')).toHaveLength(1);
+    const rows = await rt.history();
+    expect(openToolCalls(rows)).toEqual([]);
+    const tools = rows.filter((r) => r.message.role === 'tool').map((r) => r.message);
+    expect(tools).toEqual([
+      expect.objectContaining({ callIndex: 0, effect: 'applied', content: 'a' }),
+      expect.objectContaining({ callIndex: 1, effect: 'unknown', synthesized: true }),
+    ]);
+    const lease = await (rt.tw as unknown as { store: { getLease(id: string): Promise<{ released: boolean }> } }).store.getLease(
+      rt.workstreamId,
+    );
+    expect(lease.released).toBe(true);
+    const restarted = nextEvent(rt.tw, rt.workstreamId, 'turn_started');
+    const next = await (await rt.send('hello again')).done;
+    expect(next.status).toBe('completed');
+    expect((await restarted).data.workerId).not.toBe(firstWorker);
+  });
+
+  it('L3: a row the dead turn had in flight after the commit never reaches durable history', async () => {
+    // `block` holds the worker thread past timeoutMs (it cannot even receive the abort), then
+    // returns; the turn loop then tries to journal the tool result: the supervisor refuses it.
+    rt = await startRuntime({ watchdog: { timeoutMs: 200, pollMs: 20, graceMs: 2_000 } });
+    const result = await (await rt.send(script({ tools: [{ name: 'block', args: { ms: 600 } }] }))).done;
+    expect(result).toMatchObject({ status: 'interrupted', abortReason: 'watchdog', workerTerminated: false });
+    expect(rt.tw.stats().journalRefusedFenced).toBe(1);
+    const tools = (await rt.history()).filter((r) => r.message.role === 'tool').map((r) => r.message);
+    expect(tools).toEqual([expect.objectContaining({ synthesized: true, effect: 'unknown' })]);
+  });
+
+  it('L5: the definitive settlement is published only after the commit, and after the observational one', async () => {
+    rt = await startRuntime();
+    const result = await (await rt.send(script({ stall: true }))).done;
+    expect(result.status).toBe('interrupted');
+    const msgs = rt.logs.map((l) => l.msg);
+    const fired = msgs.indexOf('turn liveness watchdog fired; attempting recovery');
+    const aborted = msgs.indexOf('watchdog aborted turn; lease renewal stopped');
+    expect(fired).toBeGreaterThanOrEqual(0);
+    expect(aborted).toBeGreaterThan(fired);
+    const warnings = rt.events.filter((e) => e.type === 'warning').map((e) => e.data as { stage: string; message: string });
+    expect(warnings.map((w) => w.stage)).toEqual(['observational', 'definitive']);
+    expect(warnings[0]!.message).toMatch(/attempting recovery/);
+    expect(warnings[1]!.message).toMatch(/^Turn aborted by the liveness watchdog .*You can retry\.$/);
+    // Events follow the same split: fired → aborted → stream_end → idle.
+    const order = rt.types().filter((t) => ['watchdog_fired', 'turn_aborted', 'stream_end', 'idle'].includes(t));
+    expect(order).toEqual(['watchdog_fired', 'turn_aborted', 'stream_end', 'idle']);
+  });
+
+  it('L9: idle time between turns never counts — the clock is stamped at turn entry', async () => {
+    rt = await startRuntime();
+    await (await rt.send('first')).done;
+    // Idle for well over timeoutMs, then a turn that needs most of timeoutMs before its first token.
+    await new Promise((r) => setTimeout(r, 700));
+    const result = await (await rt.send(script({ sleep: 150 }, { text: 'late but fine' }))).done;
+    expect(result.status).toBe('completed');
+    expect(rt.types()).not.toContain('watchdog_fired');
+  });
+
+  it('L10: a wall-clock jump does not fire the watchdog (idle time is monotonic)', async () => {
+    rt = await startRuntime();
+    const realNow = Date.now;
+    const turn = await rt.send(script({ tools: [{ name: 'heartbeat', args: { ms: 500, everyMs: 20 } }] }, { text: 'ok' }));
+    await nextEvent(rt.tw, rt.workstreamId, 'tool_started');
+    Date.now = () => realNow() + 6 * 3_600_000;
+    try {
+      expect((await turn.done).status).toBe('completed');
+    } finally {
+      Date.now = realNow;
+    }
+    expect(rt.types()).not.toContain('watchdog_fired');
+  });
+
+  it('L11: a per-turn deadline aborts a turn that heartbeats forever, and the log names the bound', async () => {
+    rt = await startRuntime({ watchdog: { timeoutMs: 300, pollMs: 30, graceMs: 250, turnDeadlineMs: 400 } });
+    const result = await (await rt.send(script({ heartbeat: 60_000, everyMs: 20 }))).done;
+    expect(result).toMatchObject({ status: 'interrupted', abortReason: 'deadline' });
+    const fired = rt.logged('turn liveness watchdog fired; attempting recovery');
+    expect(fired).toEqual([expect.objectContaining({ bound: 'deadline' })]);
+    expect(rt.logged('watchdog aborted turn; lease renewal stopped')).toEqual([
+      expect.objectContaining({ bound: 'deadline' }),
+    ]);
+  });
+
+  it('L12: the watchdog polls only active turns — a thousand idle workstreams add nothing to a poll', async () => {
+    rt = await startRuntime();
+    for (let i = 0; i < 1_000; i++) await rt.tw.createWorkstream({ tenantId: 'tenant-a', workstreamId: `idle-${i}` });
+    const turn = await rt.send(script({ heartbeat: 200, everyMs: 20 }, { text: 'done' }));
+    await nextEvent(rt.tw, rt.workstreamId, 'state');
+    const watchdog = (rt.tw as unknown as { watchdog: { active(): number } }).watchdog;
+    expect(watchdog.active()).toBe(1);
+    expect((await turn.done).status).toBe('completed');
+    expect(watchdog.active()).toBe(0);
+    const stats = rt.tw.stats().watchdog;
+    expect(stats.polls).toBeGreaterThan(0);
+    expect(stats.pollLateness.max).toBeGreaterThanOrEqual(stats.pollLateness.p50);
+  });
+});

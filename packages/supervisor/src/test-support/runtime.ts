@@ -1,0 +1,51 @@
+import { pino } from 'pino';
+import { Turnwarden, type TurnwardenEvent, type TurnwardenOptions } from '../index.js';
+
+export interface LogLine {
+  readonly level: number;
+  readonly msg: string;
+  readonly [key: string]: unknown;
+}
+
+export const PLUGIN = new URL('./plugin.mjs', import.meta.url).href;
+
+export const FAST = {
+  watchdog: { timeoutMs: 300, pollMs: 30, graceMs: 250 },
+  lease: { ttlMs: 3_000, renewMs: 50 },
+  pool: { maxWorkers: 4, warmWorkers: 2 },
+} as const;
+
+export function script(...steps: unknown[]): string {
+  return JSON.stringify({ script: steps });
+}
+
+/** Starts a runtime with fast watchdog settings, capturing logs and events. */
+export async function startRuntime(options: TurnwardenOptions = {}) {
+  const logs: LogLine[] = [];
+  const logger = pino({ level: 'debug' }, { write: (s: string) => void logs.push(JSON.parse(s) as LogLine) });
+  const tw = await Turnwarden.start({ ...FAST, pluginModules: [PLUGIN], ...options, logger });
+  const { workstreamId } = await tw.createWorkstream({ tenantId: 'tenant-a', workstreamId: 'ws-1' });
+  const events: TurnwardenEvent[] = [];
+  tw.subscribe(workstreamId, (e) => events.push(e));
+  const send = (content: string) => tw.send({ tenantId: 'tenant-a', workstreamId, content });
+  const history = () => tw.history('tenant-a', workstreamId);
+  const logged = (msg: string) => logs.filter((l) => l.msg === msg);
+  const types = () => events.map((e) => e.type);
+  return { tw, logs, events, workstreamId, send, history, logged, types };
+}
+
+/** Resolves with the first event of `type` (deterministic waiting: no sleeps). */
+export function nextEvent(
+  tw: Turnwarden,
+  workstreamId: string,
+  type: TurnwardenEvent['type'],
+): Promise<TurnwardenEvent> {
+  return new Promise((resolve) => {
+    const off = tw.subscribe(workstreamId, (e) => {
+      if (e.type === type) {
+        off();
+        resolve(e);
+      }
+    });
+  });
+}
