@@ -1,0 +1,180 @@
+/**
+ * Integrity checks: the verdict on every turn (did it end the way its kind must?) and the
+ * audit of the durable history re-read after shutdown (S1: no dangling tool call; S2: every
+ * synthesized result says `unknown` or `none`; L3: nothing of an aborted turn is journaled
+ * after its recovery).
+ */
+import type { HistoryRow } from '@turnwarden/protocol';
+import { openToolCalls } from '@turnwarden/protocol';
+import type { ObservedStatus, TurnRecord, Verdict } from './types.js';
+import type { Expectation } from './workload.js';
+
+export interface Observation {
+  readonly status: ObservedStatus;
+  readonly abortReason?: string | undefined;
+  readonly workerTerminated: boolean;
+  readonly errorCode?: string | undefined;
+}
+
+const WATCHDOG_REASONS: ReadonlySet<string> = new Set(['watchdog', 'deadline']);
+
+/** The verdict on one turn, from what it was expected to do and how it ended. */
+export function classifyTurn(expected: Expectation, obs: Observation): Verdict {
+  if (obs.abortReason === 'shutdown' || obs.errorCode === 'SHUTTING_DOWN') return 'cancelled';
+  const byWatchdog = obs.status === 'interrupted' && obs.abortReason === 'watchdog';
+  switch (expected) {
+    case 'completed':
+      if (obs.status === 'completed') return 'ok';
+      if (obs.status === 'interrupted' && obs.abortReason !== undefined && WATCHDOG_REASONS.has(obs.abortReason)) {
+        return 'false_abort';
+      }
+      return 'unexpected_failure';
+    case 'interrupted':
+      // L1: detected, aborted and unwound (a wedge-style termination still counts as recovered).
+      return byWatchdog ? 'ok' : 'not_recovered';
+    case 'terminated':
+      // L3: only terminating the thread ends a synchronous loop.
+      return byWatchdog && obs.workerTerminated ? 'ok' : 'not_recovered';
+  }
+}
+
+export interface HistoryAudit {
+  readonly workstreams: number;
+  readonly rows: number;
+  readonly userMessages: number;
+  /** Tool call occurrences without a result (S1): must be 0. */
+  readonly danglingToolCalls: number;
+  readonly synthesizedResults: number;
+  readonly synthesizedUnknown: number;
+  readonly synthesizedNone: number;
+  /** Synthesized results claiming any other effect (S2): must be 0. */
+  readonly badSynthesizedEffects: number;
+  /** Rows of a turn journaled after that turn's recovery wrote its synthesized results (L3): must be 0. */
+  readonly lateRows: number;
+}
+
+export const EMPTY_AUDIT: HistoryAudit = {
+  workstreams: 0,
+  rows: 0,
+  userMessages: 0,
+  danglingToolCalls: 0,
+  synthesizedResults: 0,
+  synthesizedUnknown: 0,
+  synthesizedNone: 0,
+  badSynthesizedEffects: 0,
+  lateRows: 0,
+};
+
+/** Audits one workstream's durable history (rows in seq order). */
+export function auditHistory(rows: readonly HistoryRow[]): HistoryAudit {
+  let userMessages = 0;
+  let synthesizedResults = 0;
+  let synthesizedUnknown = 0;
+  let synthesizedNone = 0;
+  let badSynthesizedEffects = 0;
+  let lateRows = 0;
+  // Generations whose user row was journaled, and those whose recovery has written results.
+  // (Repair before a claim writes under the new generation *before* its user row: not recovery.)
+  const claimed = new Set<number>();
+  const recovered = new Set<number>();
+  for (const row of rows) {
+    const m = row.message;
+    const synthesized = m.role === 'tool' && m.synthesized === true;
+    if (recovered.has(row.generation) && !synthesized) lateRows++;
+    if (m.role === 'user') {
+      userMessages++;
+      claimed.add(row.generation);
+    }
+    if (m.role === 'tool' && synthesized) {
+      synthesizedResults++;
+      if (m.effect === 'unknown') synthesizedUnknown++;
+      else if (m.effect === 'none') synthesizedNone++;
+      else badSynthesizedEffects++;
+      if (claimed.has(row.generation)) recovered.add(row.generation);
+    }
+  }
+  return {
+    workstreams: 1,
+    rows: rows.length,
+    userMessages,
+    danglingToolCalls: openToolCalls(rows).length,
+    synthesizedResults,
+    synthesizedUnknown,
+    synthesizedNone,
+    badSynthesizedEffects,
+    lateRows,
+  };
+}
+
+export function mergeAudits(audits: readonly HistoryAudit[]): HistoryAudit {
+  const total = { ...EMPTY_AUDIT } as Record<keyof HistoryAudit, number>;
+  for (const a of audits) {
+    for (const key of Object.keys(total) as (keyof HistoryAudit)[]) total[key] += a[key];
+  }
+  return total;
+}
+
+export interface VerdictCounts {
+  readonly ok: number;
+  readonly falseAborts: number;
+  readonly notRecovered: number;
+  readonly unexpectedFailures: number;
+  readonly cancelled: number;
+  /** Idle checks (after the last turn) that did not complete. */
+  readonly idleCheckFailures: number;
+}
+
+export function countVerdicts(records: readonly TurnRecord[]): VerdictCounts {
+  let ok = 0;
+  let falseAborts = 0;
+  let notRecovered = 0;
+  let unexpectedFailures = 0;
+  let cancelled = 0;
+  let idleCheckFailures = 0;
+  for (const r of records) {
+    if (r.verdict === 'ok') ok++;
+    else if (r.verdict === 'cancelled') cancelled++;
+    else if (r.kind === 'idle-check') idleCheckFailures++;
+    else if (r.verdict === 'false_abort') falseAborts++;
+    else if (r.verdict === 'not_recovered') notRecovered++;
+    else unexpectedFailures++;
+  }
+  return { ok, falseAborts, notRecovered, unexpectedFailures, cancelled, idleCheckFailures };
+}
+
+export interface IntegrityCheck {
+  readonly id: string;
+  readonly label: string;
+  readonly guarantee: string;
+  readonly value: number;
+  readonly ok: boolean;
+}
+
+export interface IntegrityInput {
+  readonly verdicts: VerdictCounts;
+  readonly audit: HistoryAudit;
+  /** Workstreams whose durable user rows differ from the messages `send` accepted. */
+  readonly historyMismatches: number;
+}
+
+/** Every check, passing or not, in the order the summary prints them. */
+export function integrityChecks(input: IntegrityInput): IntegrityCheck[] {
+  const { verdicts: v, audit: a } = input;
+  const zero = (id: string, label: string, guarantee: string, value: number): IntegrityCheck => ({
+    id,
+    label,
+    guarantee,
+    value,
+    ok: value === 0,
+  });
+  return [
+    zero('false_aborts', 'progressing turns aborted by the watchdog', 'L2', v.falseAborts),
+    zero('not_recovered', 'stalled/wedged turns not recovered', 'L1 L3', v.notRecovered),
+    zero('unexpected_failures', 'turns that should have completed but did not', 'T', v.unexpectedFailures),
+    zero('idle_check_failures', 'workstreams not idle after their last turn', 'L1 L3', v.idleCheckFailures),
+    zero('dangling_tool_calls', 'dangling tool calls in the durable history', 'S1', a.danglingToolCalls),
+    zero('bad_synthesized_effects', 'synthesized results not marked unknown/none', 'S2', a.badSynthesizedEffects),
+    zero('late_rows', 'rows journaled after a turn was recovered', 'L3', a.lateRows),
+    zero('history_mismatches', 'workstreams whose user rows differ from accepted sends', 'P', input.historyMismatches),
+  ];
+}

@@ -1,0 +1,210 @@
+/**
+ * The demo's workload: a deterministic plan (same options and seed → same plan) of scripted
+ * turns for every workstream. Each turn has a kind and the outcome that kind must have:
+ *
+ * - normal    — a streamed answer (text chunks with delays)                → completed
+ * - tools     — tool calls, several per message, duplicate ids (echo/sleep) → completed
+ * - heartbeat — a tool that heartbeats for ≈ 2.5 × timeoutMs (L2)          → completed
+ * - stall     — a promise that ignores the abort signal (L1)               → interrupted
+ * - wedge     — a synchronous infinite loop (L3)                           → interrupted, worker terminated
+ */
+
+export const TURN_KINDS = ['normal', 'tools', 'heartbeat', 'stall', 'wedge'] as const;
+export type TurnKind = (typeof TURN_KINDS)[number];
+
+export type Expectation = 'completed' | 'interrupted' | 'terminated';
+
+export const EXPECTED: Readonly<Record<TurnKind, Expectation>> = {
+  normal: 'completed',
+  tools: 'completed',
+  heartbeat: 'completed',
+  stall: 'interrupted',
+  wedge: 'terminated',
+};
+
+/** Share of each kind in the plan (normal takes the rest); each appears at least once. */
+const SHARE: Readonly<Record<Exclude<TurnKind, 'normal'>, number>> = {
+  tools: 0.25,
+  heartbeat: 0.15,
+  stall: 0.15,
+  wedge: 0.1,
+};
+
+export interface TurnPlan {
+  /** 1-based position in its workstream. */
+  readonly index: number;
+  readonly kind: TurnKind;
+  /** Which script shape of the kind (`model`, `tool`, `dup-ids` …). */
+  readonly variant: string;
+  /** The user message: a scripted-model script (JSON). */
+  readonly content: string;
+}
+
+export interface WorkstreamPlan {
+  readonly id: string;
+  readonly turns: readonly TurnPlan[];
+  /** A plain message sent after the last turn: the workstream must be idle and complete it. */
+  readonly idleCheck: string;
+}
+
+export interface WorkloadOptions {
+  readonly workstreams: number;
+  readonly turns: number;
+  readonly seed: number;
+  /** The watchdog timeout the scripts are scaled to. */
+  readonly timeoutMs: number;
+}
+
+export interface WorkloadPlan {
+  readonly seed: number;
+  readonly workstreams: readonly WorkstreamPlan[];
+  readonly counts: Readonly<Record<TurnKind, number>>;
+}
+
+/** mulberry32: small, fast, good enough for a workload plan; never Math.random. */
+export function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+type Rand = () => number;
+const between = (rand: Rand, lo: number, hi: number) => lo + Math.floor(rand() * (hi - lo + 1));
+const pick = <T>(rand: Rand, items: readonly T[]): T => items[Math.floor(rand() * items.length)] as T;
+
+export function workstreamId(i: number, total: number): string {
+  return `ws-${String(i + 1).padStart(Math.max(2, String(total).length), '0')}`;
+}
+
+/** How many turns of each kind a plan of `total` turns has. */
+export function kindCounts(total: number): Record<TurnKind, number> {
+  const counts: Record<TurnKind, number> = { normal: 0, tools: 0, heartbeat: 0, stall: 0, wedge: 0 };
+  if (total < TURN_KINDS.length) {
+    // Too few turns for every kind: the recovery kinds first, they are the point of the demo.
+    const order: TurnKind[] = ['stall', 'heartbeat', 'wedge', 'tools'];
+    for (const kind of order.slice(0, total)) counts[kind] = 1;
+    return counts;
+  }
+  let rest = total;
+  for (const [kind, share] of Object.entries(SHARE) as [Exclude<TurnKind, 'normal'>, number][]) {
+    counts[kind] = Math.max(1, Math.round(share * total));
+    rest -= counts[kind];
+  }
+  counts.normal = rest;
+  return counts;
+}
+
+export function planWorkload(options: WorkloadOptions): WorkloadPlan {
+  const { workstreams, turns, seed, timeoutMs } = options;
+  const rand = prng(seed);
+  const counts = kindCounts(workstreams * turns);
+  const kinds: TurnKind[] = TURN_KINDS.flatMap((k) => Array.from({ length: counts[k] }, () => k));
+  for (let i = kinds.length - 1; i > 0; i--) {
+    const j = Math.floor(rand() * (i + 1));
+    [kinds[i], kinds[j]] = [kinds[j] as TurnKind, kinds[i] as TurnKind];
+  }
+  const plans: WorkstreamPlan[] = [];
+  for (let w = 0; w < workstreams; w++) {
+    const id = workstreamId(w, workstreams);
+    const turnPlans: TurnPlan[] = [];
+    for (let t = 0; t < turns; t++) {
+      const kind = kinds[w * turns + t] as TurnKind;
+      turnPlans.push({ index: t + 1, kind, ...script(kind, rand, timeoutMs) });
+    }
+    plans.push({ id, turns: turnPlans, idleCheck: `${id}: are you idle again?` });
+  }
+  return { seed, workstreams: plans, counts };
+}
+
+const SENTENCES = [
+  'The watchdog samples every slot of the activity clock.',
+  'A lease with a fencing token keeps two writers apart.',
+  'Every tool call occurrence gets exactly one result.',
+  'Idle sessions hold no thread; their state is durable.',
+  'Progress is a stamp on a SharedArrayBuffer, nothing more.',
+  'A wedged worker is terminated once its grace period runs out.',
+  'Streaming tokens count as progress for the watchdog.',
+];
+
+type Step = Record<string, unknown>;
+
+function script(kind: TurnKind, rand: Rand, timeoutMs: number): { variant: string; content: string } {
+  // Every silence in a turn that must complete stays far below the timeout.
+  const gap = (lo: number, hi: number) => Math.min(between(rand, lo, hi), Math.floor(timeoutMs / 5));
+  const text = (): Step => ({ text: pick(rand, SENTENCES), chunks: between(rand, 4, 10), delayMs: gap(20, 70) });
+  let variant: string;
+  let steps: Step[];
+  switch (kind) {
+    case 'normal':
+      variant = rand() < 0.7 ? 'short' : 'long';
+      steps = variant === 'short' ? [text()] : [text(), text()];
+      break;
+    case 'tools': {
+      variant = pick(rand, ['dup-ids', 'two-rounds', 'bad-args']);
+      const sleep = { name: 'sleep', args: { ms: gap(50, 200) } };
+      if (variant === 'dup-ids') {
+        steps = [
+          text(),
+          {
+            tools: [
+              { name: 'echo', args: { text: 'first' }, id: 'dup' },
+              { name: 'echo', args: { text: 'second' }, id: 'dup' },
+              sleep,
+            ],
+          },
+          text(),
+        ];
+      } else if (variant === 'two-rounds') {
+        steps = [
+          { tools: [{ name: 'echo', args: { text: 'round one' }, id: 'r' }, sleep] },
+          { text: 'One more look.' },
+          { tools: [{ name: 'echo', args: { text: 'round two' }, id: 'r' }] },
+          text(),
+        ];
+      } else {
+        // Malformed arguments become an error result (effect none); the turn goes on (T6).
+        steps = [{ tools: [{ name: 'echo', args: '{"text": ' }, { name: 'echo', args: { text: 'fine' } }] }, text()];
+      }
+      break;
+    }
+    case 'heartbeat': {
+      variant = rand() < 0.75 ? 'tool' : 'model';
+      const ms = Math.round(2.5 * timeoutMs);
+      const everyMs = Math.max(10, Math.min(50, Math.round(timeoutMs / 20)));
+      steps =
+        variant === 'tool'
+          ? [{ text: 'Starting the long job.' }, { tools: [{ name: 'heartbeat', args: { ms, everyMs } }] }, text()]
+          : [{ text: 'Thinking hard.' }, { heartbeat: ms, everyMs }, text()];
+      break;
+    }
+    case 'stall':
+      variant = rand() < 0.5 ? 'model' : 'tool';
+      steps =
+        variant === 'model'
+          ? [{ text: 'Thinking about it…' }, { stall: true }]
+          : [
+              // echo runs (applied), sleep stalls (synthesized: unknown), the last echo never starts (none).
+              {
+                tools: [
+                  { name: 'echo', args: { text: 'before the stall' } },
+                  { name: 'sleep', args: { ms: 600_000, ignoreAbort: true } },
+                  { name: 'echo', args: { text: 'never runs' } },
+                ],
+              },
+            ];
+      break;
+    case 'wedge':
+      variant = rand() < 0.5 ? 'model' : 'tool';
+      steps =
+        variant === 'model'
+          ? [{ text: 'About to wedge.' }, { wedge: true }]
+          : [{ tools: [{ name: 'echo', args: { text: 'before the wedge' } }, { name: 'wedge', args: {} }] }];
+      break;
+  }
+  return { variant, content: JSON.stringify({ script: steps }) };
+}

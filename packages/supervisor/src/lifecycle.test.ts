@@ -1,0 +1,177 @@
+/** Configuration, input and failure paths of the embedded API. */
+import { ErrorCode, isTurnwardenError, openToolCalls } from '@turnwarden/protocol';
+import { afterEach, describe, expect, it } from 'vitest';
+import { resolveConfig, Turnwarden } from './index.js';
+import { nextEvent, script, startRuntime } from './test-support/runtime.js';
+
+type Rt = Awaited<ReturnType<typeof startRuntime>>;
+let rt: Rt | undefined;
+afterEach(async () => {
+  await rt?.tw.shutdown();
+  rt = undefined;
+});
+
+async function refusal(p: Promise<unknown>) {
+  try {
+    await p;
+  } catch (e) {
+    if (isTurnwardenError(e)) return e;
+    throw e;
+  }
+  throw new Error('expected a refusal');
+}
+
+describe('configuration', () => {
+  it.each([
+    [{ watchdog: { timeoutMs: -1 } }, 'watchdog.timeoutMs'],
+    [{ watchdog: { pollMs: 5_000, timeoutMs: 1_000 } }, 'watchdog.pollMs'],
+    [{ watchdog: { graceMs: 1.5 } }, 'watchdog.graceMs'],
+    [{ lease: { ttlMs: 1_000, renewMs: 2_000 } }, 'lease.renewMs'],
+    [{ pool: { maxWorkers: 0 } }, 'pool.maxWorkers'],
+    [{ pool: { maxWorkers: 2, warmWorkers: 3 } }, 'pool.warmWorkers'],
+    [{ watchdog: { timeoutMS: 100 } }, 'watchdog.timeoutMS'],
+    [{ limits: { maxToolArgBytes: 'big' } }, 'limits.maxToolArgBytes'],
+    [{ pluginModules: [42] }, 'pluginModules'],
+  ])('refuses %j with an INVALID_CONFIG error naming %s', (input, field) => {
+    let caught: unknown;
+    try {
+      resolveConfig(input);
+    } catch (e) {
+      caught = e;
+    }
+    expect(isTurnwardenError(caught, ErrorCode.INVALID_CONFIG)).toBe(true);
+    expect((caught as Error).message.startsWith(`${field} `)).toBe(true);
+  });
+
+  it('start() refuses a bad configuration before anything starts', async () => {
+    const e = await refusal(Turnwarden.start({ watchdog: { timeoutMs: 0 } }));
+    expect(e.code).toBe(ErrorCode.INVALID_CONFIG);
+    expect(e.details).toEqual({ field: 'watchdog.timeoutMs' });
+  });
+});
+
+describe('input', () => {
+  it('T5: a malformed script is refused with INVALID_SCRIPT naming the step, and nothing is written', async () => {
+    rt = await startRuntime();
+    const e = await refusal(rt.send(JSON.stringify({ script: [{ text: 'ok' }, { heartbeat: -5 }] })));
+    expect(e.code).toBe(ErrorCode.INVALID_SCRIPT);
+    expect(e.message).toMatch(/script\[1\]\.heartbeat/);
+    expect(await rt.history()).toEqual([]);
+    const e2 = await refusal(rt.send(JSON.stringify({ script: [{ dance: true }] })));
+    expect(e2.code).toBe(ErrorCode.INVALID_SCRIPT);
+    expect(await rt.history()).toEqual([]);
+  });
+
+  it('T5: oversize content, unknown fields and invalid ids are refused with nothing written', async () => {
+    rt = await startRuntime({ limits: { maxMessageBytes: 64 } });
+    expect((await refusal(rt.send('x'.repeat(65)))).code).toBe(ErrorCode.INVALID_INPUT);
+    const extra = { tenantId: 'tenant-a', workstreamId: rt.workstreamId, content: 'hi', admin: true };
+    expect((await refusal(rt.tw.send(extra as never))).code).toBe(ErrorCode.INVALID_INPUT);
+    expect((await refusal(rt.tw.send({ tenantId: 'tenant-a', workstreamId: '../etc', content: 'hi' }))).code).toBe(
+      ErrorCode.INVALID_INPUT,
+    );
+    expect(await rt.history()).toEqual([]);
+  });
+
+  it('T2: another tenant cannot see or act on a workstream (not found, no existence leak)', async () => {
+    rt = await startRuntime();
+    for (const p of [
+      rt.tw.send({ tenantId: 'tenant-b', workstreamId: rt.workstreamId, content: 'hi' }),
+      rt.tw.history('tenant-b', rt.workstreamId),
+      rt.tw.status('tenant-b', rt.workstreamId),
+      rt.tw.cancel('tenant-b', rt.workstreamId),
+    ]) {
+      const e = await refusal(p);
+      expect(e.code).toBe(ErrorCode.WORKSTREAM_NOT_FOUND);
+      expect(e.message).toBe(`workstream ${rt.workstreamId} not found`);
+    }
+  });
+
+  it('T6: malformed tool arguments and unknown tools become complete tool errors with effect none', async () => {
+    rt = await startRuntime();
+    const result = await (
+      await rt.send(
+        script(
+          {
+            tools: [
+              { name: 'echo', args: '{"text": ', id: 'dup' },
+              { name: 'no_such_tool', args: {}, id: 'dup' },
+              { name: 'echo', args: { text: 'fine' }, id: 'dup' },
+            ],
+          },
+          { text: 'after tools' },
+        ),
+      )
+    ).done;
+    expect(result).toMatchObject({ status: 'completed', finalText: 'after tools' });
+    const tools = (await rt.history()).filter((r) => r.message.role === 'tool').map((r) => r.message);
+    expect(tools).toEqual([
+      expect.objectContaining({ callIndex: 0, isError: true, effect: 'none', content: expect.stringMatching(/malformed/) }),
+      expect.objectContaining({ callIndex: 1, isError: true, effect: 'none', content: 'unknown tool: no_such_tool' }),
+      expect.objectContaining({ callIndex: 2, isError: false, effect: 'applied', content: 'fine' }),
+    ]);
+  });
+
+  it('refuses a second message while a turn runs, with a retryable TURN_IN_PROGRESS', async () => {
+    rt = await startRuntime();
+    const turn = await rt.send(script({ heartbeat: 200 }, { text: 'ok' }));
+    const e = await refusal(rt.send('interjection'));
+    expect(e.code).toBe(ErrorCode.TURN_IN_PROGRESS);
+    expect(e.retryable).toBe(true);
+    expect((await turn.done).status).toBe('completed');
+  });
+
+  it('T4: over capacity the caller gets a typed, retryable refusal', async () => {
+    rt = await startRuntime({ pool: { maxWorkers: 1, warmWorkers: 1 } });
+    const other = await rt.tw.createWorkstream({ tenantId: 'tenant-a', workstreamId: 'ws-2' });
+    const turn = await rt.send(script({ heartbeat: 200 }, { text: 'ok' }));
+    const e = await refusal(rt.tw.send({ tenantId: 'tenant-a', workstreamId: other.workstreamId, content: 'hi' }));
+    expect(e.code).toBe(ErrorCode.CAPACITY_EXHAUSTED);
+    expect(e.retryable).toBe(true);
+    await turn.done;
+    const later = await (await rt.tw.send({ tenantId: 'tenant-a', workstreamId: other.workstreamId, content: 'hi' })).done;
+    expect(later.status).toBe('completed');
+  });
+});
+
+describe('worker death', () => {
+  it('T7: a worker killed mid-call rejects the pending call with a typed error; history is completed and the next turn runs', async () => {
+    rt = await startRuntime();
+    const started = nextEvent(rt.tw, rt.workstreamId, 'turn_started');
+    const result = await (await rt.send(script({ tools: [{ name: 'exit', args: { code: 3 } }] }))).done;
+    expect(result.status).toBe('failed');
+    expect(result.abortReason).toBe('crash');
+    expect(result.error?.code).toBe(ErrorCode.WORKER_EXITED);
+    expect(result.workerTerminated).toBe(true);
+    expect(openToolCalls(await rt.history())).toEqual([]);
+    expect(rt.logged('session worker died mid-turn')).toHaveLength(1);
+    const first = (await started).data.workerId;
+    const again = nextEvent(rt.tw, rt.workstreamId, 'turn_started');
+    expect((await (await rt.send('still here?')).done).status).toBe('completed');
+    expect((await again).data.workerId).not.toBe(first);
+  });
+
+  it('T7: a worker that exceeds its memory limit is treated like a crash and the workstream recovers', async () => {
+    rt = await startRuntime({ pool: { maxWorkers: 2, warmWorkers: 1, maxOldGenerationSizeMb: 32 } });
+    const result = await (await rt.send(script({ tools: [{ name: 'allocate', args: {} }] }))).done;
+    expect(result).toMatchObject({ status: 'failed', abortReason: 'crash' });
+    const tools = (await rt.history()).filter((r) => r.message.role === 'tool').map((r) => r.message);
+    expect(tools).toEqual([expect.objectContaining({ effect: 'unknown', synthesized: true })]);
+    expect((await (await rt.send('recovered?')).done).status).toBe('completed');
+  });
+
+  it('shutdown aborts running turns, completes their history and settles every pending turn', async () => {
+    rt = await startRuntime();
+    const turn = await rt.send(script({ tools: [{ name: 'sleep', args: { ms: 60_000, ignoreAbort: true } }] }));
+    await nextEvent(rt.tw, rt.workstreamId, 'tool_started');
+    const tw = rt.tw;
+    const history = rt.history;
+    await tw.shutdown();
+    expect(await turn.done).toMatchObject({ status: 'interrupted', abortReason: 'shutdown' });
+    rt = undefined;
+    void history;
+    expect((await refusal(tw.send({ tenantId: 'tenant-a', workstreamId: 'ws-1', content: 'x' }))).code).toBe(
+      ErrorCode.SHUTTING_DOWN,
+    );
+  });
+});
