@@ -1,4 +1,15 @@
-import { ACT, byteLengthFor, CODE, FENCE, GEN, NOW, SLOT_COUNT, slotBase, TICKS_PER_MS, TIME } from './layout.js';
+import {
+  ACT,
+  byteLengthFor,
+  CODE,
+  FENCE,
+  GEN,
+  NOW,
+  SLOT_COUNT,
+  slotBase,
+  TICKS_PER_MS,
+  TIME,
+} from './layout.js';
 
 /** A monotonic millisecond source (performance.now by default; tests inject their own). */
 export type MonotonicMs = () => number;
@@ -113,4 +124,3 @@ export class ActivityClock {
 export function isFenced(version: number): boolean {
   return (version & FENCE) !== 0;
 }
-

@@ -89,7 +89,8 @@ export function openToolCalls(rows: readonly Pick<HistoryRow, 'commitKey' | 'mes
   for (const row of rows) {
     const m = row.message;
     if (m.role === 'tool') {
-      if (current && m.callIndex >= 0 && m.callIndex < current.calls.length) current.answered[m.callIndex] = true;
+      if (current && m.callIndex >= 0 && m.callIndex < current.calls.length)
+        current.answered[m.callIndex] = true;
       continue;
     }
     flush();

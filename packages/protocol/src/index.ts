@@ -1,6 +1,5 @@
-export { ErrorCode, TurnwardenError, fromWire, isTurnwardenError, toWire } from './errors.js';
 export type { WireError } from './errors.js';
-export { openToolCalls, structuralRefusal } from './history.js';
+export { ErrorCode, fromWire, isTurnwardenError, TurnwardenError, toWire } from './errors.js';
 export type {
   AssistantMessage,
   EffectStatus,
@@ -12,7 +11,7 @@ export type {
   ToolResultMessage,
   UserMessage,
 } from './history.js';
-export { SessionState } from './messages.js';
+export { openToolCalls, structuralRefusal } from './history.js';
 export type {
   AbortReason,
   ControlMessage,
@@ -29,4 +28,5 @@ export type {
   WorkerInit,
   WorkerPorts,
 } from './messages.js';
+export { SessionState } from './messages.js';
 export { client, goneSignal, serve } from './rpc.js';

@@ -43,6 +43,8 @@ describe('rpc across threads', () => {
     const e = await pending.catch((err: unknown) => err);
     expect(isTurnwardenError(e, ErrorCode.WORKER_EXITED)).toBe(true);
     // And every later call rejects at once.
-    expect(isTurnwardenError(await api.echo(2).catch((err: unknown) => err), ErrorCode.WORKER_EXITED)).toBe(true);
+    expect(isTurnwardenError(await api.echo(2).catch((err: unknown) => err), ErrorCode.WORKER_EXITED)).toBe(
+      true,
+    );
   });
 });

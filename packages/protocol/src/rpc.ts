@@ -3,8 +3,9 @@
  * peer is gone rejects instead of hanging. Every remote call is raced against `gone`, a
  * promise the owner rejects with WORKER_EXITED when the peer thread exits or its port closes.
  */
-import type { MessagePort } from 'node:worker_threads';
+
 import { createRequire } from 'node:module';
+import type { MessagePort } from 'node:worker_threads';
 import * as Comlink from 'comlink';
 import { ErrorCode, fromWire, TurnwardenError, toWire } from './errors.js';
 
@@ -41,9 +42,7 @@ export function serve<T extends object>(port: MessagePort, api: T): void {
 export function client<T extends object>(port: MessagePort, gone: Promise<never>): AsyncMethods<T> {
   // The rejection is observed per call; keep the shared promise from being reported unhandled.
   gone.catch(() => {});
-  const remote = Comlink.wrap<Record<string, (...a: unknown[]) => Promise<unknown>>>(
-    nodeEndpoint(port),
-  );
+  const remote = Comlink.wrap<Record<string, (...a: unknown[]) => Promise<unknown>>>(nodeEndpoint(port));
   return new Proxy({} as AsyncMethods<T>, {
     get(_target, key) {
       if (typeof key !== 'string' || key === 'then') return undefined;

@@ -1,8 +1,16 @@
-export type { ModelEvent, ModelProvider, ModelRequest, Tool, ToolContext, ToolSpec, TurnSignals } from './contracts.js';
-export { sessionMachine } from './machine.js';
+export type {
+  ModelEvent,
+  ModelProvider,
+  ModelRequest,
+  Tool,
+  ToolContext,
+  ToolSpec,
+  TurnSignals,
+} from './contracts.js';
 export type { SessionContext, SessionEvent, SessionInput, SessionMachine } from './machine.js';
-export { createScriptedModel, parseScript, SCRIPT_DONE_TEXT, SCRIPT_LIMITS } from './scripted/index.js';
+export { sessionMachine } from './machine.js';
 export type { Script, ScriptSegment, ScriptStep, ScriptStepKind } from './scripted/index.js';
+export { createScriptedModel, parseScript, SCRIPT_DONE_TEXT, SCRIPT_LIMITS } from './scripted/index.js';
 export { demoTools } from './tools/index.js';
 export { commitKey } from './turn.js';
 

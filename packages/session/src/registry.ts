@@ -29,7 +29,9 @@ export async function loadRegistry(pluginModules: readonly string[]): Promise<Re
     try {
       mod = (await import(specifier)) as PluginModule;
     } catch (e) {
-      throw new TurnwardenError(ErrorCode.INVALID_CONFIG, `plugin module ${specifier} failed to load`, { cause: e });
+      throw new TurnwardenError(ErrorCode.INVALID_CONFIG, `plugin module ${specifier} failed to load`, {
+        cause: e,
+      });
     }
     for (const tool of mod.tools ?? []) tools.set(tool.name, tool);
     for (const model of mod.models ?? []) models.set(model.name, model);

@@ -44,7 +44,11 @@ function parseArgs(text: string): Record<string, unknown> | string {
 }
 
 /** Returns the result message; throws only when the turn is aborted. */
-export async function runToolCall(call: ToolCall, callIndex: number, env: ToolCallEnv): Promise<ToolResultMessage> {
+export async function runToolCall(
+  call: ToolCall,
+  callIndex: number,
+  env: ToolCallEnv,
+): Promise<ToolResultMessage> {
   const tool = env.tools.get(call.name);
   if (!tool) return refused(call, callIndex, `unknown tool: ${call.name}`);
   if (Buffer.byteLength(call.arguments, 'utf8') > env.maxToolArgBytes) {
@@ -61,8 +65,19 @@ export async function runToolCall(call: ToolCall, callIndex: number, env: ToolCa
   };
   env.onStart();
   try {
-    const content = await raceAbort(Promise.resolve().then(() => tool.run(args, ctx)), env.signal);
-    return { role: 'tool', toolCallId: call.id, callIndex, name: call.name, content, isError: false, effect: 'applied' };
+    const content = await raceAbort(
+      Promise.resolve().then(() => tool.run(args, ctx)),
+      env.signal,
+    );
+    return {
+      role: 'tool',
+      toolCallId: call.id,
+      callIndex,
+      name: call.name,
+      content,
+      isError: false,
+      effect: 'applied',
+    };
   } catch (e) {
     if (env.signal.aborted) throw e;
     const message = isTurnwardenError(e) || e instanceof Error ? e.message : String(e);

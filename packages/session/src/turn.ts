@@ -15,7 +15,7 @@ import type {
   TurnRequest,
   WorkerEvent,
 } from '@turnwarden/protocol';
-import { ErrorCode, isTurnwardenError, toWire, TurnwardenError } from '@turnwarden/protocol';
+import { ErrorCode, isTurnwardenError, TurnwardenError, toWire } from '@turnwarden/protocol';
 import { createActor } from 'xstate';
 import { abortError } from './abort.js';
 import type { ModelProvider, Tool, ToolSpec, TurnSignals } from './contracts.js';
@@ -67,7 +67,10 @@ export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<TurnOut
   actor.send({ type: 'CLAIM', generation });
 
   const history: HistoryMessage[] = [...req.history];
-  const toolSpecs: ToolSpec[] = [...deps.tools.values()].map((t) => ({ name: t.name, description: t.description }));
+  const toolSpecs: ToolSpec[] = [...deps.tools.values()].map((t) => ({
+    name: t.name,
+    description: t.description,
+  }));
   const started: number[] = [];
   let steps = 0;
   const journal = (key: string, message: HistoryMessage) =>
@@ -144,11 +147,16 @@ export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<TurnOut
     if (signal.aborted) {
       const reason = deps.abortReason();
       actor.send({ type: 'ABORT', reason: reason ?? 'aborted' });
-      return outcome('interrupted', { ...(reason === undefined ? {} : { abortReason: reason }), error: toWire(e) });
+      return outcome('interrupted', {
+        ...(reason === undefined ? {} : { abortReason: reason }),
+        error: toWire(e),
+      });
     }
     // A failure in tool-debt leaves the debt for the supervisor to repair (S2, S5).
     actor.send({ type: 'FAIL' });
-    const error = isTurnwardenError(e) ? e : new TurnwardenError(ErrorCode.MODEL_ERROR, (e as Error).message ?? String(e));
+    const error = isTurnwardenError(e)
+      ? e
+      : new TurnwardenError(ErrorCode.MODEL_ERROR, (e as Error).message ?? String(e));
     return outcome('failed', { error: toWire(error) });
   } finally {
     alive = false;

@@ -51,11 +51,18 @@ boot.control.on('message', (msg: ControlMessage) => {
 const api: WorkerApi = {
   async runTurn(req: TurnRequest): Promise<TurnOutcome> {
     if (current !== undefined) {
-      throw new TurnwardenError(ErrorCode.TURN_IN_PROGRESS, `worker ${boot.workerId} is already running a turn`);
+      throw new TurnwardenError(
+        ErrorCode.TURN_IN_PROGRESS,
+        `worker ${boot.workerId} is already running a turn`,
+      );
     }
     const model = registry.models.get(req.model);
     if (!model) throw new TurnwardenError(ErrorCode.INVALID_INPUT, `unknown model provider: ${req.model}`);
-    const turn = { generation: req.generation, abort: new AbortController(), reason: undefined as AbortReason | undefined };
+    const turn = {
+      generation: req.generation,
+      abort: new AbortController(),
+      reason: undefined as AbortReason | undefined,
+    };
     current = turn;
     try {
       return await runTurn(req, {

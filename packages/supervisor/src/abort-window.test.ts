@@ -96,9 +96,13 @@ describe('abort commit windows', () => {
     beforeCommit = () => {};
     // `block` holds the worker past the commit, then its result stamp meets the fence.
     rt = await startRuntime({ watchdog: { timeoutMs: 200, pollMs: 20, graceMs: 2_000 } });
-    const result = await (await rt.send(script({ tools: [{ name: 'block', args: { ms: 500 } }] }, { text: 'never' }))).done;
+    const result = await (
+      await rt.send(script({ tools: [{ name: 'block', args: { ms: 500 } }] }, { text: 'never' }))
+    ).done;
     expect(result).toMatchObject({ status: 'interrupted', abortReason: 'watchdog', workerTerminated: false });
-    const assistantTexts = (await rt.history()).filter((r) => r.message.role === 'assistant').map((r) => r.message.content);
+    const assistantTexts = (await rt.history())
+      .filter((r) => r.message.role === 'assistant')
+      .map((r) => r.message.content);
     expect(assistantTexts).not.toContain('never');
   });
 

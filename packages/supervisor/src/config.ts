@@ -67,9 +67,13 @@ export const DEFAULT_CONFIG: SupervisorConfig = {
 const DAY_MS = 24 * 60 * 60 * 1000;
 
 function bad(field: string, rule: string, value: unknown): TurnwardenError {
-  return new TurnwardenError(ErrorCode.INVALID_CONFIG, `${field} ${rule} (got ${JSON.stringify(value) ?? String(value)})`, {
-    details: { field },
-  });
+  return new TurnwardenError(
+    ErrorCode.INVALID_CONFIG,
+    `${field} ${rule} (got ${JSON.stringify(value) ?? String(value)})`,
+    {
+      details: { field },
+    },
+  );
 }
 
 function int(field: string, value: unknown, min: number, max: number): number {
@@ -81,9 +85,11 @@ function int(field: string, value: unknown, min: number, max: number): number {
 
 function section(field: string, value: unknown, keys: readonly string[]): Record<string, unknown> {
   if (value === undefined) return {};
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw bad(field, 'must be an object', value);
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw bad(field, 'must be an object', value);
   for (const key of Object.keys(value)) {
-    if (!keys.includes(key)) throw bad(`${field}.${key}`, 'is not a known setting', (value as Record<string, unknown>)[key]);
+    if (!keys.includes(key))
+      throw bad(`${field}.${key}`, 'is not a known setting', (value as Record<string, unknown>)[key]);
   }
   return value as Record<string, unknown>;
 }
@@ -95,14 +101,22 @@ export function resolveConfig(input: unknown = {}): SupervisorConfig {
   const w = section('watchdog', top.watchdog, ['timeoutMs', 'pollMs', 'graceMs', 'turnDeadlineMs']);
   const timeoutMs = int('watchdog.timeoutMs', w.timeoutMs ?? d.watchdog.timeoutMs, 10, DAY_MS);
   const pollMs = int('watchdog.pollMs', w.pollMs ?? d.watchdog.pollMs, 2, 60_000);
-  if (pollMs > timeoutMs) throw bad('watchdog.pollMs', `must not exceed watchdog.timeoutMs (${timeoutMs})`, pollMs);
+  if (pollMs > timeoutMs)
+    throw bad('watchdog.pollMs', `must not exceed watchdog.timeoutMs (${timeoutMs})`, pollMs);
   const graceMs = int('watchdog.graceMs', w.graceMs ?? d.watchdog.graceMs, 0, 10 * 60_000);
   const deadline =
-    w.turnDeadlineMs === undefined ? undefined : int('watchdog.turnDeadlineMs', w.turnDeadlineMs, 10, 7 * DAY_MS);
+    w.turnDeadlineMs === undefined
+      ? undefined
+      : int('watchdog.turnDeadlineMs', w.turnDeadlineMs, 10, 7 * DAY_MS);
 
   const l = section('lease', top.lease, ['ttlMs', 'renewMs']);
   const ttlMs = int('lease.ttlMs', l.ttlMs ?? d.lease.ttlMs, 100, DAY_MS);
-  const renewMs = int('lease.renewMs', l.renewMs ?? Math.min(d.lease.renewMs, Math.floor(ttlMs / 3)), 10, DAY_MS);
+  const renewMs = int(
+    'lease.renewMs',
+    l.renewMs ?? Math.min(d.lease.renewMs, Math.floor(ttlMs / 3)),
+    10,
+    DAY_MS,
+  );
   if (renewMs >= ttlMs) throw bad('lease.renewMs', `must be less than lease.ttlMs (${ttlMs})`, renewMs);
   if (ttlMs <= graceMs + renewMs) {
     throw bad(
@@ -114,7 +128,12 @@ export function resolveConfig(input: unknown = {}): SupervisorConfig {
 
   const p = section('pool', top.pool, ['maxWorkers', 'warmWorkers', 'maxOldGenerationSizeMb']);
   const maxWorkers = int('pool.maxWorkers', p.maxWorkers ?? d.pool.maxWorkers, 1, 4096);
-  const warmWorkers = int('pool.warmWorkers', p.warmWorkers ?? Math.min(d.pool.warmWorkers, maxWorkers), 0, maxWorkers);
+  const warmWorkers = int(
+    'pool.warmWorkers',
+    p.warmWorkers ?? Math.min(d.pool.warmWorkers, maxWorkers),
+    0,
+    maxWorkers,
+  );
   const heap =
     p.maxOldGenerationSizeMb === undefined
       ? undefined
@@ -123,12 +142,23 @@ export function resolveConfig(input: unknown = {}): SupervisorConfig {
   const lim = section('limits', top.limits, ['maxModelSteps', 'maxToolArgBytes', 'maxMessageBytes']);
   const limits: LimitsConfig = {
     maxModelSteps: int('limits.maxModelSteps', lim.maxModelSteps ?? d.limits.maxModelSteps, 1, 10_000),
-    maxToolArgBytes: int('limits.maxToolArgBytes', lim.maxToolArgBytes ?? d.limits.maxToolArgBytes, 16, 64 << 20),
-    maxMessageBytes: int('limits.maxMessageBytes', lim.maxMessageBytes ?? d.limits.maxMessageBytes, 16, 64 << 20),
+    maxToolArgBytes: int(
+      'limits.maxToolArgBytes',
+      lim.maxToolArgBytes ?? d.limits.maxToolArgBytes,
+      16,
+      64 << 20,
+    ),
+    maxMessageBytes: int(
+      'limits.maxMessageBytes',
+      lim.maxMessageBytes ?? d.limits.maxMessageBytes,
+      16,
+      64 << 20,
+    ),
   };
 
   const model = top.model ?? d.model;
-  if (typeof model !== 'string' || model.length === 0) throw bad('model', 'must be a non-empty string', model);
+  if (typeof model !== 'string' || model.length === 0)
+    throw bad('model', 'must be a non-empty string', model);
   const plugins = top.pluginModules ?? d.pluginModules;
   if (!Array.isArray(plugins) || plugins.some((m) => typeof m !== 'string' || m.length === 0)) {
     throw bad('pluginModules', 'must be an array of module specifiers', plugins);

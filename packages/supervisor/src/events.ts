@@ -47,7 +47,9 @@ export class EventHub {
     const id = (this.lastId.get(workstreamId) ?? 0) + 1;
     this.lastId.set(workstreamId, id);
     const event: TurnwardenEvent =
-      generation === undefined ? { id, workstreamId, type, data } : { id, workstreamId, type, generation, data };
+      generation === undefined
+        ? { id, workstreamId, type, data }
+        : { id, workstreamId, type, generation, data };
     const set = this.listeners.get(workstreamId);
     if (set) {
       for (const listener of [...set]) {

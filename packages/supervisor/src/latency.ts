@@ -5,7 +5,7 @@ export class LatencyHistogram {
   private maxMs = 0;
 
   record(ms: number): void {
-    const v = ms < 0 ? 0 : ms;
+    const v = Math.max(0, ms);
     const i = Math.min(this.buckets.length - 1, Math.round(v * 10));
     this.buckets[i] = (this.buckets[i] ?? 0) + 1;
     this.n++;

@@ -67,9 +67,9 @@ describe('input', () => {
     expect((await refusal(rt.send('x'.repeat(65)))).code).toBe(ErrorCode.INVALID_INPUT);
     const extra = { tenantId: 'tenant-a', workstreamId: rt.workstreamId, content: 'hi', admin: true };
     expect((await refusal(rt.tw.send(extra as never))).code).toBe(ErrorCode.INVALID_INPUT);
-    expect((await refusal(rt.tw.send({ tenantId: 'tenant-a', workstreamId: '../etc', content: 'hi' }))).code).toBe(
-      ErrorCode.INVALID_INPUT,
-    );
+    expect(
+      (await refusal(rt.tw.send({ tenantId: 'tenant-a', workstreamId: '../etc', content: 'hi' }))).code,
+    ).toBe(ErrorCode.INVALID_INPUT);
     expect(await rt.history()).toEqual([]);
   });
 
@@ -106,8 +106,18 @@ describe('input', () => {
     expect(result).toMatchObject({ status: 'completed', finalText: 'after tools' });
     const tools = (await rt.history()).filter((r) => r.message.role === 'tool').map((r) => r.message);
     expect(tools).toEqual([
-      expect.objectContaining({ callIndex: 0, isError: true, effect: 'none', content: expect.stringMatching(/malformed/) }),
-      expect.objectContaining({ callIndex: 1, isError: true, effect: 'none', content: 'unknown tool: no_such_tool' }),
+      expect.objectContaining({
+        callIndex: 0,
+        isError: true,
+        effect: 'none',
+        content: expect.stringMatching(/malformed/),
+      }),
+      expect.objectContaining({
+        callIndex: 1,
+        isError: true,
+        effect: 'none',
+        content: 'unknown tool: no_such_tool',
+      }),
       expect.objectContaining({ callIndex: 2, isError: false, effect: 'applied', content: 'fine' }),
     ]);
   });
@@ -125,11 +135,15 @@ describe('input', () => {
     rt = await startRuntime({ pool: { maxWorkers: 1, warmWorkers: 1 } });
     const other = await rt.tw.createWorkstream({ tenantId: 'tenant-a', workstreamId: 'ws-2' });
     const turn = await rt.send(script({ heartbeat: 200 }, { text: 'ok' }));
-    const e = await refusal(rt.tw.send({ tenantId: 'tenant-a', workstreamId: other.workstreamId, content: 'hi' }));
+    const e = await refusal(
+      rt.tw.send({ tenantId: 'tenant-a', workstreamId: other.workstreamId, content: 'hi' }),
+    );
     expect(e.code).toBe(ErrorCode.CAPACITY_EXHAUSTED);
     expect(e.retryable).toBe(true);
     await turn.done;
-    const later = await (await rt.tw.send({ tenantId: 'tenant-a', workstreamId: other.workstreamId, content: 'hi' })).done;
+    const later = await (
+      await rt.tw.send({ tenantId: 'tenant-a', workstreamId: other.workstreamId, content: 'hi' })
+    ).done;
     expect(later.status).toBe('completed');
   });
 });
@@ -162,7 +176,9 @@ describe('worker death', () => {
 
   it('shutdown aborts running turns, completes their history and settles every pending turn', async () => {
     rt = await startRuntime();
-    const turn = await rt.send(script({ tools: [{ name: 'sleep', args: { ms: 60_000, ignoreAbort: true } }] }));
+    const turn = await rt.send(
+      script({ tools: [{ name: 'sleep', args: { ms: 60_000, ignoreAbort: true } }] }),
+    );
     await nextEvent(rt.tw, rt.workstreamId, 'tool_started');
     const tw = rt.tw;
     const history = rt.history;

@@ -39,7 +39,9 @@ describe('liveness watchdog', () => {
     const renewalsBefore = rt.tw.stats().leaseRenewals;
     // 3 × timeoutMs of tool heartbeats, then streamed text.
     const result = await (
-      await rt.send(script({ tools: [{ name: 'heartbeat', args: { ms: 900, everyMs: 20 } }] }, { text: 'finished' }))
+      await rt.send(
+        script({ tools: [{ name: 'heartbeat', args: { ms: 900, everyMs: 20 } }] }, { text: 'finished' }),
+      )
     ).done;
     expect(result).toMatchObject({ status: 'completed', finalText: 'finished', synthesized: 0 });
     expect(rt.types()).not.toContain('watchdog_fired');
@@ -50,7 +52,14 @@ describe('liveness watchdog', () => {
   it('L3: a wedged turn stops renewing at the commit, is terminated after grace, gets unknown results, and the workstream runs on a fresh worker', async () => {
     rt = await startRuntime();
     const started = nextEvent(rt.tw, rt.workstreamId, 'turn_started');
-    const turn = await rt.send(script({ tools: [{ name: 'echo', args: { text: 'a' } }, { name: 'wedge', args: {} }] }));
+    const turn = await rt.send(
+      script({
+        tools: [
+          { name: 'echo', args: { text: 'a' } },
+          { name: 'wedge', args: {} },
+        ],
+      }),
+    );
     const firstWorker = (await started).data.workerId;
     await nextEvent(rt.tw, rt.workstreamId, 'turn_aborted');
     const renewalsAtCommit = rt.tw.stats().leaseRenewals;
@@ -66,9 +75,9 @@ describe('liveness watchdog', () => {
       expect.objectContaining({ callIndex: 0, effect: 'applied', content: 'a' }),
       expect.objectContaining({ callIndex: 1, effect: 'unknown', synthesized: true }),
     ]);
-    const lease = await (rt.tw as unknown as { store: { getLease(id: string): Promise<{ released: boolean }> } }).store.getLease(
-      rt.workstreamId,
-    );
+    const lease = await (
+      rt.tw as unknown as { store: { getLease(id: string): Promise<{ released: boolean }> } }
+    ).store.getLease(rt.workstreamId);
     expect(lease.released).toBe(true);
     const restarted = nextEvent(rt.tw, rt.workstreamId, 'turn_started');
     const next = await (await rt.send('hello again')).done;
@@ -96,12 +105,16 @@ describe('liveness watchdog', () => {
     const aborted = msgs.indexOf('watchdog aborted turn; lease renewal stopped');
     expect(fired).toBeGreaterThanOrEqual(0);
     expect(aborted).toBeGreaterThan(fired);
-    const warnings = rt.events.filter((e) => e.type === 'warning').map((e) => e.data as { stage: string; message: string });
+    const warnings = rt.events
+      .filter((e) => e.type === 'warning')
+      .map((e) => e.data as { stage: string; message: string });
     expect(warnings.map((w) => w.stage)).toEqual(['observational', 'definitive']);
     expect(warnings[0]!.message).toMatch(/attempting recovery/);
     expect(warnings[1]!.message).toMatch(/^Turn aborted by the liveness watchdog .*You can retry\.$/);
     // Events follow the same split: fired → aborted → stream_end → idle.
-    const order = rt.types().filter((t) => ['watchdog_fired', 'turn_aborted', 'stream_end', 'idle'].includes(t));
+    const order = rt
+      .types()
+      .filter((t) => ['watchdog_fired', 'turn_aborted', 'stream_end', 'idle'].includes(t));
     expect(order).toEqual(['watchdog_fired', 'turn_aborted', 'stream_end', 'idle']);
   });
 
@@ -118,7 +131,9 @@ describe('liveness watchdog', () => {
   it('L10: a wall-clock jump does not fire the watchdog (idle time is monotonic)', async () => {
     rt = await startRuntime();
     const realNow = Date.now;
-    const turn = await rt.send(script({ tools: [{ name: 'heartbeat', args: { ms: 500, everyMs: 20 } }] }, { text: 'ok' }));
+    const turn = await rt.send(
+      script({ tools: [{ name: 'heartbeat', args: { ms: 500, everyMs: 20 } }] }, { text: 'ok' }),
+    );
     await nextEvent(rt.tw, rt.workstreamId, 'tool_started');
     Date.now = () => realNow() + 6 * 3_600_000;
     try {
@@ -142,7 +157,8 @@ describe('liveness watchdog', () => {
 
   it('L12: the watchdog polls only active turns — a thousand idle workstreams add nothing to a poll', async () => {
     rt = await startRuntime();
-    for (let i = 0; i < 1_000; i++) await rt.tw.createWorkstream({ tenantId: 'tenant-a', workstreamId: `idle-${i}` });
+    for (let i = 0; i < 1_000; i++)
+      await rt.tw.createWorkstream({ tenantId: 'tenant-a', workstreamId: `idle-${i}` });
     const turn = await rt.send(script({ heartbeat: 200, everyMs: 20 }, { text: 'done' }));
     await nextEvent(rt.tw, rt.workstreamId, 'state');
     const watchdog = (rt.tw as unknown as { watchdog: { active(): number } }).watchdog;

@@ -197,7 +197,15 @@ export class WorkerPool {
     });
     ready.catch(() => {});
     const exited = new Promise<number>((resolve) => worker.once('exit', resolve));
-    const h = new WorkerHandle(id, slot, worker, client<WorkerApi>(workerRpc.port1, gone), control.port1, exited, ready);
+    const h = new WorkerHandle(
+      id,
+      slot,
+      worker,
+      client<WorkerApi>(workerRpc.port1, gone),
+      control.port1,
+      exited,
+      ready,
+    );
     this.workers.add(h);
     serve(hostRpc.port1, this.opts.host);
     const log = this.opts.logger.child({ workerId: id, slot });

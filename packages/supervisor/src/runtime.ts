@@ -8,8 +8,16 @@
  */
 import { randomUUID } from 'node:crypto';
 import { ActivityClock, activityName, isFenced, type MonotonicMs } from '@turnwarden/clock';
-import type { AbortReason, HostApi, JournalAck, JournalRequest, TurnOutcome, UserMessage, WorkerEvent } from '@turnwarden/protocol';
-import { ErrorCode, openToolCalls, toWire, TurnwardenError } from '@turnwarden/protocol';
+import type {
+  AbortReason,
+  HostApi,
+  JournalAck,
+  JournalRequest,
+  TurnOutcome,
+  UserMessage,
+  WorkerEvent,
+} from '@turnwarden/protocol';
+import { ErrorCode, openToolCalls, TurnwardenError, toWire } from '@turnwarden/protocol';
 import { parseScript, sessionWorkerUrl } from '@turnwarden/session';
 import { openSqliteStore, type Store } from '@turnwarden/store';
 import { type Logger, pino } from 'pino';
@@ -20,7 +28,13 @@ import { WorkerPool } from './pool.js';
 import { repairOpenCalls } from './repair.js';
 import { newCounters, type RuntimeCounters } from './stats.js';
 import type { SendInput, TurnHandle, TurnResult, WorkstreamInfo, WorkstreamStatus } from './types.js';
-import { type StallInfo, Watchdog, type WatchdogHooks, type WatchdogStats, type WatchedTurn } from './watchdog.js';
+import {
+  type StallInfo,
+  Watchdog,
+  type WatchdogHooks,
+  type WatchdogStats,
+  type WatchedTurn,
+} from './watchdog.js';
 
 export interface TurnwardenOptions extends SupervisorConfigInput {
   /** A store, or where to open the SQLite one (default `:memory:`). */
@@ -205,7 +219,10 @@ export class Turnwarden {
       try {
         const lease = await this.store.acquireLease(workstreamId, this.holder, this.config.lease.ttlMs);
         if (!lease) {
-          throw new TurnwardenError(ErrorCode.TURN_IN_PROGRESS, `the turn lease of ${workstreamId} is held elsewhere`);
+          throw new TurnwardenError(
+            ErrorCode.TURN_IN_PROGRESS,
+            `the turn lease of ${workstreamId} is held elsewhere`,
+          );
         }
         try {
           const generation = await this.store.nextGeneration(workstreamId);
@@ -257,7 +274,10 @@ export class Turnwarden {
         history: history.map((r) => r.message),
         input: userMessage,
         model: this.config.model,
-        limits: { maxModelSteps: this.config.limits.maxModelSteps, maxToolArgBytes: this.config.limits.maxToolArgBytes },
+        limits: {
+          maxModelSteps: this.config.limits.maxModelSteps,
+          maxToolArgBytes: this.config.limits.maxToolArgBytes,
+        },
       })
       .then(
         (outcome) => this.finish(turn, outcome, undefined),
@@ -287,7 +307,10 @@ export class Turnwarden {
   async close(tenantId: string, workstreamId: string): Promise<void> {
     await this.owned(tenantId, workstreamId);
     if (this.active.has(workstreamId) || this.claiming.has(workstreamId)) {
-      throw new TurnwardenError(ErrorCode.TURN_IN_PROGRESS, `cannot close ${workstreamId} while a turn runs; cancel first`);
+      throw new TurnwardenError(
+        ErrorCode.TURN_IN_PROGRESS,
+        `cannot close ${workstreamId} while a turn runs; cancel first`,
+      );
     }
     await this.store.closeWorkstream(workstreamId);
     this.events.closeWorkstream(workstreamId, { reason: 'closed' });
@@ -328,15 +351,26 @@ export class Turnwarden {
    */
   private journal(req: JournalRequest): Promise<JournalAck> {
     const turn = this.active.get(req.workstreamId);
-    if (!turn || turn.generation !== req.generation || turn.abort || isFenced(this.clock.sample(turn.worker.slot))) {
+    if (
+      !turn ||
+      turn.generation !== req.generation ||
+      turn.abort ||
+      isFenced(this.clock.sample(turn.worker.slot))
+    ) {
       this.counters.journalRefusedFenced++;
       return Promise.reject(
-        new TurnwardenError(ErrorCode.FENCED, `turn ${req.generation} of ${req.workstreamId} is no longer live`),
+        new TurnwardenError(
+          ErrorCode.FENCED,
+          `turn ${req.generation} of ${req.workstreamId} is no longer live`,
+        ),
       );
     }
     return this.store.appendMessages(req).then((seqs) => {
       for (const entry of req.entries) {
-        this.events.emit(req.workstreamId, 'message', req.generation, { commitKey: entry.commitKey, message: entry.message });
+        this.events.emit(req.workstreamId, 'message', req.generation, {
+          commitKey: entry.commitKey,
+          message: entry.message,
+        });
       }
       return { seqs };
     });
@@ -378,7 +412,12 @@ export class Turnwarden {
     const log = turn?.log ?? this.logger;
     // L5, observational stage: may still decline.
     log.error(
-      { workstreamId: info.workstreamId, idleMs: info.idleMs, lastActivity: info.lastActivity, bound: info.bound },
+      {
+        workstreamId: info.workstreamId,
+        idleMs: info.idleMs,
+        lastActivity: info.lastActivity,
+        bound: info.bound,
+      },
       'turn liveness watchdog fired; attempting recovery',
     );
     this.events.emit(info.workstreamId, 'watchdog_fired', info.generation, { ...info });
@@ -395,7 +434,10 @@ export class Turnwarden {
     this.counters.abortsDeclined++;
     const log = this.bySlot.get(w.slot)?.log ?? this.logger;
     if (why === 'failed') {
-      log.warn({ err, workstreamId: info.workstreamId }, 'watchdog abort declined: publish failed; still watching');
+      log.warn(
+        { err, workstreamId: info.workstreamId },
+        'watchdog abort declined: publish failed; still watching',
+      );
     } else {
       log.info({ workstreamId: info.workstreamId, why }, 'watchdog abort declined');
     }
@@ -558,7 +600,9 @@ export class Turnwarden {
         if (synthesized > 0) {
           this.counters.toolResultsSynthesized += synthesized;
           turn.log.warn({ count: synthesized }, 'tool results synthesized');
-          this.events.emit(turn.workstreamId, 'tool_results_synthesized', turn.generation, { count: synthesized });
+          this.events.emit(turn.workstreamId, 'tool_results_synthesized', turn.generation, {
+            count: synthesized,
+          });
         }
       } catch (e) {
         // S3: the debt stays and claims are refused until a repair succeeds.
@@ -583,7 +627,10 @@ export class Turnwarden {
     this.events.emit(turn.workstreamId, 'idle', turn.generation, {});
     const error = outcome?.error ?? (err === undefined ? undefined : toWire(err));
     const abortReason = turn.abort?.reason ?? outcome?.abortReason;
-    turn.log.info({ status, synthesized, workerTerminated: turn.workerTerminated || workerGone }, 'turn finished');
+    turn.log.info(
+      { status, synthesized, workerTerminated: turn.workerTerminated || workerGone },
+      'turn finished',
+    );
     turn.resolve({
       workstreamId: turn.workstreamId,
       generation: turn.generation,
@@ -622,7 +669,11 @@ export class Turnwarden {
       return false;
     }
     const lease = await this.store.acquireLease(workstreamId, this.holder, this.config.lease.ttlMs);
-    if (!lease) throw new TurnwardenError(ErrorCode.TURN_IN_PROGRESS, `the turn lease of ${workstreamId} is held elsewhere`);
+    if (!lease)
+      throw new TurnwardenError(
+        ErrorCode.TURN_IN_PROGRESS,
+        `the turn lease of ${workstreamId} is held elsewhere`,
+      );
     try {
       const ws = await this.store.getWorkstream(workstreamId);
       const n = await repairOpenCalls({
@@ -658,7 +709,8 @@ export class Turnwarden {
   private checkInput(input: SendInput): void {
     if (typeof input !== 'object' || input === null) throw invalid('send input must be an object', 'input');
     for (const key of Object.keys(input)) {
-      if (!['tenantId', 'workstreamId', 'content', 'principal'].includes(key)) throw invalid(`unknown field ${key}`, key);
+      if (!['tenantId', 'workstreamId', 'content', 'principal'].includes(key))
+        throw invalid(`unknown field ${key}`, key);
     }
     this.checkId(input.tenantId, 'tenantId');
     this.checkId(input.workstreamId, 'workstreamId');
@@ -683,4 +735,3 @@ export class Turnwarden {
     return ws;
   }
 }
-

@@ -105,7 +105,9 @@ export class Watchdog {
   }
 
   /** Starts watching a freshly armed turn (the caller armed the slot). */
-  watch(turn: Omit<WatchedTurn, 'lastVersion' | 'lastChangeAt' | 'attempting' | 'committed' | 'startedAt'>): WatchedTurn {
+  watch(
+    turn: Omit<WatchedTurn, 'lastVersion' | 'lastChangeAt' | 'attempting' | 'committed' | 'startedAt'>,
+  ): WatchedTurn {
     const now = this.clock.nowMs();
     const watched: WatchedTurn = {
       ...turn,
@@ -212,7 +214,8 @@ export class Watchdog {
     try {
       // L6: one CAS checks the sampled version and publishes the fence. The deadline bound
       // ignores activity by definition (L11), so it fences unconditionally.
-      won = info.bound === 'deadline' ? this.clock.fence(turn.slot) : this.clock.commitAbort(turn.slot, sampled);
+      won =
+        info.bound === 'deadline' ? this.clock.fence(turn.slot) : this.clock.commitAbort(turn.slot, sampled);
     } catch (err) {
       this.failClosed(turn, info, err);
       return;
