@@ -1,5 +1,5 @@
 /** Help texts. */
-import { DEMO_DEFAULTS } from './args.js';
+import { DEMO_DEFAULTS, LOG_LEVELS } from './args.js';
 
 const d = DEMO_DEFAULTS;
 
@@ -49,9 +49,17 @@ Runtime:
 Output:
   --json              print only a JSON summary on stdout
   -q, --quiet         print only the summary
-  --log-level LEVEL   supervisor log level: ${['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].join(', ')} (default ${d.logLevel})
+  --log-level LEVEL   supervisor log level: ${LOG_LEVELS.join(', ')} (default ${d.logLevel})
   --log-file PATH     supervisor log file (default demo.log next to the db)
   --log-stderr        send the supervisor log to stderr instead of a file
 
 Exit code 0 when every integrity check passes, 1 when one fails (listed on stderr).
+`;
+
+export const BENCH_USAGE = `turnwarden bench — the benchmarks
+
+Usage:
+  turnwarden bench [options]
+
+The bench parses its own options: run 'turnwarden bench --help' for them.
 `;

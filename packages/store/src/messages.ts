@@ -5,6 +5,7 @@ import {
   type HistoryMessage,
   type HistoryRow,
   type JournalEntry,
+  openToolCalls,
   structuralRefusal,
   TurnwardenError,
 } from '@turnwarden/protocol';
@@ -19,6 +20,8 @@ interface MessageRow {
   body: string;
   created_at: number;
 }
+
+const PARKING = 2 ** 40;
 
 type StructuralRow = Pick<HistoryRow, 'commitKey' | 'message'>;
 
@@ -39,6 +42,9 @@ export class MessageTable {
   readonly #insert;
   readonly #all;
   readonly #tail;
+  readonly #deleteThrough;
+  readonly #park;
+  readonly #unpark;
 
   constructor(db: Database.Database) {
     this.#byKey = db.prepare<[string, string], { seq: number; body: string }>(
@@ -60,6 +66,55 @@ export class MessageTable {
          (SELECT seq FROM messages WHERE workstream_id = @ws AND role <> 'tool' ORDER BY seq DESC LIMIT 1), 1)
        ORDER BY seq`,
     );
+    this.#deleteThrough = db.prepare<[string, number]>('DELETE FROM messages WHERE workstream_id = ? AND seq <= ?');
+    // Renumber in two passes through a parking range above every real seq, so no intermediate
+    // state collides on the primary key.
+    this.#park = db.prepare<[number, string, number]>(
+      'UPDATE messages SET seq = seq + ? WHERE workstream_id = ? AND seq > ?',
+    );
+    this.#unpark = db.prepare<[number, string, number]>(
+      'UPDATE messages SET seq = seq - ? WHERE workstream_id = ? AND seq > ?',
+    );
+  }
+
+  /**
+   * Replaces rows 1..throughSeq with `summary` (a system row at seq 1) and renumbers the rest
+   * from 2. The cut must leave S1 intact: the prefix has no open tool call and the first kept
+   * row is not a tool result. Call inside a write transaction. Idempotent on the summary's key.
+   */
+  compact(workstreamId: string, generation: number, throughSeq: number, summary: JournalEntry, now: number): number {
+    const body = JSON.stringify(summary.message);
+    const existing = this.#byKey.get(workstreamId, summary.commitKey);
+    if (existing !== undefined) {
+      if (existing.body !== body) {
+        throw new TurnwardenError(
+          ErrorCode.COMMIT_CONFLICT,
+          `commit key ${summary.commitKey} of workstream ${workstreamId} already holds a different row`,
+          { details: { workstreamId, commitKey: summary.commitKey } },
+        );
+      }
+      return 0;
+    }
+    const rows = this.all(workstreamId);
+    if (throughSeq < 1 || throughSeq > rows.length) {
+      throw new TurnwardenError(ErrorCode.INVALID_INPUT, `throughSeq ${throughSeq} is outside 1..${rows.length}`, {
+        details: { field: 'throughSeq' },
+      });
+    }
+    const prefix = rows.slice(0, throughSeq);
+    const firstKept = rows[throughSeq];
+    if (openToolCalls(prefix).length > 0 || firstKept?.message.role === 'tool') {
+      throw new TurnwardenError(
+        ErrorCode.STRUCTURE_VIOLATION,
+        `workstream ${workstreamId}: compacting through seq ${throughSeq} would separate tool calls from their results`,
+        { details: { workstreamId, throughSeq } },
+      );
+    }
+    this.#deleteThrough.run(workstreamId, throughSeq);
+    this.#park.run(PARKING, workstreamId, throughSeq);
+    this.#unpark.run(PARKING + throughSeq - 1, workstreamId, PARKING);
+    this.#insert.run(workstreamId, 1, summary.commitKey, generation, 'system', body, now);
+    return throughSeq;
   }
 
   all(workstreamId: string): HistoryRow[] {

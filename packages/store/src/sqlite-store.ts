@@ -14,6 +14,8 @@ import { schemaVersion } from './migrations.js';
 import { openDatabase } from './open.js';
 import { resolveOptions, type SqliteStoreOptions } from './options.js';
 import type {
+  CompactInput,
+  CompactResult,
   AppendInput,
   CreateWorkstreamInput,
   Lease,
@@ -150,6 +152,25 @@ export class SqliteStore implements Store {
           );
         }
         return this.#messages.append(workstreamId, generation, entries, now);
+      });
+    });
+  }
+
+  compactHistory(input: CompactInput): Promise<CompactResult> {
+    return this.#run('compactHistory', () => {
+      const i = checkObject('input', input);
+      checkKeys('input', i, ['workstreamId', 'generation', 'fencingToken', 'throughSeq', 'summary']);
+      const workstreamId = checkId('workstreamId', i.workstreamId);
+      const generation = checkInteger('generation', i.generation, 0);
+      const token = i.fencingToken === undefined ? undefined : checkInteger('fencingToken', i.fencingToken, 1);
+      const throughSeq = checkInteger('throughSeq', i.throughSeq, 1);
+      const [summary] = checkEntries([i.summary]);
+      if (summary?.message.role !== 'system') throw invalidInput('summary.message.role', 'must be system');
+      return this.#write(() => {
+        this.#workstreams.requireOpen(workstreamId);
+        const now = this.#clock();
+        if (token !== undefined) this.#leases.assertFence(workstreamId, token, now);
+        return { removed: this.#messages.compact(workstreamId, generation, throughSeq, summary, now) };
       });
     });
   }

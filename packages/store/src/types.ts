@@ -40,6 +40,24 @@ export interface AppendInput {
   readonly entries: readonly JournalEntry[];
 }
 
+/**
+ * A history rewrite (compaction): rows 1..throughSeq are replaced by one `system` summary row;
+ * later rows keep their order and commit keys and are renumbered from 2. All or nothing.
+ */
+export interface CompactInput {
+  readonly workstreamId: string;
+  readonly generation: number;
+  /** The writer's lease token (P6). */
+  readonly fencingToken?: number;
+  readonly throughSeq: number;
+  readonly summary: JournalEntry;
+}
+
+export interface CompactResult {
+  /** Rows the summary replaced (0 when this compaction was already applied: idempotent on the key). */
+  readonly removed: number;
+}
+
 /** The turn lease of one workstream, as last written. */
 export interface Lease {
   readonly workstreamId: string;
@@ -93,6 +111,8 @@ export interface Store {
    * different message under the same key is a COMMIT_CONFLICT (P1).
    */
   appendMessages(input: AppendInput): Promise<number[]>;
+  /** History rewrite (L8); refused if the cut would split a tool call from its results (S1). */
+  compactHistory(input: CompactInput): Promise<CompactResult>;
   /** The whole history in seq order. */
   readHistory(workstreamId: string): Promise<HistoryRow[]>;
   /**

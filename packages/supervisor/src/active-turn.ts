@@ -17,6 +17,8 @@ export interface ActiveTurn {
   state: SessionState;
   /** Set the moment an abort commits; from then on the turn's journal writes are refused (L3). */
   abort: { readonly reason: AbortReason | 'crash'; readonly at: number } | undefined;
+  /** History rewrites in flight under this turn's lease: an abort waits for them, never tears them (L8). */
+  readonly rewrites: Set<Promise<unknown>>;
   renewTimer: NodeJS.Timeout | undefined;
   graceTimer: NodeJS.Timeout | undefined;
   workerTerminated: boolean;

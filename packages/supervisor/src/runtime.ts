@@ -58,6 +58,10 @@ function invalid(message: string, field: string): TurnwardenError {
   return new TurnwardenError(ErrorCode.INVALID_INPUT, message, { details: { field } });
 }
 
+function isStore(value: unknown): value is Store {
+  return typeof (value as Partial<Store> | undefined)?.appendMessages === 'function';
+}
+
 function deferred<T>(): { promise: Promise<T>; resolve: (v: T) => void } {
   let resolve!: (v: T) => void;
   const promise = new Promise<T>((r) => {
@@ -121,13 +125,11 @@ export class Turnwarden {
   static async start(options: TurnwardenOptions = {}): Promise<Turnwarden> {
     const { store: storeOption, logger: _l, hooks: _h, now: _n, ...rest } = options;
     const config = resolveConfig(rest);
-    const owns = storeOption === undefined || 'path' in storeOption;
+    // A Store instance is used as given (and not closed by shutdown); a `{ path }` is opened here.
+    const given = isStore(storeOption) ? storeOption : undefined;
     const store: Store =
-      storeOption === undefined
-        ? openSqliteStore({ path: ':memory:' })
-        : 'path' in storeOption
-          ? openSqliteStore({ path: storeOption.path })
-          : storeOption;
+      given ?? openSqliteStore({ path: (storeOption as { path?: string } | undefined)?.path ?? ':memory:' });
+    const owns = given === undefined;
     const tw = new Turnwarden(config, store, owns, options);
     await tw.pool.start();
     tw.watchdog.start();
@@ -301,6 +303,70 @@ export class Turnwarden {
       return true;
     }
     return this.repairIdle(workstreamId);
+  }
+
+  /**
+   * History rewrite (L8): replaces rows 1..throughSeq with a system summary. While a turn runs
+   * it is fenced by that turn's abort: refused once the abort has committed (a rewrite that has
+   * not started is revoked); one already in flight completes before the abort's repair runs
+   * (never torn); a declined abort changes nothing. On an idle workstream it runs under a lease.
+   */
+  async compact(
+    tenantId: string,
+    workstreamId: string,
+    input: { throughSeq: number; summary: string; commitKey?: string },
+  ): Promise<{ removed: number }> {
+    await this.owned(tenantId, workstreamId);
+    if (typeof input.summary !== 'string' || input.summary.length === 0) {
+      throw invalid('summary must be a non-empty string', 'summary');
+    }
+    const summary = {
+      commitKey: input.commitKey ?? `compact:${randomUUID()}`,
+      message: { role: 'system' as const, content: input.summary },
+    };
+    const turn = this.active.get(workstreamId);
+    if (turn) {
+      if (turn.abort) {
+        throw new TurnwardenError(
+          ErrorCode.FENCED,
+          `history rewrite of ${workstreamId} revoked: the turn's abort (${turn.abort.reason}) has committed`,
+        );
+      }
+      const rewrite = this.store.compactHistory({
+        workstreamId,
+        generation: turn.generation,
+        fencingToken: turn.lease.token,
+        throughSeq: input.throughSeq,
+        summary,
+      });
+      turn.rewrites.add(rewrite);
+      try {
+        return await rewrite;
+      } finally {
+        turn.rewrites.delete(rewrite);
+      }
+    }
+    if (this.claiming.has(workstreamId)) {
+      throw new TurnwardenError(ErrorCode.TURN_IN_PROGRESS, `a turn is being claimed on ${workstreamId}`);
+    }
+    const lease = await this.store.acquireLease(workstreamId, this.holder, this.config.lease.ttlMs);
+    if (!lease)
+      throw new TurnwardenError(
+        ErrorCode.TURN_IN_PROGRESS,
+        `the turn lease of ${workstreamId} is held elsewhere`,
+      );
+    try {
+      const ws = await this.store.getWorkstream(workstreamId);
+      return await this.store.compactHistory({
+        workstreamId,
+        generation: ws?.generation ?? 0,
+        fencingToken: lease.token,
+        throughSeq: input.throughSeq,
+        summary,
+      });
+    } finally {
+      await this.store.releaseLease(workstreamId, this.holder, lease.token).catch(() => false);
+    }
   }
 
   /** Closes an idle workstream; listeners receive `ws_closed` and are removed. */
@@ -529,6 +595,7 @@ export class Turnwarden {
       log: this.logger.child({ workstreamId, tenantId, generation }),
       state: 'claimed',
       abort: undefined,
+      rewrites: new Set(),
       renewTimer: undefined,
       graceTimer: undefined,
       workerTerminated: false,
@@ -583,6 +650,11 @@ export class Turnwarden {
       this.counters.workersCrashed++;
       turn.log.error({ err }, 'session worker died mid-turn');
       void this.pool.terminate(turn.worker);
+    }
+    if (turn.rewrites.size > 0) {
+      // L8: a rewrite already in flight completes before the abort's repair reads history.
+      turn.log.info({ rewrites: turn.rewrites.size }, 'turn end waiting for history rewrite in flight');
+      await Promise.allSettled([...turn.rewrites]);
     }
     const status = outcome?.status ?? (turn.abort?.reason === 'crash' ? 'failed' : 'interrupted');
     let synthesized = 0;

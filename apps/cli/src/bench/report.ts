@@ -39,7 +39,8 @@ export interface RowOptions {
 
 export function row(figure: string, unit: string, ours: number, opts: RowOptions = {}): Row {
   const { baseline, target } = opts;
-  const ratio = baseline === undefined || !(baseline > 0) || !Number.isFinite(ours) ? undefined : ours / baseline;
+  const ratio =
+    baseline === undefined || !(baseline > 0) || !Number.isFinite(ours) ? undefined : ours / baseline;
   return {
     figure,
     unit,

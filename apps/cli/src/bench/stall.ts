@@ -8,7 +8,7 @@
  */
 import { Turnwarden } from '@turnwarden/supervisor';
 import { type BenchContext, script, TENANT, TurnTimeline, within } from './common.js';
-import { type SectionResult, row, target } from './report.js';
+import { row, type SectionResult, target } from './report.js';
 import { max, quantile } from './stats.js';
 
 export const STALL_CONFIG = { timeoutMs: 200, pollMs: 20, graceMs: 200 } as const;
@@ -55,13 +55,15 @@ export async function benchStall(ctx: BenchContext): Promise<Omit<SectionResult,
             anomalies.push(`turn ${handle.generation}: ${result.status}/${result.abortReason ?? '-'}`);
           }
           const t = timeline.get(handle.generation);
-          if (t.lastToken !== undefined && t.fired !== undefined) lateness.push(t.fired - t.lastToken - timeoutMs);
+          if (t.lastToken !== undefined && t.fired !== undefined)
+            lateness.push(t.fired - t.lastToken - timeoutMs);
           else anomalies.push(`turn ${handle.generation}: no token or no watchdog_fired event`);
           if (t.lastToken !== undefined && naiveFiredAt !== undefined) {
             naive.push(naiveFiredAt - t.lastToken - timeoutMs);
           }
           if (t.aborted !== undefined && t.idle !== undefined) abortToIdle.push(t.idle - t.aborted);
-          if (result.workerTerminated) anomalies.push(`turn ${handle.generation}: worker was terminated (not cooperative)`);
+          if (result.workerTerminated)
+            anomalies.push(`turn ${handle.generation}: worker was terminated (not cooperative)`);
         }
       } finally {
         clearTimeout(naiveTimer);

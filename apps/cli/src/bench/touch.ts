@@ -4,7 +4,7 @@
  */
 import { Activity, ActivityClock, SlotStamp } from '@turnwarden/clock';
 import type { BenchContext } from './common.js';
-import { type SectionResult, row, target } from './report.js';
+import { row, type SectionResult, target } from './report.js';
 import { max, median, min } from './stats.js';
 
 const FENCE = 0x80000000 | 0;

@@ -6,13 +6,15 @@
 import { Worker } from 'node:worker_threads';
 import { Turnwarden } from '@turnwarden/supervisor';
 import { type BenchContext, script, TENANT, TurnTimeline, within } from './common.js';
-import { type SectionResult, row, target } from './report.js';
-import { max, quantile, sleep } from './stats.js';
+import { row, type SectionResult, target } from './report.js';
 import { STALL_CONFIG } from './stall.js';
+import { max, quantile, sleep } from './stats.js';
 
 /** Spawns a spinning eval worker and measures terminate() → exit, in ms. */
 async function rawTerminate(): Promise<number> {
-  const worker = new Worker('require("node:worker_threads").parentPort.postMessage(1); for (;;) {}', { eval: true });
+  const worker = new Worker('require("node:worker_threads").parentPort.postMessage(1); for (;;) {}', {
+    eval: true,
+  });
   await new Promise<void>((resolve, reject) => {
     worker.once('message', () => resolve());
     worker.once('error', reject);
@@ -51,7 +53,9 @@ export async function benchWedge(ctx: BenchContext): Promise<Omit<SectionResult,
           continue;
         }
         if (result.status !== 'interrupted' || !result.workerTerminated) {
-          anomalies.push(`turn ${handle.generation}: ${result.status}, workerTerminated=${result.workerTerminated}`);
+          anomalies.push(
+            `turn ${handle.generation}: ${result.status}, workerTerminated=${result.workerTerminated}`,
+          );
         }
         const t = timeline.get(handle.generation);
         if (t.aborted !== undefined && t.idle !== undefined) toIdle.push(t.idle - t.aborted);
@@ -75,7 +79,9 @@ export async function benchWedge(ctx: BenchContext): Promise<Omit<SectionResult,
     baseline: `raw worker.terminate() → exit of a plain Worker spinning in for (;;) {} (${raw.length} runs)`,
     rows: [
       row('abort → idle p50', 'ms', quantile(toIdle, 0.5)),
-      row('abort → idle p99', 'ms', p99, { target: target(`≤ graceMs + 50 = ${graceMs + 50} ms`, p99 <= graceMs + 50) }),
+      row('abort → idle p99', 'ms', p99, {
+        target: target(`≤ graceMs + 50 = ${graceMs + 50} ms`, p99 <= graceMs + 50),
+      }),
       row('abort → idle max', 'ms', max(toIdle)),
       row('abort → idle − graceMs p50', 'ms', quantile(minusGrace, 0.5), { baseline: rawP50 }),
       row('abort → idle − graceMs p99', 'ms', quantile(minusGrace, 0.99), { baseline: quantile(raw, 0.99) }),

@@ -155,6 +155,8 @@ export interface IntegrityInput {
   readonly audit: HistoryAudit;
   /** Workstreams whose durable user rows differ from the messages `send` accepted. */
   readonly historyMismatches: number;
+  /** Synthesized results the supervisor counted (`tw.stats()`), to compare with the durable ones. */
+  readonly synthesizedCounted: number;
 }
 
 /** Every check, passing or not, in the order the summary prints them. */
@@ -175,6 +177,12 @@ export function integrityChecks(input: IntegrityInput): IntegrityCheck[] {
     zero('dangling_tool_calls', 'dangling tool calls in the durable history', 'S1', a.danglingToolCalls),
     zero('bad_synthesized_effects', 'synthesized results not marked unknown/none', 'S2', a.badSynthesizedEffects),
     zero('late_rows', 'rows journaled after a turn was recovered', 'L3', a.lateRows),
+    zero(
+      'synthesized_mismatch',
+      'synthesized results counted but not durable (or the reverse)',
+      'S2',
+      Math.abs(input.synthesizedCounted - a.synthesizedResults),
+    ),
     zero('history_mismatches', 'workstreams whose user rows differ from accepted sends', 'P', input.historyMismatches),
   ];
 }

@@ -22,7 +22,22 @@ export function script(...steps: unknown[]): string {
 /** Starts a runtime with fast watchdog settings, capturing logs and events. */
 export async function startRuntime(options: TurnwardenOptions = {}) {
   const logs: LogLine[] = [];
-  const logger = pino({ level: 'debug' }, { write: (s: string) => void logs.push(JSON.parse(s) as LogLine) });
+  const logWaiters: { msg: string; resolve: (l: LogLine) => void }[] = [];
+  const logger = pino(
+    { level: 'debug' },
+    {
+      write: (s: string) => {
+        const line = JSON.parse(s) as LogLine;
+        logs.push(line);
+        for (const w of logWaiters.splice(0)) {
+          if (w.msg === line.msg) w.resolve(line);
+          else logWaiters.push(w);
+        }
+      },
+    },
+  );
+  /** Resolves when a log line with this message is written (deterministic: no polling). */
+  const waitForLog = (msg: string) => new Promise<LogLine>((resolve) => logWaiters.push({ msg, resolve }));
   const tw = await Turnwarden.start({ ...FAST, pluginModules: [PLUGIN], ...options, logger });
   const { workstreamId } = await tw.createWorkstream({ tenantId: 'tenant-a', workstreamId: 'ws-1' });
   const events: TurnwardenEvent[] = [];
@@ -31,7 +46,7 @@ export async function startRuntime(options: TurnwardenOptions = {}) {
   const history = () => tw.history('tenant-a', workstreamId);
   const logged = (msg: string) => logs.filter((l) => l.msg === msg);
   const types = () => events.map((e) => e.type);
-  return { tw, logs, events, workstreamId, send, history, logged, types };
+  return { tw, logs, events, workstreamId, send, history, logged, types, waitForLog };
 }
 
 /** Resolves with the first event of `type` (deterministic waiting: no sleeps). */

@@ -1,0 +1,49 @@
+import { describe, expect, it } from 'vitest';
+import { parseCommand, UsageError } from './args.js';
+import { runCli } from './cli.js';
+import { memoryOutput } from './output.js';
+
+describe('command line', () => {
+  it('parses demo flags with defaults', () => {
+    const cmd = parseCommand(['demo', '--workstreams', '5', '--json', '--db', ':memory:']);
+    expect(cmd).toMatchObject({
+      name: 'demo',
+      args: { workstreams: 5, turns: 4, seed: 1, json: true, db: ':memory:', timeoutMs: 1000, pollMs: 100, graceMs: 500 },
+    });
+  });
+
+  it.each([
+    [['frobnicate']],
+    [['--frob']],
+    [['demo', '--frob']],
+    [['demo', '--turns', 'x']],
+    [['demo', '--turns', '0']],
+    [['demo', 'extra']],
+    [['demo', '--log-level', 'loud']],
+    [['demo', '--poll-ms', '2000']],
+    [['help', 'nope']],
+  ])('refuses %j with a usage error', (argv) => {
+    expect(() => parseCommand(argv)).toThrow(UsageError);
+  });
+
+  it('hands bench its own arguments', () => {
+    expect(parseCommand(['bench', '--whatever', 'x'])).toEqual({ name: 'bench', argv: ['--whatever', 'x'] });
+  });
+
+  it('exits 2 with a message on stderr for an unknown command or flag', async () => {
+    for (const argv of [['nope'], ['demo', '--nope']]) {
+      const out = memoryOutput();
+      expect(await runCli(argv, out)).toBe(2);
+      expect(out.stdout).toEqual([]);
+      expect(out.stderr.join('')).toMatch(/^turnwarden: .*unknown/);
+    }
+  });
+
+  it('prints help', async () => {
+    for (const argv of [[], ['help'], ['--help'], ['help', 'demo'], ['demo', '--help']]) {
+      const out = memoryOutput();
+      expect(await runCli(argv, out)).toBe(0);
+      expect(out.stdout.join('')).toMatch(/Usage:/);
+    }
+  });
+});

@@ -1,0 +1,114 @@
+/**
+ * `turnwarden bench`: figures side by side with a raw baseline measured in the same run, with
+ * ratios and targets marked met or missed. Timing never fails the command.
+ *
+ *   runBench(argv) → exit code: 0 (figures printed, whatever they are), 1 (a section could not
+ *   run), 2 (bad flags).
+ */
+import { cpus, loadavg } from 'node:os';
+import { benchActivation } from './activation.js';
+import { BenchUsageError, parseBenchArgs, type SectionName, USAGE } from './args.js';
+import { type BenchContext, errorText, silentLogger } from './common.js';
+import { benchL12 } from './l12.js';
+import { benchMemory } from './memory.js';
+import { err, out } from './out.js';
+import { benchPoll } from './poll.js';
+import { formatSection, formatSummary, type SectionResult, summarize, toJson } from './report.js';
+import { benchStall } from './stall.js';
+import { benchTouch } from './touch.js';
+import { benchWedge } from './wedge.js';
+
+export type { BenchArgs, SectionName } from './args.js';
+export { parseBenchArgs, SECTION_NAMES } from './args.js';
+export type { Row, SectionResult, Target } from './report.js';
+
+type SectionFn = (ctx: BenchContext) => Promise<Omit<SectionResult, 'durationMs'>>;
+
+const SECTIONS: Record<SectionName, { readonly title: string; readonly run: SectionFn }> = {
+  touch: { title: 'activity stamp cost', run: benchTouch },
+  poll: { title: 'watchdog sampling pass', run: benchPoll },
+  stall: { title: 'stall detection', run: benchStall },
+  wedge: { title: 'wedged turn recovery', run: benchWedge },
+  activation: { title: 'activating a session worker', run: benchActivation },
+  memory: { title: 'memory per workstream', run: benchMemory },
+  l12: { title: 'watchdog starvation', run: benchL12 },
+};
+
+async function runSection(name: SectionName, ctx: BenchContext): Promise<SectionResult> {
+  const t0 = performance.now();
+  try {
+    const result = await SECTIONS[name].run(ctx);
+    return { ...result, durationMs: performance.now() - t0 };
+  } catch (e) {
+    return {
+      name,
+      title: SECTIONS[name].title,
+      ours: '—',
+      baseline: '—',
+      rows: [],
+      notes: [],
+      durationMs: performance.now() - t0,
+      error: errorText(e),
+    };
+  }
+}
+
+function machine() {
+  const cpu = cpus();
+  return {
+    node: process.version,
+    platform: `${process.platform}-${process.arch}`,
+    cpus: cpu.length,
+    cpuModel: cpu[0]?.model ?? 'unknown',
+    loadavg: loadavg().map((x) => Math.round(x * 100) / 100),
+  };
+}
+
+export async function runBench(argv: readonly string[]): Promise<number> {
+  let args: ReturnType<typeof parseBenchArgs>;
+  try {
+    args = parseBenchArgs(argv);
+  } catch (e) {
+    if (!(e instanceof BenchUsageError)) throw e;
+    err(`turnwarden bench: ${e.message}\n\n${USAGE}`);
+    return 2;
+  }
+  if (args.help) {
+    out(USAGE);
+    return 0;
+  }
+  const ctx: BenchContext = { quick: args.quick, logger: silentLogger() };
+  const started = new Date();
+  const env = machine();
+  if (!args.json) {
+    out(
+      `turnwarden bench${args.quick ? ' --quick' : ''} — ${started.toISOString()}\n` +
+        `node ${env.node} ${env.platform}, ${env.cpus} CPUs (${env.cpuModel}), load ${env.loadavg.join(' ')}\n` +
+        `sections: ${args.sections.join(', ')}. Ours and baseline run in the same process, interleaved where possible;\n` +
+        'ratio = ours / baseline. Timing never fails the run: targets are only marked met or MISSED.\n',
+    );
+  }
+  const t0 = performance.now();
+  const results: SectionResult[] = [];
+  for (const name of args.sections) {
+    const result = await runSection(name, ctx);
+    results.push(result);
+    if (!args.json) out(formatSection(result));
+  }
+  const summary = summarize(results, performance.now() - t0);
+  if (args.json) {
+    out(
+      toJson({
+        tool: 'turnwarden bench',
+        date: started.toISOString(),
+        quick: args.quick,
+        machine: { ...env, loadavgAtEnd: loadavg().map((x) => Math.round(x * 100) / 100) },
+        sections: results,
+        summary,
+      }),
+    );
+  } else {
+    out(formatSummary(results, summary));
+  }
+  return summary.errors.length > 0 ? 1 : 0;
+}

@@ -1,0 +1,182 @@
+/**
+ * The memory section's measuring process, forked by memory.ts with --expose-gc so that every
+ * reading follows full collections. Reports one `MemoryReport` over IPC and exits.
+ */
+import { ActivityClock } from '@turnwarden/clock';
+import { ErrorCode, type HostApi, TurnwardenError } from '@turnwarden/protocol';
+import { sessionWorkerUrl } from '@turnwarden/session';
+import { Turnwarden, WorkerPool } from '@turnwarden/supervisor';
+import { script, silentLogger, TENANT } from './common.js';
+import { sleep } from './stats.js';
+
+export interface MemoryChildConfig {
+  readonly count: number;
+  readonly active: number;
+}
+
+export interface MemoryReport {
+  readonly gcExposed: boolean;
+  readonly count: number;
+  readonly active: number;
+  readonly createMsPerWorkstream: number;
+  readonly idleHeapPerWorkstream: number;
+  readonly idleRssPerWorkstream: number;
+  readonly activeRssPerTurnWithSpawn: number;
+  readonly activeHeapPerTurnWithSpawn: number;
+  readonly activeRssPerTurnWarm: number;
+  readonly idleThreadRss: number;
+}
+
+export type MemoryChildMessage =
+  | { readonly ok: true; readonly report: MemoryReport }
+  | { readonly ok: false; readonly error: string };
+
+const gc = (globalThis as { gc?: () => void }).gc;
+
+interface Reading {
+  readonly heap: number;
+  readonly rss: number;
+}
+
+async function reading(): Promise<Reading> {
+  for (let i = 0; i < 3; i++) {
+    gc?.();
+    await sleep(30);
+  }
+  const m = process.memoryUsage();
+  return { heap: m.heapUsed, rss: m.rss };
+}
+
+const host: HostApi = {
+  async journal() {
+    throw new TurnwardenError(ErrorCode.FENCED, 'the memory bench journals nothing');
+  },
+};
+
+async function startTurns(tw: Turnwarden, ids: readonly string[]): Promise<void> {
+  const content = script([{ tools: [{ name: 'heartbeat', args: { ms: 600_000, everyMs: 50 } }] }]);
+  const started = ids.map(
+    (id) =>
+      new Promise<void>((resolve) => {
+        const off = tw.subscribe(id, (e) => {
+          if (e.type === 'tool_started') {
+            off();
+            resolve();
+          }
+        });
+      }),
+  );
+  for (const id of ids) await tw.send({ tenantId: TENANT, workstreamId: id, content });
+  await Promise.all(started);
+  await sleep(200); // a few heartbeats in
+}
+
+async function measure(cfg: MemoryChildConfig): Promise<MemoryReport> {
+  const tw = await Turnwarden.start({
+    store: { path: ':memory:' },
+    logger: silentLogger(),
+    watchdog: { timeoutMs: 60_000, pollMs: 1_000, graceMs: 1_000 },
+    pool: { maxWorkers: cfg.active, warmWorkers: 0 },
+  });
+  let idleHeap: number;
+  let idleRss: number;
+  let createMs: number;
+  let spawnRss: number;
+  let spawnHeap: number;
+  let warmRss: number;
+  try {
+    // Warm-up: statements prepared, code paths compiled, turns' workstreams created.
+    const activeIds: string[] = [];
+    for (let i = 0; i < cfg.active; i++) {
+      activeIds.push(
+        (await tw.createWorkstream({ tenantId: TENANT, workstreamId: `active-${i}` })).workstreamId,
+      );
+    }
+    for (let i = 0; i < 200; i++)
+      await tw.createWorkstream({ tenantId: TENANT, workstreamId: `warmup-${i}` });
+
+    const m0 = await reading();
+    const t0 = performance.now();
+    const batch = 100;
+    for (let i = 0; i < cfg.count; i += batch) {
+      const n = Math.min(batch, cfg.count - i);
+      await Promise.all(
+        Array.from({ length: n }, (_, j) =>
+          tw.createWorkstream({ tenantId: TENANT, workstreamId: `idle-${i + j}` }),
+        ),
+      );
+    }
+    createMs = (performance.now() - t0) / cfg.count;
+    const m1 = await reading();
+    idleHeap = (m1.heap - m0.heap) / cfg.count;
+    idleRss = (m1.rss - m0.rss) / cfg.count;
+
+    // Active turns on freshly spawned workers (no warm pool): what an active workstream costs.
+    const m2 = await reading();
+    await startTurns(tw, activeIds);
+    const m3 = await reading();
+    spawnRss = (m3.rss - m2.rss) / cfg.active;
+    spawnHeap = (m3.heap - m2.heap) / cfg.active;
+    for (const id of activeIds) await tw.cancel(TENANT, id);
+
+    // The same turns again, now on the warm workers they left behind.
+    const m4 = await reading();
+    await startTurns(tw, activeIds);
+    const m5 = await reading();
+    warmRss = (m5.rss - m4.rss) / cfg.active;
+    for (const id of activeIds) await tw.cancel(TENANT, id);
+  } finally {
+    await tw.shutdown();
+  }
+
+  // The naive design's cost: one parked thread per workstream.
+  const m6 = await reading();
+  const pool = new WorkerPool({
+    clock: ActivityClock.create(cfg.active).buffer,
+    maxWorkers: cfg.active,
+    warmWorkers: cfg.active,
+    workerUrl: sessionWorkerUrl,
+    pluginModules: [],
+    host,
+    logger: silentLogger(),
+  });
+  let threadRss: number;
+  try {
+    await pool.start();
+    await sleep(200);
+    const m7 = await reading();
+    threadRss = (m7.rss - m6.rss) / cfg.active;
+  } finally {
+    await pool.close();
+  }
+  return {
+    gcExposed: gc !== undefined,
+    count: cfg.count,
+    active: cfg.active,
+    createMsPerWorkstream: createMs,
+    idleHeapPerWorkstream: idleHeap,
+    idleRssPerWorkstream: idleRss,
+    activeRssPerTurnWithSpawn: spawnRss,
+    activeHeapPerTurnWithSpawn: spawnHeap,
+    activeRssPerTurnWarm: warmRss,
+    idleThreadRss: threadRss,
+  };
+}
+
+function send(message: MemoryChildMessage): Promise<void> {
+  return new Promise((resolve) => {
+    if (!process.send) {
+      resolve();
+      return;
+    }
+    process.send(message, undefined, {}, () => resolve());
+  });
+}
+
+const cfg = JSON.parse(process.argv[2] ?? '{"count":10000,"active":4}') as MemoryChildConfig;
+try {
+  await send({ ok: true, report: await measure(cfg) });
+} catch (e) {
+  await send({ ok: false, error: e instanceof Error ? `${e.name}: ${e.message}` : String(e) });
+}
+process.disconnect?.();

@@ -1,0 +1,49 @@
+/** Command dispatch: parses the command line and runs the command; returns the exit code. */
+import { readFileSync } from 'node:fs';
+import { type Command, parseCommand, UsageError } from './args.js';
+import { demoCommand } from './demo/command.js';
+import type { Output } from './output.js';
+import { BENCH_USAGE, DEMO_USAGE, MAIN_USAGE } from './usage.js';
+
+export const EXIT_USAGE = 2;
+
+function version(): string {
+  try {
+    const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version?: string };
+    return pkg.version ?? 'unknown';
+  } catch {
+    return 'unknown';
+  }
+}
+
+async function run(command: Command, output: Output): Promise<number> {
+  switch (command.name) {
+    case 'help':
+      output.out(command.topic === 'demo' ? DEMO_USAGE : command.topic === 'bench' ? BENCH_USAGE : MAIN_USAGE);
+      return 0;
+    case 'version':
+      output.out(`turnwarden ${version()}\n`);
+      return 0;
+    case 'demo':
+      return demoCommand(command.args, output);
+    case 'bench': {
+      // Loaded on demand: the bench is its own module with its own flags.
+      const { runBench } = await import('./bench/index.js');
+      return runBench([...command.argv]);
+    }
+  }
+}
+
+export async function runCli(argv: readonly string[], output: Output): Promise<number> {
+  try {
+    return await run(parseCommand(argv), output);
+  } catch (e) {
+    if (e instanceof UsageError) {
+      output.err(`turnwarden: ${e.message}\nRun 'turnwarden help' for usage.\n`);
+      return EXIT_USAGE;
+    }
+    const message = e instanceof Error ? (e.stack ?? e.message) : String(e);
+    output.err(`turnwarden: error: ${message}\n`);
+    return 1;
+  }
+}

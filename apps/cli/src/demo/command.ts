@@ -1,0 +1,45 @@
+/** `turnwarden demo`: runs the demo, prints the summary (or JSON), returns the exit code. */
+import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+import type { DemoArgs } from '../args.js';
+import { type Output, styler } from '../output.js';
+import { turnLine } from './live-view.js';
+import { runDemo } from './run.js';
+import { formatSummary } from './summary.js';
+
+export const EXIT_OK = 0;
+export const EXIT_FAILED = 1;
+export const EXIT_INTERRUPTED = 130;
+const MAX_LISTED_TURNS = 10;
+
+export async function demoCommand(args: DemoArgs, output: Output): Promise<number> {
+  const stop = new AbortController();
+  const onSigint = () => {
+    if (stop.signal.aborted) {
+      output.err('turnwarden demo: forced exit\n');
+      process.exit(EXIT_INTERRUPTED);
+    }
+    output.err('\nturnwarden demo: stopping (running turns are aborted; Ctrl-C again to force)…\n');
+    stop.abort(new TurnwardenError(ErrorCode.SHUTTING_DOWN, 'the demo was stopped'));
+  };
+  process.on('SIGINT', onSigint);
+  let report: Awaited<ReturnType<typeof runDemo>>;
+  try {
+    report = await runDemo(args, { output, stop: stop.signal });
+  } finally {
+    process.off('SIGINT', onSigint);
+  }
+  const { summary, checks, records } = report;
+  if (args.json) output.out(`${JSON.stringify(summary, null, 2)}\n`);
+  else output.out(`\n${formatSummary(summary, checks, styler(output.color))}`);
+
+  for (const c of checks.filter((c) => !c.ok)) {
+    output.err(`turnwarden demo: check failed (${c.guarantee}): ${c.label}: ${c.value}\n`);
+  }
+  const bad = records.filter((r) => r.verdict !== 'ok' && r.verdict !== 'cancelled');
+  for (const r of bad.slice(0, MAX_LISTED_TURNS)) {
+    output.err(`  ${turnLine(r)}${r.errorMessage === undefined ? '' : `: ${r.errorMessage}`}\n`);
+  }
+  if (bad.length > MAX_LISTED_TURNS) output.err(`  … and ${bad.length - MAX_LISTED_TURNS} more\n`);
+  if (summary.stopped_early) return EXIT_INTERRUPTED;
+  return summary.ok ? EXIT_OK : EXIT_FAILED;
+}

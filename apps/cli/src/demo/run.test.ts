@@ -1,0 +1,74 @@
+import { describe, expect, it } from 'vitest';
+import { DEMO_DEFAULTS, parseDemoArgs } from '../args.js';
+import { memoryOutput } from '../output.js';
+import { runDemo } from './run.js';
+
+describe('demo end to end (real workers, in-memory store)', () => {
+  it('L1 L2 L3: every stall is interrupted, every heartbeat completes, every wedge is terminated; no dangling calls', async () => {
+    const args = parseDemoArgs([
+      '--workstreams=4',
+      '--turns=3',
+      '--seed=3',
+      '--db=:memory:',
+      '--timeout-ms=300',
+      '--poll-ms=30',
+      '--grace-ms=150',
+      '--max-workers=4',
+      '--warm-workers=2',
+      '--log-stderr',
+      '--log-level=silent',
+    ]);
+    const output = memoryOutput();
+    const { summary, records } = await runDemo(args, { output });
+
+    expect(summary.failed_checks).toEqual([]);
+    expect(summary.ok).toBe(true);
+    expect(summary.dangling_tool_calls).toBe(0);
+    expect(summary.false_aborts).toBe(0);
+    expect(summary.not_recovered).toBe(0);
+    expect(summary.sessions).toBe(4);
+    expect(records).toHaveLength(4 * 3 + 4);
+
+    // L2: the heartbeating turns ran past the timeout and completed.
+    const heartbeats = records.filter((r) => r.kind === 'heartbeat');
+    expect(heartbeats.length).toBeGreaterThan(0);
+    for (const r of heartbeats) {
+      expect(r.status).toBe('completed');
+      expect(r.durationMs).toBeGreaterThan(300);
+    }
+    // L1: stalls interrupted by the watchdog.
+    const stalls = records.filter((r) => r.kind === 'stall');
+    expect(stalls.length).toBeGreaterThan(0);
+    for (const r of stalls) expect(r).toMatchObject({ status: 'interrupted', abortReason: 'watchdog' });
+    // L3: wedges interrupted, worker terminated.
+    const wedges = records.filter((r) => r.kind === 'wedge');
+    expect(wedges.length).toBeGreaterThan(0);
+    for (const r of wedges) expect(r).toMatchObject({ status: 'interrupted', abortReason: 'watchdog', workerTerminated: true });
+    expect(summary.workers_terminated).toBeGreaterThanOrEqual(wedges.length);
+    // Every workstream accepted and completed its idle check afterwards.
+    const idle = records.filter((r) => r.kind === 'idle-check');
+    expect(idle.map((r) => r.status)).toEqual(['completed', 'completed', 'completed', 'completed']);
+
+    // Non-TTY output: one plain line per finished turn.
+    const lines = output.stdout.join('').split('\n');
+    expect(lines.filter((l) => /^ws-\d\d (turn \d\/3|idle check) /.test(l))).toHaveLength(16);
+    expect(output.stderr.join('')).toBe('');
+  }, 60_000);
+
+  it('--json mode prints nothing while running', async () => {
+    const output = memoryOutput();
+    const args = {
+      ...parseDemoArgs(['--db=:memory:', '--log-stderr', '--log-level=silent', '--json']),
+      workstreams: 2,
+      turns: 1,
+      timeoutMs: 300,
+      pollMs: 30,
+      graceMs: 150,
+    };
+    expect(DEMO_DEFAULTS.workstreams).toBe(24);
+    const { summary } = await runDemo(args, { output });
+    expect(output.stdout).toEqual([]);
+    expect(summary.sessions).toBe(2);
+    expect(summary.ok).toBe(true);
+  }, 60_000);
+});

@@ -1,0 +1,192 @@
+/**
+ * The demo: starts an embedded supervisor on a fresh SQLite store, drives every workstream's
+ * planned turns concurrently, shuts down, then re-reads the durable history and checks it.
+ */
+import { existsSync, mkdirSync, openSync, readSync, closeSync, rmSync, statSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { openSqliteStore } from '@turnwarden/store';
+import { Turnwarden } from '@turnwarden/supervisor';
+import { type DemoArgs, UsageError } from '../args.js';
+import type { Output } from '../output.js';
+import { driveWorkstream } from './driver.js';
+import {
+  auditHistory,
+  countVerdicts,
+  type HistoryAudit,
+  type IntegrityCheck,
+  integrityChecks,
+  mergeAudits,
+} from './integrity.js';
+import { LiveView, type ViewMode } from './live-view.js';
+import { openDemoLog } from './logging.js';
+import { buildSummary, type DemoSummary } from './summary.js';
+import type { RecordKind, TurnRecord } from './types.js';
+import { planWorkload, prng } from './workload.js';
+
+export const DEMO_TENANT = 'demo';
+const LEASE_TTL_MS = 5000;
+const LEASE_RENEW_MS = 1000;
+
+export interface DemoEnv {
+  readonly output: Output;
+  /** Aborted to stop early (Ctrl-C): no new turns; running ones are aborted by shutdown. */
+  readonly stop?: AbortSignal;
+  /** Where relative paths resolve (default `process.cwd()`). */
+  readonly cwd?: string;
+}
+
+export interface DemoReport {
+  readonly summary: DemoSummary;
+  readonly checks: readonly IntegrityCheck[];
+  readonly records: readonly TurnRecord[];
+}
+
+const SQLITE_HEADER = 'SQLite format 3\0';
+
+/** The demo's db is recreated each run; refuse to delete a file that is not a SQLite database. */
+function freshDatabase(path: string): void {
+  if (path === ':memory:') return;
+  mkdirSync(dirname(path), { recursive: true });
+  if (existsSync(path) && statSync(path).size > 0) {
+    const fd = openSync(path, 'r');
+    const head = Buffer.alloc(SQLITE_HEADER.length);
+    try {
+      readSync(fd, head, 0, head.length, 0);
+    } finally {
+      closeSync(fd);
+    }
+    if (head.toString('latin1') !== SQLITE_HEADER) {
+      throw new UsageError(`demo: ${path} exists and is not a SQLite database; refusing to replace it`);
+    }
+  }
+  for (const f of [path, `${path}-wal`, `${path}-shm`, `${path}-journal`]) rmSync(f, { force: true });
+}
+
+function display(cwd: string, path: string): string {
+  if (path === ':memory:') return path;
+  const rel = relative(cwd, path);
+  return rel.startsWith('..') || rel === '' ? path : `./${rel}`;
+}
+
+function viewMode(args: DemoArgs, output: Output): ViewMode {
+  if (args.json || args.quiet) return 'quiet';
+  return output.isTTY ? 'tty' : 'lines';
+}
+
+export async function runDemo(args: DemoArgs, env: DemoEnv): Promise<DemoReport> {
+  const started = performance.now();
+  const { output } = env;
+  const cwd = env.cwd ?? process.cwd();
+  const stop = env.stop ?? new AbortController().signal;
+  const dbPath = args.db === undefined ? join(cwd, '.turnwarden', 'demo.db') : args.db === ':memory:' ? ':memory:' : resolve(cwd, args.db);
+  const logFile = args.logStderr
+    ? undefined
+    : args.logFile !== undefined
+      ? resolve(cwd, args.logFile)
+      : join(dbPath === ':memory:' ? join(cwd, '.turnwarden') : dirname(dbPath), 'demo.log');
+  freshDatabase(dbPath);
+  const log = await openDemoLog(args.logLevel, logFile === undefined ? { output } : { file: logFile });
+
+  const plan = planWorkload({
+    workstreams: args.workstreams,
+    turns: args.turns,
+    seed: args.seed,
+    timeoutMs: args.timeoutMs,
+  });
+  const config = {
+    watchdog: { timeoutMs: args.timeoutMs, pollMs: args.pollMs, graceMs: args.graceMs },
+    // The lease must outlive grace + one renewal so recovery still holds it (config rule).
+    lease: { ttlMs: Math.max(LEASE_TTL_MS, args.graceMs + LEASE_RENEW_MS + 1000), renewMs: LEASE_RENEW_MS },
+    pool: { maxWorkers: args.maxWorkers, warmWorkers: args.warmWorkers },
+  };
+  const mode = viewMode(args, output);
+  if (mode !== 'quiet') {
+    output.out(
+      `turnwarden demo: ${args.workstreams} workstreams × ${args.turns} turns (seed ${args.seed}), ` +
+        `watchdog ${args.timeoutMs}/${args.pollMs}/${args.graceMs} ms (timeout/poll/grace), ` +
+        `${args.maxWorkers} workers, db ${display(cwd, dbPath)}, log ${logFile === undefined ? 'stderr' : display(cwd, logFile)}\n`,
+    );
+  }
+
+  const store = openSqliteStore({ path: dbPath });
+  let tw: Turnwarden | undefined;
+  let view: LiveView | undefined;
+  let shuttingDown: Promise<void> | undefined;
+  const shutdown = () => {
+    shuttingDown ??= tw?.shutdown() ?? Promise.resolve();
+    return shuttingDown;
+  };
+  const onStop = () => void shutdown();
+  try {
+    tw = await Turnwarden.start({ store, logger: log.logger, ...config });
+    const runtime = tw;
+    const liveView = new LiveView(output, mode, plan, () => runtime.stats());
+    view = liveView;
+    for (const ws of plan.workstreams) {
+      await runtime.createWorkstream({ tenantId: DEMO_TENANT, workstreamId: ws.id });
+      runtime.subscribe(ws.id, (ev) => liveView.event(ev));
+    }
+    stop.addEventListener('abort', onStop, { once: true });
+    liveView.start();
+    const rand = prng(args.seed ^ 0x5eed);
+    const perWorkstream = await Promise.all(
+      plan.workstreams.map((ws) =>
+        driveWorkstream({ tw: runtime, tenantId: DEMO_TENANT, stop, observer: liveView, rand }, ws),
+      ),
+    );
+    liveView.stop();
+    await shutdown();
+    const stats = runtime.stats();
+
+    // Durable truth, re-read after shutdown through the store the supervisor wrote to.
+    const audits: HistoryAudit[] = [];
+    let historyMismatches = 0;
+    for (const [i, ws] of plan.workstreams.entries()) {
+      const audit = auditHistory(await store.readHistory(ws.id));
+      audits.push(audit);
+      const accepted = (perWorkstream[i] ?? []).filter((r) => r.status !== 'rejected').length;
+      if (audit.userMessages !== accepted) historyMismatches++;
+    }
+    const records = perWorkstream.flat();
+    const verdicts = countVerdicts(records);
+    const audit = mergeAudits(audits);
+    const checks = integrityChecks({
+      verdicts,
+      audit,
+      historyMismatches,
+      synthesizedCounted: stats.toolResultsSynthesized,
+    });
+    const planned = { ...plan.counts, 'idle-check': plan.workstreams.length } satisfies Record<RecordKind, number>;
+    const summary = buildSummary({
+      records,
+      planned,
+      sessions: args.workstreams,
+      turnsPerSession: args.turns,
+      seed: args.seed,
+      stats,
+      verdicts,
+      audit,
+      checks,
+      stoppedEarly: stop.aborted,
+      config: {
+        timeout_ms: config.watchdog.timeoutMs,
+        poll_ms: config.watchdog.pollMs,
+        grace_ms: config.watchdog.graceMs,
+        lease_ttl_ms: config.lease.ttlMs,
+        lease_renew_ms: config.lease.renewMs,
+        max_workers: config.pool.maxWorkers,
+        warm_workers: config.pool.warmWorkers,
+      },
+      elapsedMs: performance.now() - started,
+      db: display(cwd, dbPath),
+      log: logFile === undefined ? 'stderr' : display(cwd, logFile),
+    });
+    return { summary, checks, records };
+  } finally {
+    stop.removeEventListener('abort', onStop);
+    view?.stop();
+    await shutdown().catch(() => undefined);
+    await store.close();
+    await log.close();
+  }
+}

@@ -1,0 +1,255 @@
+/**
+ * The demo's summary: one machine-readable object (printed by `--json`) and its
+ * human-readable rendering.
+ */
+import type { RuntimeStats } from '@turnwarden/supervisor';
+import type { Styler } from '../output.js';
+import type { HistoryAudit, IntegrityCheck, VerdictCounts } from './integrity.js';
+import type { RecordKind, TurnRecord } from './types.js';
+import { EXPECTED, type Expectation, TURN_KINDS } from './workload.js';
+
+export interface KindSummary {
+  readonly expected: Expectation;
+  readonly planned: number;
+  readonly completed: number;
+  readonly interrupted: number;
+  readonly worker_terminated: number;
+  readonly failed: number;
+  readonly rejected: number;
+  /** Turns whose outcome matched the expectation. */
+  readonly as_expected: number;
+  readonly avg_ms: number;
+  readonly max_ms: number;
+}
+
+export interface DemoSummary {
+  readonly ok: boolean;
+  readonly failed_checks: readonly string[];
+  readonly stopped_early: boolean;
+  readonly sessions: number;
+  readonly turns_per_session: number;
+  readonly seed: number;
+  readonly turns_planned: number;
+  readonly idle_checks: number;
+  // Supervisor counters (tw.stats()), idle checks included.
+  readonly turns_completed: number;
+  readonly turns_interrupted: number;
+  readonly turns_failed: number;
+  readonly watchdog_fired: number;
+  readonly aborts_committed: number;
+  readonly aborts_declined: number;
+  readonly workers_terminated: number;
+  readonly workers_crashed: number;
+  readonly tool_results_synthesized: number;
+  readonly lease_renewals: number;
+  readonly lease_losses: number;
+  readonly journal_refused_fenced: number;
+  readonly watchdog_poll_lateness_ms: { readonly p50: number; readonly p99: number; readonly max: number };
+  // Integrity (per-turn verdicts, and the durable history re-read after shutdown).
+  readonly false_aborts: number;
+  readonly not_recovered: number;
+  readonly unexpected_failures: number;
+  readonly idle_check_failures: number;
+  readonly dangling_tool_calls: number;
+  readonly bad_synthesized_effects: number;
+  readonly late_rows: number;
+  readonly history_mismatches: number;
+  readonly history: {
+    readonly rows: number;
+    readonly user_messages: number;
+    readonly synthesized_results: number;
+    readonly synthesized_unknown: number;
+    readonly synthesized_none: number;
+  };
+  readonly capacity_refusals: number;
+  readonly by_kind: Readonly<Record<RecordKind, KindSummary>>;
+  readonly config: {
+    readonly timeout_ms: number;
+    readonly poll_ms: number;
+    readonly grace_ms: number;
+    readonly lease_ttl_ms: number;
+    readonly lease_renew_ms: number;
+    readonly max_workers: number;
+    readonly warm_workers: number;
+  };
+  readonly elapsed_ms: number;
+  readonly db: string;
+  /** Log file, or `stderr`. */
+  readonly log: string;
+}
+
+export interface SummaryInput {
+  readonly records: readonly TurnRecord[];
+  readonly planned: Readonly<Record<RecordKind, number>>;
+  readonly sessions: number;
+  readonly turnsPerSession: number;
+  readonly seed: number;
+  readonly stats: RuntimeStats;
+  readonly verdicts: VerdictCounts;
+  readonly audit: HistoryAudit;
+  readonly checks: readonly IntegrityCheck[];
+  readonly stoppedEarly: boolean;
+  readonly config: DemoSummary['config'];
+  readonly elapsedMs: number;
+  readonly db: string;
+  readonly log: string;
+}
+
+function byKind(records: readonly TurnRecord[], planned: Readonly<Record<RecordKind, number>>) {
+  const kinds: RecordKind[] = [...TURN_KINDS, 'idle-check'];
+  const out = {} as Record<RecordKind, KindSummary>;
+  for (const kind of kinds) {
+    const rs = records.filter((r) => r.kind === kind);
+    const ran = rs.filter((r) => r.status !== 'rejected');
+    const total = ran.reduce((n, r) => n + r.durationMs, 0);
+    out[kind] = {
+      expected: kind === 'idle-check' ? 'completed' : EXPECTED[kind],
+      planned: planned[kind],
+      completed: rs.filter((r) => r.status === 'completed').length,
+      interrupted: rs.filter((r) => r.status === 'interrupted').length,
+      worker_terminated: rs.filter((r) => r.workerTerminated).length,
+      failed: rs.filter((r) => r.status === 'failed').length,
+      rejected: rs.filter((r) => r.status === 'rejected').length,
+      as_expected: rs.filter((r) => r.verdict === 'ok').length,
+      avg_ms: ran.length === 0 ? 0 : Math.round(total / ran.length),
+      max_ms: ran.reduce((m, r) => Math.max(m, r.durationMs), 0),
+    };
+  }
+  return out;
+}
+
+export function buildSummary(input: SummaryInput): DemoSummary {
+  const { stats, verdicts: v, audit: a } = input;
+  const failed = input.checks.filter((c) => !c.ok).map((c) => c.id);
+  if (input.stoppedEarly) failed.push('stopped_early');
+  const lateness = stats.watchdog.pollLateness;
+  const round = (n: number) => Math.round(n * 10) / 10;
+  return {
+    ok: failed.length === 0,
+    failed_checks: failed,
+    stopped_early: input.stoppedEarly,
+    sessions: input.sessions,
+    turns_per_session: input.turnsPerSession,
+    seed: input.seed,
+    turns_planned: input.sessions * input.turnsPerSession,
+    idle_checks: input.planned['idle-check'],
+    turns_completed: stats.turnsCompleted,
+    turns_interrupted: stats.turnsInterrupted,
+    turns_failed: stats.turnsFailed,
+    watchdog_fired: stats.watchdogFired,
+    aborts_committed: stats.abortsCommitted,
+    aborts_declined: stats.abortsDeclined,
+    workers_terminated: stats.workersTerminated,
+    workers_crashed: stats.workersCrashed,
+    tool_results_synthesized: stats.toolResultsSynthesized,
+    lease_renewals: stats.leaseRenewals,
+    lease_losses: stats.leaseLosses,
+    journal_refused_fenced: stats.journalRefusedFenced,
+    watchdog_poll_lateness_ms: { p50: round(lateness.p50), p99: round(lateness.p99), max: round(lateness.max) },
+    false_aborts: v.falseAborts,
+    not_recovered: v.notRecovered,
+    unexpected_failures: v.unexpectedFailures,
+    idle_check_failures: v.idleCheckFailures,
+    dangling_tool_calls: a.danglingToolCalls,
+    bad_synthesized_effects: a.badSynthesizedEffects,
+    late_rows: a.lateRows,
+    history_mismatches: input.checks.find((c) => c.id === 'history_mismatches')?.value ?? 0,
+    history: {
+      rows: a.rows,
+      user_messages: a.userMessages,
+      synthesized_results: a.synthesizedResults,
+      synthesized_unknown: a.synthesizedUnknown,
+      synthesized_none: a.synthesizedNone,
+    },
+    capacity_refusals: input.records.reduce((n, r) => n + r.refusals, 0),
+    by_kind: byKind(input.records, input.planned),
+    config: input.config,
+    elapsed_ms: Math.round(input.elapsedMs),
+    db: input.db,
+    log: input.log,
+  };
+}
+
+const GUARANTEE: Readonly<Record<RecordKind, string>> = {
+  normal: '',
+  tools: 'S1',
+  heartbeat: 'L2',
+  stall: 'L1',
+  wedge: 'L3',
+  'idle-check': 'L1 L3',
+};
+
+function table(rows: readonly (readonly string[])[], rightAligned: ReadonlySet<number>): string[] {
+  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length))) ?? [];
+  return rows.map((r) =>
+    r
+      .map((cell, i) => (rightAligned.has(i) ? cell.padStart(widths[i] ?? 0) : cell.padEnd(widths[i] ?? 0)))
+      .join('  ')
+      .trimEnd(),
+  );
+}
+
+/** The human-readable summary. */
+export function formatSummary(s: DemoSummary, checks: readonly IntegrityCheck[], st: Styler): string {
+  const lines: string[] = [];
+  const secs = (s.elapsed_ms / 1000).toFixed(1);
+  lines.push(
+    st.bold(`Turnwarden demo: ${s.sessions} workstreams × ${s.turns_per_session} turns (seed ${s.seed}) in ${secs} s`),
+  );
+  lines.push(`  db   ${s.db}`, `  log  ${s.log}`, '');
+
+  const head = ['kind', 'expected', 'planned', 'completed', 'interrupted', 'terminated', 'failed', 'avg ms', 'max ms', 'ok'];
+  const rows: string[][] = [head];
+  for (const [kind, k] of Object.entries(s.by_kind) as [RecordKind, KindSummary][]) {
+    const good = k.as_expected === k.planned;
+    rows.push([
+      kind,
+      k.expected,
+      String(k.planned),
+      String(k.completed),
+      String(k.interrupted),
+      String(k.worker_terminated),
+      String(k.failed + k.rejected),
+      String(k.avg_ms),
+      String(k.max_ms),
+      `${good ? '✓' : '✗'} ${GUARANTEE[kind]}`.trimEnd(),
+    ]);
+  }
+  const rendered = table(rows, new Set([2, 3, 4, 5, 6, 7, 8]));
+  lines.push(`  ${st.dim(rendered[0] ?? '')}`, ...rendered.slice(1).map((l) => `  ${l}`), '');
+
+  const lat = s.watchdog_poll_lateness_ms;
+  const counters = table(
+    [
+      ['turns completed / interrupted / failed', `${s.turns_completed} / ${s.turns_interrupted} / ${s.turns_failed}`],
+      ['watchdog fired / aborts committed / declined', `${s.watchdog_fired} / ${s.aborts_committed} / ${s.aborts_declined}`],
+      ['workers terminated / crashed', `${s.workers_terminated} / ${s.workers_crashed}`],
+      ['tool results synthesized', String(s.tool_results_synthesized)],
+      ['lease renewals / losses', `${s.lease_renewals} / ${s.lease_losses}`],
+      ['journal writes refused (fenced)', String(s.journal_refused_fenced)],
+      ['capacity refusals (retried)', String(s.capacity_refusals)],
+      ['watchdog poll lateness p50 / p99 / max', `${lat.p50} / ${lat.p99} / ${lat.max} ms`],
+    ],
+    new Set(),
+  );
+  lines.push(`  ${st.bold('supervisor')} ${st.dim('(tw.stats)')}`, ...counters.map((l) => `    ${l}`), '');
+
+  const h = s.history;
+  lines.push(
+    `  ${st.bold('integrity')} ${st.dim(
+      `(durable history re-read after shutdown: ${h.rows} rows, ${h.synthesized_results} synthesized results — ${h.synthesized_unknown} unknown, ${h.synthesized_none} none)`,
+    )}`,
+  );
+  const checkRows = table(
+    checks.map((c) => [c.ok ? '✓' : '✗', c.label, String(c.value), c.guarantee]),
+    new Set([2]),
+  );
+  checks.forEach((c, i) => {
+    const line = `    ${checkRows[i] ?? ''}`;
+    lines.push(c.ok ? line : st.red(line));
+  });
+  lines.push('');
+  if (s.stopped_early) lines.push(st.yellow('  stopped early: not every turn ran'));
+  lines.push(s.ok ? st.green(st.bold('  RESULT: OK — every check passed')) : st.red(st.bold(`  RESULT: FAILED — ${s.failed_checks.join(', ')}`)));
+  return `${lines.join('\n')}\n`;
+}

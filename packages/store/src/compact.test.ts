@@ -1,0 +1,92 @@
+import { ErrorCode, isTurnwardenError } from '@turnwarden/protocol';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { SqliteStore } from './sqlite-store.js';
+import { assistant, FakeClock, Sandbox, toolResult, user } from './test-support/fixtures.js';
+
+const sandbox = new Sandbox();
+let store: SqliteStore;
+const summary = (key = 'c1', content = 'summary of earlier turns') => ({
+  commitKey: key,
+  message: { role: 'system' as const, content },
+});
+
+beforeEach(async () => {
+  store = sandbox.memory(new FakeClock(1_000));
+  await store.createWorkstream({ id: 'w', tenantId: 't' });
+  await store.nextGeneration('w');
+  await store.appendMessages({
+    workstreamId: 'w',
+    generation: 1,
+    entries: [
+      user('u1', 'first'),
+      assistant('a1', ['x']),
+      toolResult('t1', 'x', 0),
+      assistant('a2', [], 'answer'),
+      user('u2', 'second'),
+      assistant('a3', [], 'answer 2'),
+    ],
+  });
+});
+afterEach(() => sandbox.dispose());
+
+async function refusal(p: Promise<unknown>) {
+  const e = await p.then(
+    () => undefined,
+    (err: unknown) => err,
+  );
+  if (!isTurnwardenError(e)) throw new Error(`expected a TurnwardenError, got ${String(e)}`);
+  return e;
+}
+
+describe('compactHistory', () => {
+  it('L8: replaces the prefix with one summary row, renumbers the rest and keeps their keys', async () => {
+    expect(await store.compactHistory({ workstreamId: 'w', generation: 1, throughSeq: 4, summary: summary() })).toEqual({
+      removed: 4,
+    });
+    const rows = await store.readHistory('w');
+    expect(rows.map((r) => [r.seq, r.commitKey, r.message.role])).toEqual([
+      [1, 'c1', 'system'],
+      [2, 'u2', 'user'],
+      [3, 'a3', 'assistant'],
+    ]);
+    // Idempotent on the summary's commit key; a different body under it is a conflict.
+    expect(await store.compactHistory({ workstreamId: 'w', generation: 1, throughSeq: 2, summary: summary() })).toEqual({
+      removed: 0,
+    });
+    const e = await refusal(
+      store.compactHistory({ workstreamId: 'w', generation: 1, throughSeq: 2, summary: summary('c1', 'other') }),
+    );
+    expect(e.code).toBe(ErrorCode.COMMIT_CONFLICT);
+    // Appends continue after the renumbered tail.
+    expect(await store.appendMessages({ workstreamId: 'w', generation: 1, entries: [user('u3')] })).toEqual([4]);
+  });
+
+  it('S1: refuses a cut that would separate tool calls from their results, writing nothing', async () => {
+    for (const throughSeq of [2, 5 - 3]) {
+      const e = await refusal(store.compactHistory({ workstreamId: 'w', generation: 1, throughSeq, summary: summary() }));
+      expect(e.code).toBe(ErrorCode.STRUCTURE_VIOLATION);
+    }
+    expect((await store.readHistory('w')).map((r) => r.commitKey)).toEqual(['u1', 'a1', 't1', 'a2', 'u2', 'a3']);
+  });
+
+  it('P6: refuses a rewrite from a superseded lease holder', async () => {
+    const first = await store.acquireLease('w', 'h', 10_000);
+    await store.releaseLease('w', 'h', first!.token);
+    await store.acquireLease('w', 'h2', 10_000);
+    const e = await refusal(
+      store.compactHistory({ workstreamId: 'w', generation: 1, fencingToken: first!.token, throughSeq: 4, summary: summary() }),
+    );
+    expect(e.code).toBe(ErrorCode.FENCED);
+    expect(await store.readHistory('w')).toHaveLength(6);
+  });
+
+  it('refuses a non-system summary and an out-of-range cut', async () => {
+    const bad = { commitKey: 'c2', message: { role: 'user' as const, content: 'x' } };
+    expect((await refusal(store.compactHistory({ workstreamId: 'w', generation: 1, throughSeq: 4, summary: bad }))).code).toBe(
+      ErrorCode.INVALID_INPUT,
+    );
+    expect(
+      (await refusal(store.compactHistory({ workstreamId: 'w', generation: 1, throughSeq: 7, summary: summary() }))).code,
+    ).toBe(ErrorCode.INVALID_INPUT);
+  });
+});

@@ -1,0 +1,113 @@
+/**
+ * L8: the history-rewrite fence. Counterparts of `test_declined_abort_does_not_cancel_pending_
+ * compression_commit` and `test_declined_abort_parks_and_leaves_fence_operational`.
+ */
+import { SlotStamp } from '@turnwarden/clock';
+import { ErrorCode, isTurnwardenError, openToolCalls } from '@turnwarden/protocol';
+import { openSqliteStore } from '@turnwarden/store';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { StallInfo } from './index.js';
+import { gatedStore } from './test-support/gated-store.js';
+import { nextEvent, script, startRuntime } from './test-support/runtime.js';
+
+type Rt = Awaited<ReturnType<typeof startRuntime>>;
+let rt: Rt | undefined;
+afterEach(async () => {
+  await rt?.tw.shutdown();
+  rt = undefined;
+});
+
+describe('history rewrite fence', () => {
+  it('L8: an abort waits for a rewrite already in flight and never tears it', async () => {
+    const gated = gatedStore(openSqliteStore({ path: ':memory:' }));
+    rt = await startRuntime({ store: gated.store });
+    await (await rt.send('hello')).done; // rows 1–2 to compact
+    const turn = await rt.send(
+      script({ tools: [{ name: 'sleep', args: { ms: 60_000, ignoreAbort: true } }] }),
+    );
+    await nextEvent(rt.tw, rt.workstreamId, 'tool_started');
+    const rewrite = rt.tw.compact('tenant-a', rt.workstreamId, {
+      throughSeq: 2,
+      summary: 'The user said hello.',
+    });
+    await gated.atGate; // the rewrite is in flight under the turn's lease
+    await nextEvent(rt.tw, rt.workstreamId, 'turn_aborted'); // the watchdog commits meanwhile
+    await rt.waitForLog('turn end waiting for history rewrite in flight');
+    // The abort's repair has not read or written history while the rewrite is in flight.
+    const sinceRewrite = gated.calls.slice(gated.calls.lastIndexOf('compactHistory'));
+    expect(sinceRewrite.filter((c) => c === 'readHistory' || c === 'appendMessages')).toEqual([]);
+    gated.open();
+    expect(await rewrite).toEqual({ removed: 2 });
+    const result = await turn.done;
+    expect(result).toMatchObject({ status: 'interrupted', abortReason: 'watchdog', synthesized: 1 });
+    const order = gated.calls.slice(gated.calls.lastIndexOf('compactHistory'));
+    expect(order.indexOf('compactHistory:done')).toBeLessThan(order.indexOf('readHistory'));
+    const rows = await rt.history();
+    expect(rows.map((r) => [r.seq, r.message.role])).toEqual([
+      [1, 'system'],
+      [2, 'user'],
+      [3, 'assistant'],
+      [4, 'tool'],
+    ]);
+    expect(openToolCalls(rows)).toEqual([]);
+  });
+
+  it('L8: a declined abort leaves a pending rewrite admissible, during and after the attempt', async () => {
+    let release!: () => void;
+    let seam!: (info: StallInfo) => void;
+    const atSeam = new Promise<StallInfo>((resolve) => {
+      seam = resolve;
+    });
+    rt = await startRuntime({
+      hooks: {
+        beforeCommit: (info) => {
+          seam(info);
+          return new Promise<void>((resolve) => {
+            release = resolve;
+          });
+        },
+      },
+    });
+    await (await rt.send('hello')).done;
+    await (await rt.send('again')).done;
+    const turn = await rt.send(script({ sleep: 600 }, { text: 'still here' }));
+    const info = await atSeam; // the abort attempt is parked between sample and commit
+    expect(
+      await rt.tw.compact('tenant-a', rt.workstreamId, { throughSeq: 2, summary: 'first exchange' }),
+    ).toEqual({
+      removed: 2,
+    });
+    new SlotStamp(rt.tw.clockBuffer, info.slot).touch(5); // the turn resumes: the abort will decline
+    release();
+    await nextEvent(rt.tw, rt.workstreamId, 'watchdog_declined');
+    expect(
+      await rt.tw.compact('tenant-a', rt.workstreamId, { throughSeq: 3, summary: 'two exchanges' }),
+    ).toEqual({
+      removed: 3,
+    });
+    expect((await turn.done).status).toBe('completed');
+    expect(rt.types()).not.toContain('turn_aborted');
+    const rows = await rt.history();
+    expect(rows.map((r) => r.message.role)).toEqual(['system', 'user', 'assistant']);
+    expect(rows[0]!.message.content).toBe('two exchanges');
+  });
+
+  it('L8: only a committed abort revokes a rewrite that has not started; the idle workstream admits it again', async () => {
+    rt = await startRuntime();
+    await (await rt.send('hello')).done;
+    const turn = await rt.send(script({ tools: [{ name: 'wedge', args: {} }] }));
+    await nextEvent(rt.tw, rt.workstreamId, 'turn_aborted');
+    const refused = await rt.tw.compact('tenant-a', rt.workstreamId, { throughSeq: 2, summary: 'late' }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(isTurnwardenError(refused, ErrorCode.FENCED)).toBe(true);
+    expect((await rt.history()).some((r) => r.message.role === 'system')).toBe(false);
+    await turn.done;
+    expect(
+      await rt.tw.compact('tenant-a', rt.workstreamId, { throughSeq: 2, summary: 'hello exchange' }),
+    ).toEqual({
+      removed: 2,
+    });
+  });
+});

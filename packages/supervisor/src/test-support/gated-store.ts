@@ -1,0 +1,36 @@
+import type { Store } from '@turnwarden/store';
+
+/**
+ * A Store whose `compactHistory` waits at a gate before it runs, so a test can hold a history
+ * rewrite in flight; every call is recorded in order.
+ */
+export function gatedStore(inner: Store) {
+  const calls: string[] = [];
+  let open!: () => void;
+  const gate = new Promise<void>((resolve) => {
+    open = resolve;
+  });
+  let entered!: () => void;
+  const atGate = new Promise<void>((resolve) => {
+    entered = resolve;
+  });
+  const store = new Proxy(inner, {
+    get(target, key, receiver) {
+      const value = Reflect.get(target, key, receiver) as unknown;
+      if (typeof value !== 'function') return value;
+      return (...args: unknown[]) => {
+        calls.push(String(key));
+        if (key === 'compactHistory') {
+          entered();
+          return gate.then(async () => {
+            const r = await (value as (...a: unknown[]) => Promise<unknown>).apply(target, args);
+            calls.push('compactHistory:done');
+            return r;
+          });
+        }
+        return (value as (...a: unknown[]) => unknown).apply(target, args);
+      };
+    },
+  });
+  return { store, calls, open, atGate };
+}
