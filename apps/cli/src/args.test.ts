@@ -8,7 +8,16 @@ describe('command line', () => {
     const cmd = parseCommand(['demo', '--workstreams', '5', '--json', '--db', ':memory:']);
     expect(cmd).toMatchObject({
       name: 'demo',
-      args: { workstreams: 5, turns: 4, seed: 1, json: true, db: ':memory:', timeoutMs: 1000, pollMs: 100, graceMs: 500 },
+      args: {
+        workstreams: 5,
+        turns: 4,
+        seed: 1,
+        json: true,
+        db: ':memory:',
+        timeoutMs: 1000,
+        pollMs: 100,
+        graceMs: 500,
+      },
     });
   });
 
@@ -35,7 +44,7 @@ describe('command line', () => {
       const out = memoryOutput();
       expect(await runCli(argv, out)).toBe(2);
       expect(out.stdout).toEqual([]);
-      expect(out.stderr.join('')).toMatch(/^turnwarden: .*unknown/);
+      expect(out.stderr.join('')).toMatch(/^turnwarden: .*unknown/i);
     }
   });
 

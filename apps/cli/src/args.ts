@@ -144,7 +144,8 @@ function int(
     throw new UsageError(`demo: --${flag} must be a whole number (got '${String(raw)}')`);
   }
   const n = Number(raw);
-  if (n < min || n > max) throw new UsageError(`demo: --${flag} must be between ${min} and ${max} (got ${raw})`);
+  if (n < min || n > max)
+    throw new UsageError(`demo: --${flag} must be between ${min} and ${max} (got ${raw})`);
   return n;
 }
 

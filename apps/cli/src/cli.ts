@@ -9,7 +9,9 @@ export const EXIT_USAGE = 2;
 
 function version(): string {
   try {
-    const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version?: string };
+    const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
+      version?: string;
+    };
     return pkg.version ?? 'unknown';
   } catch {
     return 'unknown';
@@ -19,7 +21,9 @@ function version(): string {
 async function run(command: Command, output: Output): Promise<number> {
   switch (command.name) {
     case 'help':
-      output.out(command.topic === 'demo' ? DEMO_USAGE : command.topic === 'bench' ? BENCH_USAGE : MAIN_USAGE);
+      output.out(
+        command.topic === 'demo' ? DEMO_USAGE : command.topic === 'bench' ? BENCH_USAGE : MAIN_USAGE,
+      );
       return 0;
     case 'version':
       output.out(`turnwarden ${version()}\n`);

@@ -1,10 +1,10 @@
-export { parseCommand, parseDemoArgs, UsageError } from './args.js';
 export type { Command, DemoArgs, LogLevel } from './args.js';
+export { parseCommand, parseDemoArgs, UsageError } from './args.js';
 export { runCli } from './cli.js';
-export { runDemo } from './demo/run.js';
 export type { DemoEnv, DemoReport } from './demo/run.js';
+export { runDemo } from './demo/run.js';
 export type { DemoSummary, KindSummary } from './demo/summary.js';
-export { planWorkload } from './demo/workload.js';
 export type { TurnKind, TurnPlan, WorkloadPlan, WorkstreamPlan } from './demo/workload.js';
-export { memoryOutput, processOutput } from './output.js';
+export { planWorkload } from './demo/workload.js';
 export type { MemoryOutput, Output } from './output.js';
+export { memoryOutput, processOutput } from './output.js';

@@ -43,7 +43,9 @@ export interface MemoryOutput extends Output {
 }
 
 /** An output that records what was printed (tests, embedding). */
-export function memoryOutput(options: { isTTY?: boolean; columns?: number; rows?: number } = {}): MemoryOutput {
+export function memoryOutput(
+  options: { isTTY?: boolean; columns?: number; rows?: number } = {},
+): MemoryOutput {
   const stdout: string[] = [];
   const stderr: string[] = [];
   return {

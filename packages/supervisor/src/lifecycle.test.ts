@@ -166,7 +166,12 @@ describe('worker death', () => {
   });
 
   it('T7: a worker that exceeds its memory limit is treated like a crash and the workstream recovers', async () => {
-    rt = await startRuntime({ pool: { maxWorkers: 2, warmWorkers: 1, maxOldGenerationSizeMb: 32 } });
+    // A long watchdog timeout: only the heap limit may end this turn, however slow GC gets under load.
+    rt = await startRuntime({
+      watchdog: { timeoutMs: 60_000, pollMs: 1_000, graceMs: 1_000 },
+      lease: { ttlMs: 10_000, renewMs: 1_000 },
+      pool: { maxWorkers: 2, warmWorkers: 1, maxOldGenerationSizeMb: 32 },
+    });
     const result = await (await rt.send(script({ tools: [{ name: 'allocate', args: {} }] }))).done;
     expect(result).toMatchObject({ status: 'failed', abortReason: 'crash' });
     const tools = (await rt.history()).filter((r) => r.message.role === 'tool').map((r) => r.message);

@@ -11,6 +11,15 @@ import { type BenchContext, script, TENANT, TurnTimeline, within } from './commo
 import { row, type SectionResult, target } from './report.js';
 import { max, quantile } from './stats.js';
 
+/** The three largest samples, for the notes. */
+export function slowest(xs: readonly number[]): string {
+  return [...xs]
+    .sort((a, b) => b - a)
+    .slice(0, 3)
+    .map((x) => x.toFixed(1))
+    .join(', ');
+}
+
 export const STALL_CONFIG = { timeoutMs: 200, pollMs: 20, graceMs: 200 } as const;
 const LANES = 4;
 
@@ -96,6 +105,7 @@ export async function benchStall(ctx: BenchContext): Promise<Omit<SectionResult,
       `by design the watchdog samples every pollMs/2 = ${pollMs / 2} ms and fires at the first sample ≥ timeoutMs after it saw the last change, so lateness lies in [0, pollMs] plus scheduling slack`,
       'times are event arrivals on the host thread; the token is stamped in the worker slightly before it arrives, so lateness is a small under-estimate',
       'abort → idle: turn_aborted → idle; the stalled await is abandoned by the turn loop, no thread is terminated',
+      `slowest samples: lateness ${slowest(lateness)} ms; abort → idle ${slowest(abortToIdle)} ms`,
       ...anomalies.slice(0, 10),
     ],
   };

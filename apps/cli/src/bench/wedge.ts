@@ -7,7 +7,7 @@ import { Worker } from 'node:worker_threads';
 import { Turnwarden } from '@turnwarden/supervisor';
 import { type BenchContext, script, TENANT, TurnTimeline, within } from './common.js';
 import { row, type SectionResult, target } from './report.js';
-import { STALL_CONFIG } from './stall.js';
+import { STALL_CONFIG, slowest } from './stall.js';
 import { max, quantile, sleep } from './stats.js';
 
 /** Spawns a spinning eval worker and measures terminate() → exit, in ms. */
@@ -88,7 +88,7 @@ export async function benchWedge(ctx: BenchContext): Promise<Omit<SectionResult,
     ],
     notes: [
       'turns run one at a time; after each, the pool replaces the terminated worker in the background',
-      `with ${toIdle.length} samples p99 is the largest but one or the largest (nearest rank)`,
+      `with fewer than 100 samples, p99 (nearest rank) is the largest sample; slowest: ${slowest(toIdle)} ms`,
       ...anomalies.slice(0, 10),
     ],
   };

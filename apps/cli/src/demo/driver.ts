@@ -29,7 +29,7 @@ export interface DriverContext {
 }
 
 const BACKOFF_MIN_MS = 10;
-const BACKOFF_MAX_MS = 80;
+const BACKOFF_MAX_MS = 100;
 
 interface Sent {
   readonly handle?: TurnHandle;
@@ -49,10 +49,13 @@ async function sendWithRetry(ctx: DriverContext, workstreamId: string, content: 
       const handle = await ctx.tw.send({ tenantId: ctx.tenantId, workstreamId, content });
       return { handle, refusals, waitMs: waitMs() };
     } catch (error) {
-      if (!isTurnwardenError(error, ErrorCode.CAPACITY_EXHAUSTED)) return { error, refusals, waitMs: waitMs() };
+      if (!isTurnwardenError(error, ErrorCode.CAPACITY_EXHAUSTED))
+        return { error, refusals, waitMs: waitMs() };
       refusals++;
       ctx.observer.waiting(workstreamId);
-      await sleep(Math.round(delay * (0.5 + ctx.rand())), undefined, { signal: ctx.stop }).catch(() => undefined);
+      await sleep(Math.round(delay * (0.5 + ctx.rand())), undefined, { signal: ctx.stop }).catch(
+        () => undefined,
+      );
       delay = Math.min(delay * 2, BACKOFF_MAX_MS);
     }
   }
@@ -98,7 +101,9 @@ async function runTurn(ctx: DriverContext, spec: TurnSpec): Promise<TurnRecord> 
     workerTerminated: result.workerTerminated,
     synthesized: result.synthesized,
     durationMs: Math.round(performance.now() - t0),
-    ...(result.error === undefined ? {} : { errorCode: result.error.code, errorMessage: result.error.message }),
+    ...(result.error === undefined
+      ? {}
+      : { errorCode: result.error.code, errorMessage: result.error.message }),
     verdict: classifyTurn(spec.expected, result),
   };
 }

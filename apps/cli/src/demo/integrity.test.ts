@@ -21,57 +21,86 @@ const calls = (...ids: string[]): HistoryMessage => ({
   toolCalls: ids.map((id) => ({ id, name: 'echo', arguments: '{}' })),
 });
 const result = (id: string, callIndex: number, extra: Partial<HistoryMessage> = {}): HistoryMessage =>
-  ({ role: 'tool', toolCallId: id, callIndex, name: 'echo', content: 'ok', isError: false, effect: 'applied', ...extra }) as HistoryMessage;
+  ({
+    role: 'tool',
+    toolCallId: id,
+    callIndex,
+    name: 'echo',
+    content: 'ok',
+    isError: false,
+    effect: 'applied',
+    ...extra,
+  }) as HistoryMessage;
 const synth = (id: string, callIndex: number, effect: 'unknown' | 'none' | 'applied'): HistoryMessage =>
   result(id, callIndex, { isError: true, effect, synthesized: true } as Partial<HistoryMessage>);
 
 describe('turn classification', () => {
   it('L2: a heartbeating/normal/tool turn interrupted by the watchdog is a false abort', () => {
-    expect(classifyTurn('completed', { status: 'interrupted', abortReason: 'watchdog', workerTerminated: false })).toBe(
-      'false_abort',
-    );
+    expect(
+      classifyTurn('completed', { status: 'interrupted', abortReason: 'watchdog', workerTerminated: false }),
+    ).toBe('false_abort');
     expect(classifyTurn('completed', { status: 'completed', workerTerminated: false })).toBe('ok');
   });
 
   it('a turn that should complete but fails, is refused or loses its lease is an unexpected failure', () => {
-    expect(classifyTurn('completed', { status: 'failed', workerTerminated: false, errorCode: 'MODEL_ERROR' })).toBe(
-      'unexpected_failure',
-    );
     expect(
-      classifyTurn('completed', { status: 'rejected', workerTerminated: false, errorCode: 'TOOL_CLEANUP_PENDING' }),
+      classifyTurn('completed', { status: 'failed', workerTerminated: false, errorCode: 'MODEL_ERROR' }),
     ).toBe('unexpected_failure');
-    expect(classifyTurn('completed', { status: 'interrupted', abortReason: 'lease_lost', workerTerminated: false })).toBe(
-      'unexpected_failure',
-    );
+    expect(
+      classifyTurn('completed', {
+        status: 'rejected',
+        workerTerminated: false,
+        errorCode: 'TOOL_CLEANUP_PENDING',
+      }),
+    ).toBe('unexpected_failure');
+    expect(
+      classifyTurn('completed', {
+        status: 'interrupted',
+        abortReason: 'lease_lost',
+        workerTerminated: false,
+      }),
+    ).toBe('unexpected_failure');
   });
 
   it('L1: a stalled turn that completes or fails instead of being interrupted is not recovered', () => {
-    expect(classifyTurn('interrupted', { status: 'interrupted', abortReason: 'watchdog', workerTerminated: false })).toBe(
-      'ok',
-    );
-    expect(classifyTurn('interrupted', { status: 'completed', workerTerminated: false })).toBe('not_recovered');
-    expect(classifyTurn('interrupted', { status: 'failed', abortReason: 'crash', workerTerminated: true })).toBe(
+    expect(
+      classifyTurn('interrupted', {
+        status: 'interrupted',
+        abortReason: 'watchdog',
+        workerTerminated: false,
+      }),
+    ).toBe('ok');
+    expect(classifyTurn('interrupted', { status: 'completed', workerTerminated: false })).toBe(
       'not_recovered',
     );
-    expect(classifyTurn('interrupted', { status: 'rejected', workerTerminated: false, errorCode: 'TURN_IN_PROGRESS' })).toBe(
-      'not_recovered',
-    );
+    expect(
+      classifyTurn('interrupted', { status: 'failed', abortReason: 'crash', workerTerminated: true }),
+    ).toBe('not_recovered');
+    expect(
+      classifyTurn('interrupted', {
+        status: 'rejected',
+        workerTerminated: false,
+        errorCode: 'TURN_IN_PROGRESS',
+      }),
+    ).toBe('not_recovered');
   });
 
   it('L3: a wedged turn must be interrupted with its worker terminated', () => {
-    expect(classifyTurn('terminated', { status: 'interrupted', abortReason: 'watchdog', workerTerminated: true })).toBe('ok');
-    expect(classifyTurn('terminated', { status: 'interrupted', abortReason: 'watchdog', workerTerminated: false })).toBe(
-      'not_recovered',
-    );
+    expect(
+      classifyTurn('terminated', { status: 'interrupted', abortReason: 'watchdog', workerTerminated: true }),
+    ).toBe('ok');
+    expect(
+      classifyTurn('terminated', { status: 'interrupted', abortReason: 'watchdog', workerTerminated: false }),
+    ).toBe('not_recovered');
   });
 
   it('turns cut short by stopping the demo are not judged', () => {
-    expect(classifyTurn('completed', { status: 'interrupted', abortReason: 'shutdown', workerTerminated: false })).toBe(
-      'cancelled',
-    );
-    expect(classifyTurn('terminated', { status: 'rejected', workerTerminated: false, errorCode: 'SHUTTING_DOWN' })).toBe(
-      'cancelled',
-    );
+    expect(
+      classifyTurn('completed', { status: 'interrupted', abortReason: 'shutdown', workerTerminated: false }),
+    ).toBe('cancelled');
+    expect(
+      classifyTurn('terminated', { status: 'rejected', workerTerminated: false, errorCode: 'SHUTTING_DOWN' }),
+    ).toBe('cancelled');
   });
 
   it('counts verdicts, idle-check failures apart', () => {
@@ -86,7 +115,14 @@ describe('turn classification', () => {
         r('idle-check', 'unexpected_failure'),
         r('normal', 'cancelled'),
       ]),
-    ).toEqual({ ok: 1, falseAborts: 1, notRecovered: 2, unexpectedFailures: 1, cancelled: 1, idleCheckFailures: 1 });
+    ).toEqual({
+      ok: 1,
+      falseAborts: 1,
+      notRecovered: 2,
+      unexpectedFailures: 1,
+      cancelled: 1,
+      idleCheckFailures: 1,
+    });
   });
 });
 
@@ -105,9 +141,20 @@ describe('durable history audit', () => {
 
   it('S2: accepts synthesized results marked unknown or none, flags any other effect', () => {
     const good = auditHistory(
-      rows([1, user()], [1, calls('a', 'b', 'c')], [1, result('a', 0)], [1, synth('b', 1, 'unknown')], [1, synth('c', 2, 'none')]),
+      rows(
+        [1, user()],
+        [1, calls('a', 'b', 'c')],
+        [1, result('a', 0)],
+        [1, synth('b', 1, 'unknown')],
+        [1, synth('c', 2, 'none')],
+      ),
     );
-    expect(good).toMatchObject({ danglingToolCalls: 0, synthesizedResults: 2, synthesizedUnknown: 1, synthesizedNone: 1 });
+    expect(good).toMatchObject({
+      danglingToolCalls: 0,
+      synthesizedResults: 2,
+      synthesizedUnknown: 1,
+      synthesizedNone: 1,
+    });
     expect(good.badSynthesizedEffects).toBe(0);
     const bad = auditHistory(rows([1, user()], [1, calls('a')], [1, synth('a', 0, 'applied')]));
     expect(bad.badSynthesizedEffects).toBe(1);
@@ -115,12 +162,23 @@ describe('durable history audit', () => {
 
   it('L3: flags rows of a turn journaled after its recovery, not a repair before a claim', () => {
     const late = auditHistory(
-      rows([1, user()], [1, calls('w')], [1, synth('w', 0, 'unknown')], [1, { role: 'assistant', content: 'zombie' }]),
+      rows(
+        [1, user()],
+        [1, calls('w')],
+        [1, synth('w', 0, 'unknown')],
+        [1, { role: 'assistant', content: 'zombie' }],
+      ),
     );
     expect(late.lateRows).toBe(1);
     // Repair of a crash's leftovers is written under the new generation before its user row.
     const repairFirst = auditHistory(
-      rows([1, user()], [1, calls('w')], [2, synth('w', 0, 'unknown')], [2, user()], [2, { role: 'assistant', content: 'ok' }]),
+      rows(
+        [1, user()],
+        [1, calls('w')],
+        [2, synth('w', 0, 'unknown')],
+        [2, user()],
+        [2, { role: 'assistant', content: 'ok' }],
+      ),
     );
     expect(repairFirst.lateRows).toBe(0);
   });
@@ -129,7 +187,12 @@ describe('durable history audit', () => {
     const a = auditHistory(rows([1, user()], [1, calls('a')], [1, synth('a', 0, 'unknown')]));
     const merged = mergeAudits([a, a]);
     expect(merged).toMatchObject({ workstreams: 2, userMessages: 2, synthesizedResults: 2 });
-    const checks = integrityChecks({ verdicts: countVerdicts([]), audit: merged, historyMismatches: 0, synthesizedCounted: 3 });
+    const checks = integrityChecks({
+      verdicts: countVerdicts([]),
+      audit: merged,
+      historyMismatches: 0,
+      synthesizedCounted: 3,
+    });
     expect(checks.find((c) => c.id === 'synthesized_mismatch')).toMatchObject({ ok: false, value: 1 });
   });
 });

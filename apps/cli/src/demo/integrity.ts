@@ -25,7 +25,11 @@ export function classifyTurn(expected: Expectation, obs: Observation): Verdict {
   switch (expected) {
     case 'completed':
       if (obs.status === 'completed') return 'ok';
-      if (obs.status === 'interrupted' && obs.abortReason !== undefined && WATCHDOG_REASONS.has(obs.abortReason)) {
+      if (
+        obs.status === 'interrupted' &&
+        obs.abortReason !== undefined &&
+        WATCHDOG_REASONS.has(obs.abortReason)
+      ) {
         return 'false_abort';
       }
       return 'unexpected_failure';
@@ -175,7 +179,12 @@ export function integrityChecks(input: IntegrityInput): IntegrityCheck[] {
     zero('unexpected_failures', 'turns that should have completed but did not', 'T', v.unexpectedFailures),
     zero('idle_check_failures', 'workstreams not idle after their last turn', 'L1 L3', v.idleCheckFailures),
     zero('dangling_tool_calls', 'dangling tool calls in the durable history', 'S1', a.danglingToolCalls),
-    zero('bad_synthesized_effects', 'synthesized results not marked unknown/none', 'S2', a.badSynthesizedEffects),
+    zero(
+      'bad_synthesized_effects',
+      'synthesized results not marked unknown/none',
+      'S2',
+      a.badSynthesizedEffects,
+    ),
     zero('late_rows', 'rows journaled after a turn was recovered', 'L3', a.lateRows),
     zero(
       'synthesized_mismatch',
@@ -183,6 +192,11 @@ export function integrityChecks(input: IntegrityInput): IntegrityCheck[] {
       'S2',
       Math.abs(input.synthesizedCounted - a.synthesizedResults),
     ),
-    zero('history_mismatches', 'workstreams whose user rows differ from accepted sends', 'P', input.historyMismatches),
+    zero(
+      'history_mismatches',
+      'workstreams whose user rows differ from accepted sends',
+      'P',
+      input.historyMismatches,
+    ),
   ];
 }

@@ -32,7 +32,8 @@ const CELL_GAP = '  ';
 /** `force-abandoning` is too wide for a cell. */
 const SHORT_STATE: Readonly<Record<string, string>> = { 'force-abandoning': 'abandoning' };
 
-export const LEGEND = '✓ completed  ↺ interrupted by the watchdog  ✕ worker terminated  ! check failed  · to do';
+export const LEGEND =
+  '✓ completed  ↺ interrupted by the watchdog  ✕ worker terminated  ! check failed  · to do';
 
 export function glyph(r: TurnRecord, s: Styler): string {
   if (r.verdict !== 'ok' && r.verdict !== 'cancelled') return s.red('!');
@@ -50,7 +51,10 @@ export function turnLine(r: TurnRecord): string {
   if (r.workerTerminated) notes.push('worker terminated');
   if (r.synthesized > 0) notes.push(`${r.synthesized} result${r.synthesized === 1 ? '' : 's'} synthesized`);
   if (r.errorCode !== undefined && r.status !== 'interrupted') notes.push(r.errorCode);
-  const flag = r.verdict === 'ok' || r.verdict === 'cancelled' ? '' : `  <- ${r.verdict.toUpperCase().replace('_', ' ')}`;
+  const flag =
+    r.verdict === 'ok' || r.verdict === 'cancelled'
+      ? ''
+      : `  <- ${r.verdict.toUpperCase().replace('_', ' ')}`;
   const ms = r.status === 'rejected' ? '' : ` ${r.durationMs} ms`;
   return `${r.workstreamId} ${what} ${r.status}${ms} (${notes.join(', ')})${flag}`;
 }
@@ -173,11 +177,21 @@ export class LiveView implements DemoObserver {
 
   private render(): void {
     const cells = [...this.rows.values()].map((r) => this.cell(r));
-    const perLine = Math.max(1, Math.min(6, Math.floor((this.out.columns + CELL_GAP.length) / this.cellWidth)));
+    const perLine = Math.max(
+      1,
+      Math.min(6, Math.floor((this.out.columns + CELL_GAP.length) / this.cellWidth)),
+    );
     let lines: string[] = [];
-    for (let i = 0; i < cells.length; i += perLine) lines.push(cells.slice(i, i + perLine).join(CELL_GAP).trimEnd());
+    for (let i = 0; i < cells.length; i += perLine)
+      lines.push(
+        cells
+          .slice(i, i + perLine)
+          .join(CELL_GAP)
+          .trimEnd(),
+      );
     const room = Math.max(1, this.out.rows - 3);
-    if (lines.length > room) lines = [...lines.slice(0, room - 1), this.s.dim(`… ${lines.length - room + 1} more lines`)];
+    if (lines.length > room)
+      lines = [...lines.slice(0, room - 1), this.s.dim(`… ${lines.length - room + 1} more lines`)];
     lines.push(this.totalsLine());
     const up = this.drawn > 0 ? `\x1b[${this.drawn}F` : '';
     this.out.out(`${up}${lines.map((l) => `\x1b[2K${l}`).join('\n')}\n\x1b[J`);

@@ -13,7 +13,10 @@ export interface DemoLog {
   close(): Promise<void>;
 }
 
-export async function openDemoLog(level: LogLevel, target: { file: string } | { output: Output }): Promise<DemoLog> {
+export async function openDemoLog(
+  level: LogLevel,
+  target: { file: string } | { output: Output },
+): Promise<DemoLog> {
   const options = { name: 'turnwarden', level };
   if ('output' in target) {
     const { output } = target;

@@ -43,7 +43,8 @@ describe('demo end to end (real workers, in-memory store)', () => {
     // L3: wedges interrupted, worker terminated.
     const wedges = records.filter((r) => r.kind === 'wedge');
     expect(wedges.length).toBeGreaterThan(0);
-    for (const r of wedges) expect(r).toMatchObject({ status: 'interrupted', abortReason: 'watchdog', workerTerminated: true });
+    for (const r of wedges)
+      expect(r).toMatchObject({ status: 'interrupted', abortReason: 'watchdog', workerTerminated: true });
     expect(summary.workers_terminated).toBeGreaterThanOrEqual(wedges.length);
     // Every workstream accepted and completed its idle check afterwards.
     const idle = records.filter((r) => r.kind === 'idle-check');

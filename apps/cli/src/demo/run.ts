@@ -2,7 +2,8 @@
  * The demo: starts an embedded supervisor on a fresh SQLite store, drives every workstream's
  * planned turns concurrently, shuts down, then re-reads the durable history and checks it.
  */
-import { existsSync, mkdirSync, openSync, readSync, closeSync, rmSync, statSync } from 'node:fs';
+import { setMaxListeners } from 'node:events';
+import { closeSync, existsSync, mkdirSync, openSync, readSync, rmSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { openSqliteStore } from '@turnwarden/store';
 import { Turnwarden } from '@turnwarden/supervisor';
@@ -78,7 +79,14 @@ export async function runDemo(args: DemoArgs, env: DemoEnv): Promise<DemoReport>
   const { output } = env;
   const cwd = env.cwd ?? process.cwd();
   const stop = env.stop ?? new AbortController().signal;
-  const dbPath = args.db === undefined ? join(cwd, '.turnwarden', 'demo.db') : args.db === ':memory:' ? ':memory:' : resolve(cwd, args.db);
+  // Every workstream's capacity backoff listens on `stop`.
+  setMaxListeners(args.workstreams + 16, stop);
+  const dbPath =
+    args.db === undefined
+      ? join(cwd, '.turnwarden', 'demo.db')
+      : args.db === ':memory:'
+        ? ':memory:'
+        : resolve(cwd, args.db);
   const logFile = args.logStderr
     ? undefined
     : args.logFile !== undefined
@@ -156,7 +164,10 @@ export async function runDemo(args: DemoArgs, env: DemoEnv): Promise<DemoReport>
       historyMismatches,
       synthesizedCounted: stats.toolResultsSynthesized,
     });
-    const planned = { ...plan.counts, 'idle-check': plan.workstreams.length } satisfies Record<RecordKind, number>;
+    const planned = { ...plan.counts, 'idle-check': plan.workstreams.length } satisfies Record<
+      RecordKind,
+      number
+    >;
     const summary = buildSummary({
       records,
       planned,

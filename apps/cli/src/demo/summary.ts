@@ -145,7 +145,11 @@ export function buildSummary(input: SummaryInput): DemoSummary {
     lease_renewals: stats.leaseRenewals,
     lease_losses: stats.leaseLosses,
     journal_refused_fenced: stats.journalRefusedFenced,
-    watchdog_poll_lateness_ms: { p50: round(lateness.p50), p99: round(lateness.p99), max: round(lateness.max) },
+    watchdog_poll_lateness_ms: {
+      p50: round(lateness.p50),
+      p99: round(lateness.p99),
+      max: round(lateness.max),
+    },
     false_aborts: v.falseAborts,
     not_recovered: v.notRecovered,
     unexpected_failures: v.unexpectedFailures,
@@ -194,11 +198,24 @@ export function formatSummary(s: DemoSummary, checks: readonly IntegrityCheck[],
   const lines: string[] = [];
   const secs = (s.elapsed_ms / 1000).toFixed(1);
   lines.push(
-    st.bold(`Turnwarden demo: ${s.sessions} workstreams × ${s.turns_per_session} turns (seed ${s.seed}) in ${secs} s`),
+    st.bold(
+      `Turnwarden demo: ${s.sessions} workstreams × ${s.turns_per_session} turns (seed ${s.seed}) in ${secs} s`,
+    ),
   );
   lines.push(`  db   ${s.db}`, `  log  ${s.log}`, '');
 
-  const head = ['kind', 'expected', 'planned', 'completed', 'interrupted', 'terminated', 'failed', 'avg ms', 'max ms', 'ok'];
+  const head = [
+    'kind',
+    'expected',
+    'planned',
+    'completed',
+    'interrupted',
+    'terminated',
+    'failed',
+    'avg ms',
+    'max ms',
+    'ok',
+  ];
   const rows: string[][] = [head];
   for (const [kind, k] of Object.entries(s.by_kind) as [RecordKind, KindSummary][]) {
     const good = k.as_expected === k.planned;
@@ -221,8 +238,14 @@ export function formatSummary(s: DemoSummary, checks: readonly IntegrityCheck[],
   const lat = s.watchdog_poll_lateness_ms;
   const counters = table(
     [
-      ['turns completed / interrupted / failed', `${s.turns_completed} / ${s.turns_interrupted} / ${s.turns_failed}`],
-      ['watchdog fired / aborts committed / declined', `${s.watchdog_fired} / ${s.aborts_committed} / ${s.aborts_declined}`],
+      [
+        'turns completed / interrupted / failed',
+        `${s.turns_completed} / ${s.turns_interrupted} / ${s.turns_failed}`,
+      ],
+      [
+        'watchdog fired / aborts committed / declined',
+        `${s.watchdog_fired} / ${s.aborts_committed} / ${s.aborts_declined}`,
+      ],
       ['workers terminated / crashed', `${s.workers_terminated} / ${s.workers_crashed}`],
       ['tool results synthesized', String(s.tool_results_synthesized)],
       ['lease renewals / losses', `${s.lease_renewals} / ${s.lease_losses}`],
@@ -250,6 +273,10 @@ export function formatSummary(s: DemoSummary, checks: readonly IntegrityCheck[],
   });
   lines.push('');
   if (s.stopped_early) lines.push(st.yellow('  stopped early: not every turn ran'));
-  lines.push(s.ok ? st.green(st.bold('  RESULT: OK — every check passed')) : st.red(st.bold(`  RESULT: FAILED — ${s.failed_checks.join(', ')}`)));
+  lines.push(
+    s.ok
+      ? st.green(st.bold('  RESULT: OK — every check passed'))
+      : st.red(st.bold(`  RESULT: FAILED — ${s.failed_checks.join(', ')}`)),
+  );
   return `${lines.join('\n')}\n`;
 }

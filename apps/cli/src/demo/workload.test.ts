@@ -7,7 +7,9 @@ const base = { workstreams: 24, turns: 4, seed: 1, timeoutMs: 1000 };
 describe('demo workload plan', () => {
   it('is deterministic for a seed', () => {
     expect(planWorkload(base)).toEqual(planWorkload(base));
-    expect(JSON.stringify(planWorkload({ ...base, seed: 7 }))).toBe(JSON.stringify(planWorkload({ ...base, seed: 7 })));
+    expect(JSON.stringify(planWorkload({ ...base, seed: 7 }))).toBe(
+      JSON.stringify(planWorkload({ ...base, seed: 7 })),
+    );
   });
 
   it('differs between seeds', () => {
@@ -16,7 +18,9 @@ describe('demo workload plan', () => {
 
   it('has the planned shape: ids, turn indexes, counts per kind', () => {
     const plan = planWorkload(base);
-    expect(plan.workstreams.map((w) => w.id)).toEqual(Array.from({ length: 24 }, (_, i) => `ws-${String(i + 1).padStart(2, '0')}`));
+    expect(plan.workstreams.map((w) => w.id)).toEqual(
+      Array.from({ length: 24 }, (_, i) => `ws-${String(i + 1).padStart(2, '0')}`),
+    );
     const seen: Record<TurnKind, number> = { normal: 0, tools: 0, heartbeat: 0, stall: 0, wedge: 0 };
     for (const ws of plan.workstreams) {
       expect(ws.turns.map((t) => t.index)).toEqual([1, 2, 3, 4]);
@@ -64,6 +68,8 @@ describe('demo workload plan', () => {
   it('includes tool calls with duplicate ids', () => {
     const plan = planWorkload(base);
     const tools = plan.workstreams.flatMap((w) => w.turns).filter((t) => t.kind === 'tools');
-    expect(tools.some((t) => t.variant === 'dup-ids' && (t.content.match(/"id":"dup"/g) ?? []).length === 2)).toBe(true);
+    expect(
+      tools.some((t) => t.variant === 'dup-ids' && (t.content.match(/"id":"dup"/g) ?? []).length === 2),
+    ).toBe(true);
   });
 });

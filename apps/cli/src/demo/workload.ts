@@ -136,7 +136,11 @@ type Step = Record<string, unknown>;
 function script(kind: TurnKind, rand: Rand, timeoutMs: number): { variant: string; content: string } {
   // Every silence in a turn that must complete stays far below the timeout.
   const gap = (lo: number, hi: number) => Math.min(between(rand, lo, hi), Math.floor(timeoutMs / 5));
-  const text = (): Step => ({ text: pick(rand, SENTENCES), chunks: between(rand, 4, 10), delayMs: gap(20, 70) });
+  const text = (): Step => ({
+    text: pick(rand, SENTENCES),
+    chunks: between(rand, 4, 10),
+    delayMs: gap(20, 70),
+  });
   let variant: string;
   let steps: Step[];
   switch (kind) {
@@ -168,7 +172,15 @@ function script(kind: TurnKind, rand: Rand, timeoutMs: number): { variant: strin
         ];
       } else {
         // Malformed arguments become an error result (effect none); the turn goes on (T6).
-        steps = [{ tools: [{ name: 'echo', args: '{"text": ' }, { name: 'echo', args: { text: 'fine' } }] }, text()];
+        steps = [
+          {
+            tools: [
+              { name: 'echo', args: '{"text": ' },
+              { name: 'echo', args: { text: 'fine' } },
+            ],
+          },
+          text(),
+        ];
       }
       break;
     }
@@ -178,7 +190,11 @@ function script(kind: TurnKind, rand: Rand, timeoutMs: number): { variant: strin
       const everyMs = Math.max(10, Math.min(50, Math.round(timeoutMs / 20)));
       steps =
         variant === 'tool'
-          ? [{ text: 'Starting the long job.' }, { tools: [{ name: 'heartbeat', args: { ms, everyMs } }] }, text()]
+          ? [
+              { text: 'Starting the long job.' },
+              { tools: [{ name: 'heartbeat', args: { ms, everyMs } }] },
+              text(),
+            ]
           : [{ text: 'Thinking hard.' }, { heartbeat: ms, everyMs }, text()];
       break;
     }
@@ -203,7 +219,14 @@ function script(kind: TurnKind, rand: Rand, timeoutMs: number): { variant: strin
       steps =
         variant === 'model'
           ? [{ text: 'About to wedge.' }, { wedge: true }]
-          : [{ tools: [{ name: 'echo', args: { text: 'before the wedge' } }, { name: 'wedge', args: {} }] }];
+          : [
+              {
+                tools: [
+                  { name: 'echo', args: { text: 'before the wedge' } },
+                  { name: 'wedge', args: {} },
+                ],
+              },
+            ];
       break;
   }
   return { variant, content: JSON.stringify({ script: steps }) };
