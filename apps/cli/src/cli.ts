@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { type Command, parseCommand, UsageError } from './args.js';
 import { demoCommand } from './demo/command.js';
 import type { Output } from './output.js';
-import { BENCH_USAGE, DEMO_USAGE, MAIN_USAGE } from './usage.js';
+import { DEMO_USAGE, MAIN_USAGE } from './usage.js';
 
 export const EXIT_USAGE = 2;
 
@@ -18,23 +18,26 @@ function version(): string {
   }
 }
 
+/** Loaded on demand: the bench is its own module with its own flags. */
+async function runBench(argv: readonly string[]): Promise<number> {
+  const bench = await import('./bench/index.js');
+  return bench.runBench([...argv]);
+}
+
 async function run(command: Command, output: Output): Promise<number> {
   switch (command.name) {
     case 'help':
-      output.out(
-        command.topic === 'demo' ? DEMO_USAGE : command.topic === 'bench' ? BENCH_USAGE : MAIN_USAGE,
-      );
+      // The bench owns its flags and its help.
+      if (command.topic === 'bench') return runBench(['--help']);
+      output.out(command.topic === 'demo' ? DEMO_USAGE : MAIN_USAGE);
       return 0;
     case 'version':
       output.out(`turnwarden ${version()}\n`);
       return 0;
     case 'demo':
       return demoCommand(command.args, output);
-    case 'bench': {
-      // Loaded on demand: the bench is its own module with its own flags.
-      const { runBench } = await import('./bench/index.js');
-      return runBench([...command.argv]);
-    }
+    case 'bench':
+      return runBench(command.argv);
   }
 }
 

@@ -77,3 +77,41 @@ export function styler(color: boolean) {
   };
 }
 export type Styler = ReturnType<typeof styler>;
+
+// ── terminal control (the live view) ────────────────────────────────────────
+const ESC = '\u001b';
+export const HIDE_CURSOR = `${ESC}[?25l`;
+export const SHOW_CURSOR = `${ESC}[?25h`;
+export const CLEAR_LINE = `${ESC}[2K`;
+export const CLEAR_BELOW = `${ESC}[J`;
+/** Moves the cursor to the start of the line `n` lines up. */
+export const cursorUp = (n: number) => `${ESC}[${n}F`;
+/** Escape sequences, or runs of visible text. */
+const TOKENS = new RegExp(`${ESC}\\[[0-9;?]*[A-Za-z]|[^${ESC}]+`, 'gu');
+const SEQUENCES = new RegExp(`${ESC}\\[[0-9;?]*[A-Za-z]`, 'gu');
+
+/** The text without its escape sequences. */
+export function stripAnsi(text: string): string {
+  return text.replace(SEQUENCES, '');
+}
+
+/** Cuts a line to `width` visible characters, keeping (and closing) its styles. */
+export function fit(line: string, width: number): string {
+  let visible = 0;
+  let out = '';
+  for (const m of line.matchAll(TOKENS)) {
+    const part = m[0];
+    if (part.startsWith(ESC)) {
+      out += part;
+      continue;
+    }
+    const chars = [...part];
+    if (visible + chars.length > width) {
+      const cut = `${out}${chars.slice(0, Math.max(0, width - visible - 1)).join('')}…`;
+      return out.includes(ESC) ? `${cut}${ESC}[0m` : cut;
+    }
+    out += part;
+    visible += chars.length;
+  }
+  return out;
+}

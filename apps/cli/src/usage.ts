@@ -55,11 +55,3 @@ Output:
 
 Exit code 0 when every integrity check passes, 1 when one fails (listed on stderr).
 `;
-
-export const BENCH_USAGE = `turnwarden bench — the benchmarks
-
-Usage:
-  turnwarden bench [options]
-
-The bench parses its own options: run 'turnwarden bench --help' for them.
-`;

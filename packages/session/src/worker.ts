@@ -37,7 +37,36 @@ const host = client<HostApi>(boot.hostRpc, gone);
 
 let current: { generation: number; abort: AbortController; reason: AbortReason | undefined } | undefined;
 
-const emit = (event: WorkerEvent) => boot.control.postMessage(event);
+/**
+ * Token events are coalesced per macrotask: a model that streams through microtasks only would
+ * otherwise post one message per token without yielding, and the supervisor's thread drains a
+ * port's whole queue in one callback — starving its timers, the watchdog's included (L12).
+ * Any other event flushes pending text first, so listeners see the original order. Stamps are
+ * not coalesced: every token still stamps the clock.
+ */
+let pendingText: { generation: number; text: string } | undefined;
+let flushScheduled = false;
+const flushText = () => {
+  flushScheduled = false;
+  if (pendingText === undefined) return;
+  const { generation, text } = pendingText;
+  pendingText = undefined;
+  boot.control.postMessage({ t: 'token', generation, text } satisfies WorkerEvent);
+};
+const emit = (event: WorkerEvent) => {
+  if (event.t === 'token') {
+    if (pendingText !== undefined && pendingText.generation !== event.generation) flushText();
+    if (pendingText === undefined) pendingText = { generation: event.generation, text: event.text };
+    else pendingText.text += event.text;
+    if (!flushScheduled) {
+      flushScheduled = true;
+      setImmediate(flushText);
+    }
+    return;
+  }
+  flushText();
+  boot.control.postMessage(event);
+};
 
 boot.control.on('message', (msg: ControlMessage) => {
   // Generation-bound: an abort meant for an earlier turn never touches this one.

@@ -40,7 +40,9 @@ async function refusal(p: Promise<unknown>) {
 
 describe('compactHistory', () => {
   it('L8: replaces the prefix with one summary row, renumbers the rest and keeps their keys', async () => {
-    expect(await store.compactHistory({ workstreamId: 'w', generation: 1, throughSeq: 4, summary: summary() })).toEqual({
+    expect(
+      await store.compactHistory({ workstreamId: 'w', generation: 1, throughSeq: 4, summary: summary() }),
+    ).toEqual({
       removed: 4,
     });
     const rows = await store.readHistory('w');
@@ -50,23 +52,41 @@ describe('compactHistory', () => {
       [3, 'a3', 'assistant'],
     ]);
     // Idempotent on the summary's commit key; a different body under it is a conflict.
-    expect(await store.compactHistory({ workstreamId: 'w', generation: 1, throughSeq: 2, summary: summary() })).toEqual({
+    expect(
+      await store.compactHistory({ workstreamId: 'w', generation: 1, throughSeq: 2, summary: summary() }),
+    ).toEqual({
       removed: 0,
     });
     const e = await refusal(
-      store.compactHistory({ workstreamId: 'w', generation: 1, throughSeq: 2, summary: summary('c1', 'other') }),
+      store.compactHistory({
+        workstreamId: 'w',
+        generation: 1,
+        throughSeq: 2,
+        summary: summary('c1', 'other'),
+      }),
     );
     expect(e.code).toBe(ErrorCode.COMMIT_CONFLICT);
     // Appends continue after the renumbered tail.
-    expect(await store.appendMessages({ workstreamId: 'w', generation: 1, entries: [user('u3')] })).toEqual([4]);
+    expect(await store.appendMessages({ workstreamId: 'w', generation: 1, entries: [user('u3')] })).toEqual([
+      4,
+    ]);
   });
 
   it('S1: refuses a cut that would separate tool calls from their results, writing nothing', async () => {
     for (const throughSeq of [2, 5 - 3]) {
-      const e = await refusal(store.compactHistory({ workstreamId: 'w', generation: 1, throughSeq, summary: summary() }));
+      const e = await refusal(
+        store.compactHistory({ workstreamId: 'w', generation: 1, throughSeq, summary: summary() }),
+      );
       expect(e.code).toBe(ErrorCode.STRUCTURE_VIOLATION);
     }
-    expect((await store.readHistory('w')).map((r) => r.commitKey)).toEqual(['u1', 'a1', 't1', 'a2', 'u2', 'a3']);
+    expect((await store.readHistory('w')).map((r) => r.commitKey)).toEqual([
+      'u1',
+      'a1',
+      't1',
+      'a2',
+      'u2',
+      'a3',
+    ]);
   });
 
   it('P6: refuses a rewrite from a superseded lease holder', async () => {
@@ -74,7 +94,13 @@ describe('compactHistory', () => {
     await store.releaseLease('w', 'h', first!.token);
     await store.acquireLease('w', 'h2', 10_000);
     const e = await refusal(
-      store.compactHistory({ workstreamId: 'w', generation: 1, fencingToken: first!.token, throughSeq: 4, summary: summary() }),
+      store.compactHistory({
+        workstreamId: 'w',
+        generation: 1,
+        fencingToken: first!.token,
+        throughSeq: 4,
+        summary: summary(),
+      }),
     );
     expect(e.code).toBe(ErrorCode.FENCED);
     expect(await store.readHistory('w')).toHaveLength(6);
@@ -82,11 +108,16 @@ describe('compactHistory', () => {
 
   it('refuses a non-system summary and an out-of-range cut', async () => {
     const bad = { commitKey: 'c2', message: { role: 'user' as const, content: 'x' } };
-    expect((await refusal(store.compactHistory({ workstreamId: 'w', generation: 1, throughSeq: 4, summary: bad }))).code).toBe(
-      ErrorCode.INVALID_INPUT,
-    );
     expect(
-      (await refusal(store.compactHistory({ workstreamId: 'w', generation: 1, throughSeq: 7, summary: summary() }))).code,
+      (await refusal(store.compactHistory({ workstreamId: 'w', generation: 1, throughSeq: 4, summary: bad })))
+        .code,
+    ).toBe(ErrorCode.INVALID_INPUT);
+    expect(
+      (
+        await refusal(
+          store.compactHistory({ workstreamId: 'w', generation: 1, throughSeq: 7, summary: summary() }),
+        )
+      ).code,
     ).toBe(ErrorCode.INVALID_INPUT);
   });
 });

@@ -6,9 +6,9 @@ export type { SqliteStoreOptions } from './options.js';
 export type { SqlitePragmas } from './sqlite-store.js';
 export { openSqliteStore, SqliteStore } from './sqlite-store.js';
 export type {
+  AppendInput,
   CompactInput,
   CompactResult,
-  AppendInput,
   CreateWorkstreamInput,
   Lease,
   Store,

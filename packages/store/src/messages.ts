@@ -66,7 +66,9 @@ export class MessageTable {
          (SELECT seq FROM messages WHERE workstream_id = @ws AND role <> 'tool' ORDER BY seq DESC LIMIT 1), 1)
        ORDER BY seq`,
     );
-    this.#deleteThrough = db.prepare<[string, number]>('DELETE FROM messages WHERE workstream_id = ? AND seq <= ?');
+    this.#deleteThrough = db.prepare<[string, number]>(
+      'DELETE FROM messages WHERE workstream_id = ? AND seq <= ?',
+    );
     // Renumber in two passes through a parking range above every real seq, so no intermediate
     // state collides on the primary key.
     this.#park = db.prepare<[number, string, number]>(
@@ -82,7 +84,13 @@ export class MessageTable {
    * from 2. The cut must leave S1 intact: the prefix has no open tool call and the first kept
    * row is not a tool result. Call inside a write transaction. Idempotent on the summary's key.
    */
-  compact(workstreamId: string, generation: number, throughSeq: number, summary: JournalEntry, now: number): number {
+  compact(
+    workstreamId: string,
+    generation: number,
+    throughSeq: number,
+    summary: JournalEntry,
+    now: number,
+  ): number {
     const body = JSON.stringify(summary.message);
     const existing = this.#byKey.get(workstreamId, summary.commitKey);
     if (existing !== undefined) {
@@ -97,9 +105,13 @@ export class MessageTable {
     }
     const rows = this.all(workstreamId);
     if (throughSeq < 1 || throughSeq > rows.length) {
-      throw new TurnwardenError(ErrorCode.INVALID_INPUT, `throughSeq ${throughSeq} is outside 1..${rows.length}`, {
-        details: { field: 'throughSeq' },
-      });
+      throw new TurnwardenError(
+        ErrorCode.INVALID_INPUT,
+        `throughSeq ${throughSeq} is outside 1..${rows.length}`,
+        {
+          details: { field: 'throughSeq' },
+        },
+      );
     }
     const prefix = rows.slice(0, throughSeq);
     const firstKept = rows[throughSeq];

@@ -14,9 +14,9 @@ import { schemaVersion } from './migrations.js';
 import { openDatabase } from './open.js';
 import { resolveOptions, type SqliteStoreOptions } from './options.js';
 import type {
+  AppendInput,
   CompactInput,
   CompactResult,
-  AppendInput,
   CreateWorkstreamInput,
   Lease,
   Store,
@@ -162,7 +162,8 @@ export class SqliteStore implements Store {
       checkKeys('input', i, ['workstreamId', 'generation', 'fencingToken', 'throughSeq', 'summary']);
       const workstreamId = checkId('workstreamId', i.workstreamId);
       const generation = checkInteger('generation', i.generation, 0);
-      const token = i.fencingToken === undefined ? undefined : checkInteger('fencingToken', i.fencingToken, 1);
+      const token =
+        i.fencingToken === undefined ? undefined : checkInteger('fencingToken', i.fencingToken, 1);
       const throughSeq = checkInteger('throughSeq', i.throughSeq, 1);
       const [summary] = checkEntries([i.summary]);
       if (summary?.message.role !== 'system') throw invalidInput('summary.message.role', 'must be system');

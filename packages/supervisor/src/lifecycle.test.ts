@@ -186,11 +186,16 @@ describe('worker death', () => {
     );
     await nextEvent(rt.tw, rt.workstreamId, 'tool_started');
     const tw = rt.tw;
-    const history = rt.history;
-    await tw.shutdown();
+    let turnSettled = false;
+    void turn.done.then(() => {
+      turnSettled = true;
+    });
+    // A second, concurrent shutdown waits for the same complete shutdown.
+    await Promise.race([tw.shutdown(), tw.shutdown()]);
+    expect(turnSettled).toBe(true);
+    expect(tw.stats().activeTurns).toBe(0);
     expect(await turn.done).toMatchObject({ status: 'interrupted', abortReason: 'shutdown' });
     rt = undefined;
-    void history;
     expect((await refusal(tw.send({ tenantId: 'tenant-a', workstreamId: 'ws-1', content: 'x' }))).code).toBe(
       ErrorCode.SHUTTING_DOWN,
     );

@@ -1,6 +1,6 @@
 /**
- * The warm pool of session workers (plain worker_threads; see docs/decisions.md for why not
- * piscina). Each worker owns one clock slot for its whole life; the slot returns to the free
+ * The warm pool of session workers (plain worker_threads; see docs/architecture.md, Decisions,
+ * for why not piscina). Each worker owns one clock slot for its whole life; the slot returns to the free
  * list only after the thread has exited, so a dying worker can never stamp a slot that a new
  * turn already uses. An idle session holds no worker: workers go back to the pool between turns.
  */

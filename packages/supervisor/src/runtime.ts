@@ -84,6 +84,7 @@ export class Turnwarden {
   private readonly counters = newCounters();
   private readonly holder = `tw-${randomUUID()}`;
   private closing = false;
+  private shutdownPromise: Promise<void> | undefined;
 
   private constructor(
     config: SupervisorConfig,
@@ -393,8 +394,13 @@ export class Turnwarden {
   }
 
   /** Aborts running turns (reason `shutdown`), waits for them to settle, stops the pool and store. */
-  async shutdown(): Promise<void> {
-    if (this.closing) return;
+  shutdown(): Promise<void> {
+    // Every caller waits for the same, complete shutdown.
+    this.shutdownPromise ??= this.doShutdown();
+    return this.shutdownPromise;
+  }
+
+  private async doShutdown(): Promise<void> {
     this.closing = true;
     const turns = [...this.active.values()];
     for (const turn of turns) {

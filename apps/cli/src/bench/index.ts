@@ -8,7 +8,7 @@
 import { cpus, loadavg } from 'node:os';
 import { benchActivation } from './activation.js';
 import { BenchUsageError, parseBenchArgs, type SectionName, USAGE } from './args.js';
-import { type BenchContext, errorText, silentLogger } from './common.js';
+import { type BenchContext, errorText, silentLogger, within } from './common.js';
 import { benchL12 } from './l12.js';
 import { benchMemory } from './memory.js';
 import { err, out } from './out.js';
@@ -34,10 +34,15 @@ const SECTIONS: Record<SectionName, { readonly title: string; readonly run: Sect
   l12: { title: 'watchdog starvation', run: benchL12 },
 };
 
+/** A section that hangs is reported as an error instead of holding the run forever. */
+const SECTION_DEADLINE_MS = { quick: 60_000, full: 150_000 } as const;
+
 async function runSection(name: SectionName, ctx: BenchContext): Promise<SectionResult> {
   const t0 = performance.now();
+  const deadlineMs = ctx.quick ? SECTION_DEADLINE_MS.quick : SECTION_DEADLINE_MS.full;
   try {
-    const result = await SECTIONS[name].run(ctx);
+    const result = await within(SECTIONS[name].run(ctx), deadlineMs);
+    if (result === undefined) throw new Error(`did not finish within ${deadlineMs / 1000} s`);
     return { ...result, durationMs: performance.now() - t0 };
   } catch (e) {
     return {

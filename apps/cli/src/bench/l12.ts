@@ -1,8 +1,9 @@
 /**
  * L12 — the watchdog is never starved. Poll lateness (`tw.stats().watchdog.pollLateness`) of a
  * fresh runtime per phase: quiet; 1,000 idle workstreams; a session streaming 1-character
- * tokens as fast as it can; the store doing many synchronous (FULL) writes on the supervisor's
- * thread; all three at once. Every phase also runs one heartbeating turn, so the poll has a
+ * tokens as fast as it can; the store committing back-to-back transactions on the supervisor's
+ * thread (synchronous NORMAL, the default); all three at once; the writes again with synchronous
+ * FULL (an fsync per commit). Every phase also runs one heartbeating turn, so the poll has a
  * live turn to sample. Baseline: a raw setInterval at the same period in the same phase,
  * measuring its own lateness the same way — the event loop's slack under that load.
  */
@@ -179,7 +180,6 @@ export async function benchL12(ctx: BenchContext): Promise<Omit<SectionResult, '
   const rows: Row[] = [];
   for (const r of results) {
     rows.push(
-      row(`poll lateness p50, ${r.name}`, 'ms', r.ours.p50, { baseline: r.probe.p50 }),
       row(`poll lateness p99, ${r.name}`, 'ms', r.ours.p99, {
         baseline: r.probe.p99,
         target: target(`≤ ${P99_TARGET_MS} ms`, r.ours.p99 <= P99_TARGET_MS),
@@ -187,15 +187,20 @@ export async function benchL12(ctx: BenchContext): Promise<Omit<SectionResult, '
       row(`poll lateness max, ${r.name}`, 'ms', r.ours.max, { baseline: r.probe.max }),
     );
   }
-  const boundP99 = Math.max(...results.map((r) => r.ours.p99));
-  const boundMax = Math.max(...results.map((r) => r.ours.max));
+  const worst = (f: (r: PhaseResult) => number) => Math.max(...results.map(f));
   rows.push(
-    row('bound: worst p99 over phases', 'ms', boundP99, {
-      baseline: Math.max(...results.map((r) => r.probe.p99)),
-    }),
-    row('bound: worst max over phases', 'ms', boundMax, {
-      baseline: Math.max(...results.map((r) => r.probe.max)),
-    }),
+    row(
+      'bound: worst p99, all phases',
+      'ms',
+      worst((r) => r.ours.p99),
+      { baseline: worst((r) => r.probe.p99) },
+    ),
+    row(
+      'bound: worst max, all phases',
+      'ms',
+      worst((r) => r.ours.max),
+      { baseline: worst((r) => r.probe.max) },
+    ),
   );
   return {
     name: 'l12',
@@ -205,9 +210,13 @@ export async function benchL12(ctx: BenchContext): Promise<Omit<SectionResult, '
     rows,
     notes: [
       `${(windowMs / 1000).toFixed(1)} s per phase on a file store in the OS temp dir (WAL, synchronous NORMAL = the store's default; the last phase FULL, an fsync per commit); the runtime's histogram covers the whole phase from start`,
-      ...results.map((r) => `${r.name}: ${r.ours.polls} polls${r.info === '' ? '' : `; ${r.info}`}`),
+      ...results.map(
+        (r) =>
+          `${r.name}: ${r.ours.polls} polls, p50 ${r.ours.p50.toFixed(1)} ms (raw timer ${r.probe.p50.toFixed(1)} ms)${r.info === '' ? '' : `; ${r.info}`}`,
+      ),
       `target (ours, not from the spec): p99 ≤ ${P99_TARGET_MS} ms, the scheduling slack the L1 target allows on top of pollMs`,
       'a store write runs synchronously on the supervisor thread (better-sqlite3): the max lateness tracks the longest write',
+      'busy-stream is a flood (delayMs 0): the worker posts one message per token without yielding, and the host thread drains the whole queue of a port in one go — timers (watchdog included) wait meanwhile',
     ],
   };
 }

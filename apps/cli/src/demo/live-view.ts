@@ -6,7 +6,7 @@
  */
 import type { TurnwardenEvent } from '@turnwarden/supervisor';
 import type { Output, Styler } from '../output.js';
-import { styler } from '../output.js';
+import { CLEAR_BELOW, CLEAR_LINE, cursorUp, fit, HIDE_CURSOR, SHOW_CURSOR, styler } from '../output.js';
 import type { DemoObserver } from './driver.js';
 import type { RecordKind, TurnRecord } from './types.js';
 import type { WorkloadPlan } from './workload.js';
@@ -90,7 +90,7 @@ export class LiveView implements DemoObserver {
 
   start(): void {
     if (this.mode !== 'tty') return;
-    this.out.out(`${this.s.dim(LEGEND)}\n\x1b[?25l`);
+    this.out.out(`${this.s.dim(LEGEND)}\n${HIDE_CURSOR}`);
     this.render();
     this.timer = setInterval(() => this.render(), REDRAW_MS);
     this.timer.unref();
@@ -103,7 +103,7 @@ export class LiveView implements DemoObserver {
     this.timer = undefined;
     for (const row of this.rows.values()) row.state = 'done';
     this.render();
-    this.out.out('\x1b[?25h\n');
+    this.out.out(`${SHOW_CURSOR}\n`);
   }
 
   /** Supervisor events of a workstream (subscribed by the runner). */
@@ -133,7 +133,7 @@ export class LiveView implements DemoObserver {
     if (row) {
       row.done.push(record);
       row.kind = undefined;
-      row.state = 'idle';
+      row.state = record.kind === 'idle-check' ? 'done' : 'idle';
     }
     if (this.mode === 'lines') this.out.out(`${turnLine(record)}\n`);
   }
@@ -142,14 +142,15 @@ export class LiveView implements DemoObserver {
     const slots = row.total + 1;
     const progress =
       slots <= 12
-        ? row.done.map((r) => glyph(r, this.s)).join('') + this.s.dim('·'.repeat(slots - row.done.length))
+        ? row.done.map((r) => glyph(r, this.s)).join('') +
+          (row.done.length < slots ? this.s.dim('·'.repeat(slots - row.done.length)) : '')
         : `${row.done.length}/${slots}`.padEnd(7);
     const state = (SHORT_STATE[row.state] ?? row.state).padEnd(10);
     const kind = (row.kind ?? '').padEnd(10);
     return `${row.id.padEnd(this.idWidth)} ${progress} ${state} ${kind}`;
   }
 
-  private totalsLine(): string {
+  private totalsLines(): string[] {
     let completed = 0;
     let interrupted = 0;
     let bad = 0;
@@ -163,38 +164,45 @@ export class LiveView implements DemoObserver {
     const t = this.totals();
     const secs = ((performance.now() - this.startedAt) / 1000).toFixed(1);
     return [
-      `turns ${this.finished}/${this.planned}`,
-      `${completed} completed`,
-      `${interrupted} interrupted`,
-      `watchdog fired ${t.watchdogFired}`,
-      `workers terminated ${t.workersTerminated}`,
-      `synthesized ${t.toolResultsSynthesized}`,
-      `capacity refusals ${this.refusals}`,
-      bad === 0 ? this.s.green('checks ok') : this.s.red(`${bad} failed`),
-      `${secs} s`,
-    ].join(' · ');
+      [
+        this.s.bold(`turns ${this.finished}/${this.planned}`),
+        `${completed} completed`,
+        `${interrupted} interrupted`,
+        bad === 0 ? this.s.green('no check failed') : this.s.red(`${bad} failed a check`),
+        `${secs} s`,
+      ].join(' · '),
+      [
+        `watchdog fired ${t.watchdogFired}`,
+        `workers terminated ${t.workersTerminated}`,
+        `results synthesized ${t.toolResultsSynthesized}`,
+        `capacity refusals ${this.refusals}`,
+      ].join(' · '),
+    ];
   }
 
   private render(): void {
     const cells = [...this.rows.values()].map((r) => this.cell(r));
-    const perLine = Math.max(
-      1,
-      Math.min(6, Math.floor((this.out.columns + CELL_GAP.length) / this.cellWidth)),
-    );
+    const fits = Math.floor((this.out.columns + CELL_GAP.length) / this.cellWidth);
+    const perLine = Math.max(1, Math.min(6, fits));
     let lines: string[] = [];
-    for (let i = 0; i < cells.length; i += perLine)
+    for (let i = 0; i < cells.length; i += perLine) {
       lines.push(
         cells
           .slice(i, i + perLine)
           .join(CELL_GAP)
           .trimEnd(),
       );
-    const room = Math.max(1, this.out.rows - 3);
-    if (lines.length > room)
+    }
+    const totals = this.totalsLines();
+    const room = Math.max(1, this.out.rows - totals.length - 2);
+    if (lines.length > room) {
       lines = [...lines.slice(0, room - 1), this.s.dim(`… ${lines.length - room + 1} more lines`)];
-    lines.push(this.totalsLine());
-    const up = this.drawn > 0 ? `\x1b[${this.drawn}F` : '';
-    this.out.out(`${up}${lines.map((l) => `\x1b[2K${l}`).join('\n')}\n\x1b[J`);
+    }
+    lines.push(...totals);
+    // A line that wraps would break the cursor arithmetic of the next redraw.
+    lines = lines.map((l) => fit(l, Math.max(10, this.out.columns - 1)));
+    const up = this.drawn > 0 ? cursorUp(this.drawn) : '';
+    this.out.out(`${up}${lines.map((l) => CLEAR_LINE + l).join('\n')}\n${CLEAR_BELOW}`);
     this.drawn = lines.length;
   }
 }

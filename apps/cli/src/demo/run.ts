@@ -5,7 +5,7 @@
 import { setMaxListeners } from 'node:events';
 import { closeSync, existsSync, mkdirSync, openSync, readSync, rmSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
-import { openSqliteStore } from '@turnwarden/store';
+import { openSqliteStore, type Store } from '@turnwarden/store';
 import { Turnwarden } from '@turnwarden/supervisor';
 import { type DemoArgs, UsageError } from '../args.js';
 import type { Output } from '../output.js';
@@ -22,7 +22,7 @@ import { LiveView, type ViewMode } from './live-view.js';
 import { openDemoLog } from './logging.js';
 import { buildSummary, type DemoSummary } from './summary.js';
 import type { RecordKind, TurnRecord } from './types.js';
-import { planWorkload, prng } from './workload.js';
+import { planWorkload, prng, type WorkloadPlan } from './workload.js';
 
 export const DEMO_TENANT = 'demo';
 const LEASE_TTL_MS = 5000;
@@ -67,6 +67,27 @@ function display(cwd: string, path: string): string {
   if (path === ':memory:') return path;
   const rel = relative(cwd, path);
   return rel.startsWith('..') || rel === '' ? path : `./${rel}`;
+}
+
+/**
+ * Durable truth, re-read after shutdown through the store the supervisor wrote to: the
+ * history audit, and how many workstreams hold a different number of user rows than the
+ * messages `send` accepted.
+ */
+async function auditDurable(
+  store: Store,
+  plan: WorkloadPlan,
+  perWorkstream: readonly (readonly TurnRecord[])[],
+): Promise<{ audit: HistoryAudit; historyMismatches: number }> {
+  const audits: HistoryAudit[] = [];
+  let historyMismatches = 0;
+  for (const [i, ws] of plan.workstreams.entries()) {
+    const audit = auditHistory(await store.readHistory(ws.id));
+    audits.push(audit);
+    const accepted = (perWorkstream[i] ?? []).filter((r) => r.status !== 'rejected').length;
+    if (audit.userMessages !== accepted) historyMismatches++;
+  }
+  return { audit: mergeAudits(audits), historyMismatches };
 }
 
 function viewMode(args: DemoArgs, output: Output): ViewMode {
@@ -116,7 +137,13 @@ export async function runDemo(args: DemoArgs, env: DemoEnv): Promise<DemoReport>
     );
   }
 
-  const store = openSqliteStore({ path: dbPath });
+  let store: Store;
+  try {
+    store = openSqliteStore({ path: dbPath });
+  } catch (e) {
+    await log.close();
+    throw e;
+  }
   let tw: Turnwarden | undefined;
   let view: LiveView | undefined;
   let shuttingDown: Promise<void> | undefined;
@@ -146,18 +173,9 @@ export async function runDemo(args: DemoArgs, env: DemoEnv): Promise<DemoReport>
     await shutdown();
     const stats = runtime.stats();
 
-    // Durable truth, re-read after shutdown through the store the supervisor wrote to.
-    const audits: HistoryAudit[] = [];
-    let historyMismatches = 0;
-    for (const [i, ws] of plan.workstreams.entries()) {
-      const audit = auditHistory(await store.readHistory(ws.id));
-      audits.push(audit);
-      const accepted = (perWorkstream[i] ?? []).filter((r) => r.status !== 'rejected').length;
-      if (audit.userMessages !== accepted) historyMismatches++;
-    }
+    const { audit, historyMismatches } = await auditDurable(store, plan, perWorkstream);
     const records = perWorkstream.flat();
     const verdicts = countVerdicts(records);
-    const audit = mergeAudits(audits);
     const checks = integrityChecks({
       verdicts,
       audit,

@@ -18,6 +18,8 @@ export interface KindSummary {
   readonly rejected: number;
   /** Turns whose outcome matched the expectation. */
   readonly as_expected: number;
+  /** Turns that failed their check (false abort, not recovered, unexpected failure). */
+  readonly check_failures: number;
   readonly avg_ms: number;
   readonly max_ms: number;
 }
@@ -111,6 +113,7 @@ function byKind(records: readonly TurnRecord[], planned: Readonly<Record<RecordK
       failed: rs.filter((r) => r.status === 'failed').length,
       rejected: rs.filter((r) => r.status === 'rejected').length,
       as_expected: rs.filter((r) => r.verdict === 'ok').length,
+      check_failures: rs.filter((r) => r.verdict !== 'ok' && r.verdict !== 'cancelled').length,
       avg_ms: ran.length === 0 ? 0 : Math.round(total / ran.length),
       max_ms: ran.reduce((m, r) => Math.max(m, r.durationMs), 0),
     };
@@ -218,7 +221,8 @@ export function formatSummary(s: DemoSummary, checks: readonly IntegrityCheck[],
   ];
   const rows: string[][] = [head];
   for (const [kind, k] of Object.entries(s.by_kind) as [RecordKind, KindSummary][]) {
-    const good = k.as_expected === k.planned;
+    // ✗ a turn failed its check; – not every planned turn ran (stopped early).
+    const mark = k.check_failures > 0 ? '✗' : k.as_expected < k.planned ? '–' : '✓';
     rows.push([
       kind,
       k.expected,
@@ -229,7 +233,7 @@ export function formatSummary(s: DemoSummary, checks: readonly IntegrityCheck[],
       String(k.failed + k.rejected),
       String(k.avg_ms),
       String(k.max_ms),
-      `${good ? '✓' : '✗'} ${GUARANTEE[kind]}`.trimEnd(),
+      `${mark} ${GUARANTEE[kind]}`.trimEnd(),
     ]);
   }
   const rendered = table(rows, new Set([2, 3, 4, 5, 6, 7, 8]));
