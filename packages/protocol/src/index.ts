@@ -30,3 +30,14 @@ export type {
 } from './messages.js';
 export { SessionState } from './messages.js';
 export { client, goneSignal, serve } from './rpc.js';
+export {
+  attachSeamController,
+  attachWorkerSeams,
+  detachSeamController,
+  Mutation,
+  mutated,
+  SeamName,
+  seam,
+  seamSync,
+} from './seams.js';
+export type { HarnessLink, MainSeamController, SeamContext, SeamFault, WorkerSeamFn } from './seams.js';

@@ -15,7 +15,14 @@ import type {
   TurnRequest,
   WorkerEvent,
 } from '@turnwarden/protocol';
-import { ErrorCode, isTurnwardenError, TurnwardenError, toWire } from '@turnwarden/protocol';
+import {
+  ErrorCode,
+  isTurnwardenError,
+  SeamName,
+  seamSync,
+  TurnwardenError,
+  toWire,
+} from '@turnwarden/protocol';
 import { createActor } from 'xstate';
 import { abortError } from './abort.js';
 import type { ModelProvider, Tool, ToolSpec, TurnSignals } from './contracts.js';
@@ -101,10 +108,14 @@ export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<TurnOut
       const streamed = await streamAssistant(deps.model, { history, tools: toolSpecs }, signals, {
         onFirstEvent: () => actor.send({ type: 'STREAM_START' }),
         onText: (text) => {
+          seamSync(SeamName.workerStreamEvent, { generation, kind: 'text' });
           progress(Activity.streamToken);
           deps.emit({ t: 'token', generation, text });
         },
-        onToolCall: () => progress(Activity.streamToken),
+        onToolCall: () => {
+          seamSync(SeamName.workerStreamEvent, { generation, kind: 'tool_call' });
+          progress(Activity.streamToken);
+        },
       });
       steps++;
       const assistant: AssistantMessage =
@@ -136,6 +147,7 @@ export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<TurnOut
           },
         });
         progress(Activity.toolResult);
+        seamSync(SeamName.workerToolToJournal, { generation, callIndex });
         await journal(commitKey(generation, steps, callIndex), result);
         history.push(result);
         actor.send({ type: 'TOOL_RESULT' });

@@ -20,16 +20,20 @@ import type {
 } from '@turnwarden/protocol';
 import { client, ErrorCode, goneSignal, serve, TurnwardenError } from '@turnwarden/protocol';
 import { loadRegistry } from './registry.js';
+import { installWorkerSeams, type WorkerHarnessChannel } from './seam-client.js';
 import { runTurn } from './turn.js';
 
 export interface WorkerBoot extends WorkerInit {
   readonly control: MessagePort;
   readonly workerRpc: MessagePort;
   readonly hostRpc: MessagePort;
+  /** Present only when the supervisor runs under the interleaving harness. */
+  readonly harness?: WorkerHarnessChannel;
 }
 
 const boot = workerData as WorkerBoot;
 const stamp = new SlotStamp(boot.clock, boot.slot);
+if (boot.harness) installWorkerSeams(boot.harness);
 const registry = await loadRegistry(boot.pluginModules);
 const { gone, markGone } = goneSignal();
 boot.hostRpc.on('close', () => markGone('supervisor port closed'));

@@ -5,8 +5,17 @@
  * turn already uses. An idle session holds no worker: workers go back to the pool between turns.
  */
 import { MessageChannel, type MessagePort, Worker } from 'node:worker_threads';
-import type { HostApi, WorkerApi, WorkerEvent } from '@turnwarden/protocol';
+import type {
+  HarnessLink,
+  HostApi,
+  SeamContext,
+  SeamFault,
+  SeamName,
+  WorkerApi,
+  WorkerEvent,
+} from '@turnwarden/protocol';
 import { client, ErrorCode, goneSignal, serve, TurnwardenError } from '@turnwarden/protocol';
+import { ARG, DECISION, Decision, RELEASED } from '@turnwarden/session';
 import type { Logger } from 'pino';
 
 export type WorkerState = 'starting' | 'warm' | 'busy' | 'dead';
@@ -41,6 +50,8 @@ export interface PoolOptions {
   readonly host: HostApi;
   readonly logger: Logger;
   readonly maxOldGenerationSizeMb?: number;
+  /** The interleaving harness, when attached: every worker gets a seam channel. */
+  readonly harness?: HarnessLink;
 }
 
 export interface PoolStats {
@@ -165,6 +176,33 @@ export class WorkerPool {
     }
   }
 
+  /** The supervisor's end of a worker's seam channel (see session/src/seam-client.ts). */
+  private harnessChannel(workerId: number, link: HarnessLink) {
+    const buffer = new SharedArrayBuffer(4 * Int32Array.BYTES_PER_ELEMENT);
+    const words = new Int32Array(buffer);
+    const { port1, port2 } = new MessageChannel();
+    port1.on('message', (m: { t: 'seam'; ticket: number; name: SeamName; ctx: SeamContext }) => {
+      let released = false;
+      link.workerArrived(workerId, { name: m.name, ctx: m.ctx }, (fault?: SeamFault) => {
+        if (released) return;
+        released = true;
+        const decision =
+          fault === undefined
+            ? Decision.proceed
+            : fault.kind === 'crash'
+              ? Decision.crash
+              : fault.kind === 'delay'
+                ? Decision.delay
+                : Decision.throw;
+        Atomics.store(words, DECISION, decision);
+        Atomics.store(words, ARG, fault?.kind === 'delay' ? fault.ms : 0);
+        Atomics.store(words, RELEASED, m.ticket);
+        Atomics.notify(words, RELEASED);
+      });
+    });
+    return { worker: { buffer, port: port2 }, close: () => port1.close() };
+  }
+
   private spawn(): WorkerHandle {
     const slot = this.freeSlots.pop();
     if (slot === undefined) throw new TurnwardenError(ErrorCode.CAPACITY_EXHAUSTED, 'no free clock slot');
@@ -172,6 +210,7 @@ export class WorkerPool {
     const control = new MessageChannel();
     const workerRpc = new MessageChannel();
     const hostRpc = new MessageChannel();
+    const harness = this.opts.harness ? this.harnessChannel(id, this.opts.harness) : undefined;
     const worker = new Worker(this.opts.workerUrl, {
       workerData: {
         clock: this.opts.clock,
@@ -181,8 +220,14 @@ export class WorkerPool {
         control: control.port2,
         workerRpc: workerRpc.port2,
         hostRpc: hostRpc.port2,
+        ...(harness ? { harness: harness.worker } : {}),
       },
-      transferList: [control.port2, workerRpc.port2, hostRpc.port2],
+      transferList: [
+        control.port2,
+        workerRpc.port2,
+        hostRpc.port2,
+        ...(harness ? [harness.worker.port] : []),
+      ],
       ...(this.opts.maxOldGenerationSizeMb === undefined
         ? {}
         : { resourceLimits: { maxOldGenerationSizeMb: this.opts.maxOldGenerationSizeMb } }),
@@ -238,6 +283,7 @@ export class WorkerPool {
       const i = this.warm.indexOf(h);
       if (i >= 0) this.warm.splice(i, 1);
       control.port1.close();
+      harness?.close();
       workerRpc.port1.close();
       hostRpc.port1.close();
       // Only now may another worker stamp this slot.

@@ -17,7 +17,19 @@ import type {
   UserMessage,
   WorkerEvent,
 } from '@turnwarden/protocol';
-import { ErrorCode, openToolCalls, TurnwardenError, toWire } from '@turnwarden/protocol';
+import {
+  attachSeamController,
+  detachSeamController,
+  ErrorCode,
+  type HarnessLink,
+  Mutation,
+  mutated,
+  openToolCalls,
+  SeamName,
+  seam,
+  TurnwardenError,
+  toWire,
+} from '@turnwarden/protocol';
 import { parseScript, sessionWorkerUrl } from '@turnwarden/session';
 import { openSqliteStore, type Store } from '@turnwarden/store';
 import { type Logger, pino } from 'pino';
@@ -44,6 +56,10 @@ export interface TurnwardenOptions extends SupervisorConfigInput {
   readonly hooks?: WatchdogHooks;
   /** Monotonic time source (tests inject one). */
   readonly now?: MonotonicMs;
+  /** Attaches the interleaving harness (packages/harness): seams park, faults and mutations apply. */
+  readonly harness?: HarnessLink;
+  /** Do not run the watchdog's timer: the caller polls with `pollWatchdog()` (harness schedules). */
+  readonly manualWatchdog?: boolean;
 }
 
 export interface RuntimeStats extends RuntimeCounters {
@@ -85,6 +101,7 @@ export class Turnwarden {
   private readonly holder = `tw-${randomUUID()}`;
   private closing = false;
   private shutdownPromise: Promise<void> | undefined;
+  private readonly harness: HarnessLink | undefined;
 
   private constructor(
     config: SupervisorConfig,
@@ -93,6 +110,7 @@ export class Turnwarden {
     options: TurnwardenOptions,
   ) {
     this.config = config;
+    this.harness = options.harness;
     this.logger = options.logger ?? pino({ name: 'turnwarden' }, pino.destination(2));
     this.clock = ActivityClock.create(config.pool.maxWorkers, options.now);
     this.events = new EventHub(this.logger);
@@ -116,6 +134,7 @@ export class Turnwarden {
       pluginModules: config.pluginModules,
       host,
       logger: this.logger,
+      ...(options.harness ? { harness: options.harness } : {}),
       ...(config.pool.maxOldGenerationSizeMb === undefined
         ? {}
         : { maxOldGenerationSizeMb: config.pool.maxOldGenerationSizeMb }),
@@ -124,21 +143,27 @@ export class Turnwarden {
 
   /** Validates the configuration (INVALID_CONFIG naming the field), opens the store, warms the pool. */
   static async start(options: TurnwardenOptions = {}): Promise<Turnwarden> {
-    const { store: storeOption, logger: _l, hooks: _h, now: _n, ...rest } = options;
+    const { store: storeOption, logger: _l, hooks: _h, now: _n, harness, manualWatchdog, ...rest } = options;
     const config = resolveConfig(rest);
     // A Store instance is used as given (and not closed by shutdown); a `{ path }` is opened here.
     const given = isStore(storeOption) ? storeOption : undefined;
     const store: Store =
       given ?? openSqliteStore({ path: (storeOption as { path?: string } | undefined)?.path ?? ':memory:' });
     const owns = given === undefined;
+    if (harness) attachSeamController(harness.controller);
     const tw = new Turnwarden(config, store, owns, options);
     await tw.pool.start();
-    tw.watchdog.start();
+    if (!manualWatchdog) tw.watchdog.start();
     tw.logger.info(
       { holder: tw.holder, workers: config.pool.maxWorkers, watchdog: config.watchdog },
       'turnwarden supervisor started',
     );
     return tw;
+  }
+
+  /** One watchdog sampling pass, for harness schedules started with `manualWatchdog`. */
+  pollWatchdog(): void {
+    this.watchdog.poll();
   }
 
   /** The activity clock's shared buffer, for the interleaving harness and tests. */
@@ -268,20 +293,23 @@ export class Turnwarden {
 
     this.events.emit(workstreamId, 'turn_started', turn.generation, { workerId: turn.worker.id });
     turn.log.info({ workerId: turn.worker.id, slot: turn.worker.slot }, 'turn started');
-    turn.worker.api
-      .runTurn({
-        workstreamId,
-        tenantId,
-        generation: turn.generation,
-        fencingToken: turn.lease.token,
-        history: history.map((r) => r.message),
-        input: userMessage,
-        model: this.config.model,
-        limits: {
-          maxModelSteps: this.config.limits.maxModelSteps,
-          maxToolArgBytes: this.config.limits.maxToolArgBytes,
-        },
-      })
+    const captured = seam(SeamName.claimCaptureToDispatch, { workstreamId, generation: turn.generation });
+    (captured ?? Promise.resolve())
+      .then(() =>
+        turn.worker.api.runTurn({
+          workstreamId,
+          tenantId,
+          generation: turn.generation,
+          fencingToken: turn.lease.token,
+          history: history.map((r) => r.message),
+          input: userMessage,
+          model: this.config.model,
+          limits: {
+            maxModelSteps: this.config.limits.maxModelSteps,
+            maxToolArgBytes: this.config.limits.maxToolArgBytes,
+          },
+        }),
+      )
       .then(
         (outcome) => this.finish(turn, outcome, undefined),
         (err: unknown) => this.finish(turn, undefined, err),
@@ -410,6 +438,7 @@ export class Turnwarden {
     this.watchdog.stop();
     await this.pool.close();
     if (this.ownsStore) await this.store.close();
+    if (this.harness) detachSeamController(this.harness.controller);
     this.logger.info({ ...this.counters }, 'turnwarden supervisor stopped');
   }
 
@@ -422,13 +451,19 @@ export class Turnwarden {
    * thread that commits aborts, so no commit can fall between them.
    */
   private journal(req: JournalRequest): Promise<JournalAck> {
+    const held = seam(SeamName.journalAdmit, { workstreamId: req.workstreamId, generation: req.generation });
+    return held === undefined ? this.admit(req) : held.then(() => this.admit(req));
+  }
+
+  /** Admission and write: one synchronous step (see `journal`). */
+  private admit(req: JournalRequest): Promise<JournalAck> {
     const turn = this.active.get(req.workstreamId);
-    if (
+    const fenced =
       !turn ||
       turn.generation !== req.generation ||
-      turn.abort ||
-      isFenced(this.clock.sample(turn.worker.slot))
-    ) {
+      turn.abort !== undefined ||
+      isFenced(this.clock.sample(turn.worker.slot));
+    if (fenced && !mutated(Mutation.admitFencedJournal)) {
       this.counters.journalRefusedFenced++;
       return Promise.reject(
         new TurnwardenError(
@@ -493,6 +528,9 @@ export class Turnwarden {
       'turn liveness watchdog fired; attempting recovery',
     );
     this.events.emit(info.workstreamId, 'watchdog_fired', info.generation, { ...info });
+    if (mutated(Mutation.publishBeforeCommit)) {
+      log.error({ idleMs: info.idleMs }, 'watchdog aborted turn; lease renewal stopped');
+    }
     this.events.emit(info.workstreamId, 'warning', info.generation, {
       stage: 'observational',
       message:
@@ -531,7 +569,7 @@ export class Turnwarden {
     if (turn.abort) return;
     turn.abort = { reason, at: this.clock.nowMs() };
     this.counters.abortsCommitted++;
-    this.stopRenewal(turn);
+    if (!mutated(Mutation.renewAfterAbort)) this.stopRenewal(turn);
     turn.state = 'force-abandoning';
     const step = (fn: () => void) => {
       try {
@@ -563,7 +601,17 @@ export class Turnwarden {
         }),
       );
     }
-    step(() => turn.worker.control.postMessage({ t: 'abort', generation: turn.generation, reason }));
+    const post = () =>
+      step(() => turn.worker.control.postMessage({ t: 'abort', generation: turn.generation, reason }));
+    const held = seam(SeamName.watchdogCommitToPublish, {
+      workstreamId: turn.workstreamId,
+      generation: turn.generation,
+    });
+    if (held === undefined) post();
+    else
+      held.then(post, (err: unknown) =>
+        turn.log.error({ err }, 'abort message seam failed; the fence stands'),
+      );
     turn.graceTimer = setTimeout(() => this.escalate(turn), this.config.watchdog.graceMs);
   }
 
@@ -620,11 +668,11 @@ export class Turnwarden {
 
   /** Lease renewal is never progress: it does not touch the clock. */
   private renew(turn: ActiveTurn): void {
-    if (turn.abort || turn.finished) return;
+    if ((turn.abort && !mutated(Mutation.renewAfterAbort)) || turn.finished) return;
     this.store
       .refreshLease(turn.workstreamId, this.holder, turn.lease.token, this.config.lease.ttlMs)
       .then((ok) => {
-        if (turn.abort || turn.finished) return;
+        if ((turn.abort && !mutated(Mutation.renewAfterAbort)) || turn.finished) return;
         if (ok) {
           this.counters.leaseRenewals++;
           return;
@@ -664,7 +712,7 @@ export class Turnwarden {
     }
     const status = outcome?.status ?? (turn.abort?.reason === 'crash' ? 'failed' : 'interrupted');
     let synthesized = 0;
-    if (status !== 'completed') {
+    if (status !== 'completed' && !mutated(Mutation.skipRepair)) {
       turn.state = 'force-abandoning';
       try {
         synthesized = await repairOpenCalls({

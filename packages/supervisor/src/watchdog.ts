@@ -14,6 +14,7 @@
  * published (L7).
  */
 import { type ActivityClock, activityName, isFenced } from '@turnwarden/clock';
+import { Mutation, mutated, SeamName, seam } from '@turnwarden/protocol';
 import type { Logger } from 'pino';
 import type { WatchdogConfig } from './config.js';
 import { LatencyHistogram } from './latency.js';
@@ -197,7 +198,15 @@ export class Watchdog {
     this.safely('fired', () => this.delegate.fired(turn, info));
     let held: void | Promise<void>;
     try {
-      held = this.hooks.beforeCommit?.(info);
+      held =
+        this.hooks.beforeCommit?.(info) ??
+        seam(SeamName.watchdogSampleToCommit, {
+          workstreamId: info.workstreamId,
+          generation: info.generation,
+          slot: info.slot,
+          sampledVersion: sampled,
+          bound,
+        });
     } catch (err) {
       this.failClosed(turn, info, err);
       return;
@@ -224,7 +233,9 @@ export class Watchdog {
       // L6: one CAS checks the sampled version and publishes the fence. The deadline bound
       // ignores activity by definition (L11), so it fences unconditionally.
       won =
-        info.bound === 'deadline' ? this.clock.fence(turn.slot) : this.clock.commitAbort(turn.slot, sampled);
+        info.bound === 'deadline' || mutated(Mutation.commitIgnoresActivity)
+          ? this.clock.fence(turn.slot)
+          : this.clock.commitAbort(turn.slot, sampled);
     } catch (err) {
       this.failClosed(turn, info, err);
       return;
@@ -243,6 +254,10 @@ export class Watchdog {
 
   /** L7: nothing was published; keep sampling as if the attempt never happened. */
   private failClosed(turn: WatchedTurn, info: StallInfo, err: unknown): void {
+    if (mutated(Mutation.commitOnPublishFailure)) {
+      this.commit(turn, info.sampledVersion, info);
+      return;
+    }
     turn.attempting = false;
     turn.lastChangeAt = this.clock.nowMs();
     this.declinedCount++;

@@ -1,0 +1,130 @@
+/**
+ * Named seams: the points in supervisor, worker and store code where the interleaving harness
+ * (packages/harness) can park a thread, land a competing action, or inject a fault.
+ *
+ * Detached (production), a seam is one load of a module variable and a compare: `seam()`
+ * returns undefined synchronously and the caller's code path is unchanged — no await is added.
+ * Attached, a main-thread seam returns a promise that settles when the schedule releases it;
+ * a worker seam blocks its thread on Atomics.wait (see packages/session/src/seam-client.ts).
+ */
+import { ErrorCode, TurnwardenError } from './errors.js';
+
+export const SeamName = {
+  /** Supervisor: the watchdog sampled a stall; the commit CAS has not run (L4, L6, L7). */
+  watchdogSampleToCommit: 'watchdog.sample→commit',
+  /** Supervisor: the abort committed; the abort message is not yet posted to the worker (L6). */
+  watchdogCommitToPublish: 'watchdog.commit→publish',
+  /** Supervisor: a journal request arrived from a worker; not yet admitted (L3, P6). */
+  journalAdmit: 'journal.admit',
+  /** Supervisor: a claim was captured; the turn is not yet dispatched to its worker (C7). */
+  claimCaptureToDispatch: 'claim.capture→dispatch',
+  /** Worker: a model stream event arrived; it has not stamped the clock yet (L4, L6). */
+  workerStreamEvent: 'worker.stream-event',
+  /** Worker: a tool result is in hand; it has not been journaled yet (L3, S5). */
+  workerToolToJournal: 'worker.tool→journal',
+} as const;
+export type SeamName = (typeof SeamName)[keyof typeof SeamName];
+
+export type SeamFault =
+  /** The seam throws (a publish that raises, a store that rejects). */
+  | { readonly kind: 'throw'; readonly message: string }
+  /** Worker seams only: the worker thread exits on the spot. */
+  | { readonly kind: 'crash' }
+  /** The seam is slow. */
+  | { readonly kind: 'delay'; readonly ms: number };
+
+export type SeamContext = Readonly<Record<string, string | number | boolean | undefined>>;
+
+/**
+ * Deliberate breakages of a mechanism, switched on only through an attached harness, so a
+ * test can show that the harness finds the bug the mechanism prevents.
+ */
+export const Mutation = {
+  /** The abort commit ignores activity since the sample (breaks L4/L6). */
+  commitIgnoresActivity: 'commit-ignores-activity',
+  /** The definitive abort log is written before the commit decides (breaks L5). */
+  publishBeforeCommit: 'publish-before-commit',
+  /** Lease renewal continues after the abort committed (breaks L3). */
+  renewAfterAbort: 'renew-after-abort',
+  /** The journal admits rows from a turn whose abort committed (breaks L3). */
+  admitFencedJournal: 'admit-fenced-journal',
+  /** A failure before the commit still commits the abort (breaks L7). */
+  commitOnPublishFailure: 'commit-on-publish-failure',
+  /** Missing tool results are not synthesized after an abort (breaks S1/S2). */
+  skipRepair: 'skip-repair',
+} as const;
+export type Mutation = (typeof Mutation)[keyof typeof Mutation];
+
+/** What the supervisor's thread consults at its seams. */
+export interface MainSeamController {
+  /** Undefined: pass straight through. A promise: parked until it settles (with a fault, or none). */
+  reach(name: SeamName, ctx: SeamContext): Promise<SeamFault | undefined> | undefined;
+  readonly mutations: ReadonlySet<Mutation>;
+}
+
+/** What a session worker's seam client calls (synchronously, parking its thread). */
+export type WorkerSeamFn = (name: SeamName, ctx: SeamContext) => void;
+
+let mainController: MainSeamController | undefined;
+let workerSeamFn: WorkerSeamFn | undefined;
+
+export function attachSeamController(controller: MainSeamController): void {
+  if (mainController !== undefined && mainController !== controller) {
+    throw new TurnwardenError(ErrorCode.INVALID_CONFIG, 'another harness is already attached in this thread');
+  }
+  mainController = controller;
+}
+
+export function detachSeamController(controller: MainSeamController): void {
+  if (mainController === controller) mainController = undefined;
+}
+
+export function attachWorkerSeams(fn: WorkerSeamFn): void {
+  workerSeamFn = fn;
+}
+
+function applyFault(fault: SeamFault | undefined): Promise<void> | undefined {
+  if (fault === undefined) return undefined;
+  switch (fault.kind) {
+    case 'throw':
+      throw new TurnwardenError(ErrorCode.INTERNAL, fault.message, { details: { injected: true } });
+    case 'delay':
+      return new Promise((resolve) => setTimeout(resolve, fault.ms));
+    case 'crash':
+      throw new TurnwardenError(ErrorCode.INTERNAL, 'crash faults apply to worker seams only');
+  }
+}
+
+/** A main-thread seam. Undefined (synchronously) when no harness is attached or it passes. */
+export function seam(name: SeamName, ctx: SeamContext): Promise<void> | undefined {
+  const c = mainController;
+  if (c === undefined) return undefined;
+  const held = c.reach(name, ctx);
+  return held === undefined ? undefined : held.then(applyFault);
+}
+
+/** A worker-thread seam: blocks the thread while the harness holds it. */
+export function seamSync(name: SeamName, ctx: SeamContext): void {
+  const fn = workerSeamFn;
+  if (fn !== undefined) fn(name, ctx);
+}
+
+/** True only while an attached harness switched this mutation on. */
+export function mutated(m: Mutation): boolean {
+  const c = mainController;
+  return c !== undefined && c.mutations.has(m);
+}
+
+/** Links a harness to a supervisor: its main-thread controller and the worker channel. */
+export interface HarnessLink {
+  readonly controller: MainSeamController;
+  /**
+   * A worker reached a seam and is parked; `release` lets it go (with a fault, or none). Called
+   * on the supervisor's thread when the worker's arrival message is received.
+   */
+  workerArrived(
+    workerId: number,
+    arrival: { readonly name: SeamName; readonly ctx: SeamContext },
+    release: (fault?: SeamFault) => void,
+  ): void;
+}
