@@ -30,6 +30,7 @@ export type {
 } from './messages.js';
 export { SessionState } from './messages.js';
 export { client, goneSignal, serve } from './rpc.js';
+export type { HarnessLink, MainSeamController, SeamContext, SeamFault, WorkerSeamFn } from './seams.js';
 export {
   attachSeamController,
   attachWorkerSeams,
@@ -40,4 +41,3 @@ export {
   seam,
   seamSync,
 } from './seams.js';
-export type { HarnessLink, MainSeamController, SeamContext, SeamFault, WorkerSeamFn } from './seams.js';

@@ -16,5 +16,5 @@ export { commitKey } from './turn.js';
 
 /** URL of the session worker entry, for the supervisor's pool. */
 export const sessionWorkerUrl: URL = new URL('./worker.js', import.meta.url);
-export { ARG, DECISION, Decision, RELEASED } from './seam-client.js';
 export type { WorkerHarnessChannel } from './seam-client.js';
+export { ARG, DECISION, Decision, RELEASED } from './seam-client.js';
