@@ -112,7 +112,7 @@ export function seamSync(name: SeamName, ctx: SeamContext): void {
 /** True only while an attached harness switched this mutation on. */
 export function mutated(m: Mutation): boolean {
   const c = mainController;
-  return c?.mutations.has(m);
+  return c?.mutations.has(m) === true;
 }
 
 /** Links a harness to a supervisor: its main-thread controller and the worker channel. */
