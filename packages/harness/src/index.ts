@@ -1,1 +1,15 @@
-export {};
+export type { Parked } from './controller.js';
+export { SeamHarness } from './controller.js';
+export type { ExploreOptions, ExploreProgress, ExploreReport, RunOutcome, Violation } from './explore.js';
+export { explore, replay, runSchedule, schedulerFor } from './explore.js';
+export type { Invariant } from './invariants.js';
+export { COMMON_INVARIANTS } from './invariants.js';
+export type { CommitAttempt, RunRecord } from './record.js';
+export { RUN_CONFIG, Run } from './run.js';
+export type { Action, Scenario } from './scenario.js';
+export { advance, expireGrace, wait } from './scenario.js';
+export { SCENARIOS } from './scenarios/index.js';
+export type { Scheduler, SchedulerKind } from './schedulers.js';
+export { PctScheduler, RandomScheduler, ScheduleDivergence, ScriptedScheduler } from './schedulers.js';
+export type { Trace } from './trace.js';
+export { decodeTrace, encodeTrace } from './trace.js';

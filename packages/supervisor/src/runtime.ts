@@ -161,6 +161,22 @@ export class Turnwarden {
     return tw;
   }
 
+  /**
+   * Escalates every committed abort now instead of after `graceMs` (terminates workers that have
+   * not unwound). For harness schedules, where time is a scheduled step, not a timer.
+   */
+  expireGraceTimers(): number {
+    let n = 0;
+    for (const turn of this.active.values()) {
+      if (turn.abort && !turn.finished && !turn.workerTerminated) {
+        if (turn.graceTimer) clearTimeout(turn.graceTimer);
+        this.escalate(turn);
+        n++;
+      }
+    }
+    return n;
+  }
+
   /** One watchdog sampling pass, for harness schedules started with `manualWatchdog`. */
   pollWatchdog(): void {
     this.watchdog.poll();

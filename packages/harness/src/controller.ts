@@ -1,0 +1,121 @@
+/**
+ * The harness's end of the seams: it implements the supervisor's `HarnessLink`. A thread that
+ * reaches a seam the scenario parks at is held here — a main-thread seam as an unresolved
+ * promise, a worker seam as a worker blocked on Atomics.wait — until the schedule releases it.
+ */
+import type {
+  HarnessLink,
+  MainSeamController,
+  Mutation,
+  SeamContext,
+  SeamFault,
+  SeamName,
+} from '@turnwarden/protocol';
+
+export interface Parked {
+  /** Logical thread: `S` (watchdog), `J` (journal), `D` (dispatch), `W<generation>` (a turn's worker). */
+  readonly thread: string;
+  readonly seam: SeamName;
+  readonly ctx: SeamContext;
+  /** The step label the schedulers see: `thread:seam`. */
+  readonly label: string;
+  release(fault?: SeamFault): void;
+}
+
+const MAIN_THREAD: Partial<Record<SeamName, string>> = {
+  'watchdog.sample→commit': 'S',
+  'watchdog.commit→publish': 'S',
+  'journal.admit': 'J',
+  'claim.capture→dispatch': 'D',
+};
+
+export class SeamHarness implements HarnessLink {
+  readonly controller: MainSeamController;
+  private readonly parked = new Map<string, Parked>();
+  private waiters: (() => void)[] = [];
+
+  private armed = true;
+
+  constructor(
+    private readonly parkAt: ReadonlySet<SeamName>,
+    mutations: ReadonlySet<Mutation>,
+  ) {
+    this.controller = {
+      mutations,
+      reach: (name, ctx) => {
+        if (!this.armed || !this.parkAt.has(name)) return undefined;
+        return new Promise<SeamFault | undefined>((resolve) => {
+          this.arrive(MAIN_THREAD[name] ?? 'M', name, ctx, resolve);
+        });
+      },
+    };
+  }
+
+  workerArrived(
+    _workerId: number,
+    arrival: { readonly name: SeamName; readonly ctx: SeamContext },
+    release: (fault?: SeamFault) => void,
+  ): void {
+    if (!this.armed || !this.parkAt.has(arrival.name)) {
+      release();
+      return;
+    }
+    this.arrive(`W${arrival.ctx.generation ?? ''}`, arrival.name, arrival.ctx, release);
+  }
+
+  /** Stops parking (mutations stay on) and lets every parked thread go. */
+  disarm(): void {
+    this.armed = false;
+    for (const p of [...this.parked.values()]) {
+      this.parked.delete(p.thread);
+      p.release();
+    }
+  }
+
+  /** The labels of every parked thread, sorted. */
+  enabled(): string[] {
+    return [...this.parked.values()].map((p) => p.label).sort();
+  }
+
+  isParked(thread: string): boolean {
+    return this.parked.has(thread);
+  }
+
+  get(thread: string): Parked | undefined {
+    return this.parked.get(thread);
+  }
+
+  /** Releases a parked thread; it is running again until it parks or finishes. */
+  release(thread: string, fault?: SeamFault): Parked {
+    const p = this.parked.get(thread);
+    if (!p) throw new Error(`thread ${thread} is not parked`);
+    this.parked.delete(thread);
+    p.release(fault);
+    return p;
+  }
+
+  /** Forgets a thread that is gone (its worker was terminated while parked). */
+  drop(thread: string): void {
+    this.parked.delete(thread);
+  }
+
+  /** Resolves at the next arrival. */
+  nextArrival(): Promise<void> {
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
+
+  private arrive(
+    thread: string,
+    seam: SeamName,
+    ctx: SeamContext,
+    release: (fault?: SeamFault) => void,
+  ): void {
+    if (this.parked.has(thread)) {
+      throw new Error(`thread ${thread} reached ${seam} while parked at ${this.parked.get(thread)!.seam}`);
+    }
+    this.parked.set(thread, { thread, seam, ctx, label: `${thread}:${seam}`, release });
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const w of waiters) w();
+  }
+}

@@ -1,0 +1,143 @@
+/**
+ * Invariants checked after every run. Each returns a description of the violation, or undefined.
+ * They judge only what a host could observe — durable history, events, logs, lease renewals —
+ * plus the clock versions around each commit, never the mechanism's own bookkeeping.
+ */
+import { openToolCalls } from '@turnwarden/protocol';
+import type { RunRecord } from './record.js';
+
+export interface Invariant {
+  readonly id: string;
+  /** The guarantee it protects. */
+  readonly guarantee: string;
+  check(record: RunRecord): string | undefined;
+}
+
+const OBSERVATIONAL = 'turn liveness watchdog fired; attempting recovery';
+const DEFINITIVE = 'watchdog aborted turn; lease renewal stopped';
+
+export const historyComplete: Invariant = {
+  id: 'history-complete',
+  guarantee: 'S1',
+  check: (r) => {
+    const open = openToolCalls(r.history);
+    return open.length === 0
+      ? undefined
+      : `durable history has ${open.length} tool call(s) without a result (${open.map((o) => o.call.id).join(', ')})`;
+  },
+};
+
+export const noLateRows: Invariant = {
+  id: 'no-late-rows',
+  guarantee: 'L3',
+  check: (r) => {
+    const w = r.watermark;
+    if (!w) return undefined;
+    const late = r.history.filter(
+      (row) =>
+        row.generation === w.generation &&
+        row.seq > w.seq &&
+        !(row.message.role === 'tool' && row.message.synthesized === true),
+    );
+    return late.length === 0
+      ? undefined
+      : `turn ${w.generation} wrote ${late.length} row(s) after its abort committed (seq ${late.map((x) => x.seq).join(', ')})`;
+  },
+};
+
+export const noAbortAfterProgress: Invariant = {
+  id: 'no-abort-after-progress',
+  guarantee: 'L4',
+  check: (r) => {
+    const bad = r.attempts.find((a) => a.committed && a.atRelease !== a.sampled);
+    return bad
+      ? `abort committed although the turn stamped after the sample (version ${bad.sampled} → ${bad.atRelease})`
+      : undefined;
+  },
+};
+
+export const abortAndLogAgree: Invariant = {
+  id: 'abort-and-log-agree',
+  guarantee: 'L5',
+  check: (r) => {
+    const committed = r.attempts.filter((a) => a.committed).length;
+    const definitive = r.logs.filter((l) => l.msg === DEFINITIVE).length;
+    if (definitive !== committed) {
+      return `${definitive} definitive abort log(s) for ${committed} committed watchdog abort(s)`;
+    }
+    const firstDefinitive = r.logs.findIndex((l) => l.msg === DEFINITIVE);
+    const firstObservational = r.logs.findIndex((l) => l.msg === OBSERVATIONAL);
+    if (firstDefinitive >= 0 && (firstObservational < 0 || firstObservational > firstDefinitive)) {
+      return 'the definitive abort log came before the observational one';
+    }
+    const aborted = r.events.filter((e) => e.type === 'turn_aborted' && e.data.reason === 'watchdog').length;
+    return aborted === committed
+      ? undefined
+      : `${aborted} turn_aborted event(s) for ${committed} committed abort(s)`;
+  },
+};
+
+export const committedTurnDoesNotComplete: Invariant = {
+  id: 'committed-turn-does-not-complete',
+  guarantee: 'L6',
+  check: (r) =>
+    r.attempts.some((a) => a.committed) && r.result?.status === 'completed'
+      ? 'a turn whose abort committed completed anyway: a stamp after the commit revived it'
+      : undefined,
+};
+
+export const noRenewalAfterCommit: Invariant = {
+  id: 'no-renewal-after-commit',
+  guarantee: 'L3',
+  check: (r) =>
+    r.renewalsAtCommit !== undefined && r.renewalsAtEnd > r.renewalsAtCommit
+      ? `the lease renewed ${r.renewalsAtEnd - r.renewalsAtCommit} time(s) after the abort committed`
+      : undefined,
+};
+
+export const faultDeclines: Invariant = {
+  id: 'fault-declines',
+  guarantee: 'L7',
+  check: (r) => {
+    const bad = r.attempts.filter((a) => a.fault && a.committed).length;
+    return bad === 0 ? undefined : `${bad} abort(s) committed although publishing threw`;
+  },
+};
+
+export const recovers: Invariant = {
+  id: 'recovers',
+  guarantee: 'L1',
+  check: (r) =>
+    r.recovered === false ? 'the workstream did not complete a plain turn after the run' : undefined,
+};
+
+export const notStuck: Invariant = {
+  id: 'not-stuck',
+  guarantee: 'L3',
+  check: (r) => r.stuck,
+};
+
+export const noEventAfterClose: Invariant = {
+  id: 'no-event-after-ws-closed',
+  guarantee: 'D6',
+  check: (r) => {
+    const i = r.events.findIndex((e) => e.type === 'ws_closed');
+    return i >= 0 && i < r.events.length - 1
+      ? `${r.events.length - 1 - i} event(s) after ws_closed`
+      : undefined;
+  },
+};
+
+/** Checked after every run of every scenario. */
+export const COMMON_INVARIANTS: readonly Invariant[] = [
+  historyComplete,
+  noLateRows,
+  noAbortAfterProgress,
+  abortAndLogAgree,
+  committedTurnDoesNotComplete,
+  noRenewalAfterCommit,
+  faultDeclines,
+  recovers,
+  notStuck,
+  noEventAfterClose,
+];

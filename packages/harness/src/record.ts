@@ -1,0 +1,50 @@
+import type { HistoryRow } from '@turnwarden/protocol';
+import type { TurnResult, TurnwardenEvent } from '@turnwarden/supervisor';
+
+export interface LogLine {
+  readonly level: number;
+  readonly msg: string;
+  readonly [key: string]: unknown;
+}
+
+/** One release of the watchdog between its stall sample and its commit. */
+export interface CommitAttempt {
+  /** The activity version the watchdog sampled. */
+  readonly sampled: number;
+  /** The slot's version when the schedule let the commit run (FENCE bit cleared). */
+  readonly atRelease: number;
+  /** Whether the fence was set by this release. */
+  committed: boolean;
+  readonly fault: boolean;
+}
+
+/** What a run leaves for the invariants to judge. */
+export interface RunRecord {
+  readonly events: TurnwardenEvent[];
+  readonly logs: LogLine[];
+  readonly attempts: CommitAttempt[];
+  history: HistoryRow[];
+  result: TurnResult | undefined;
+  /** Highest seq in durable history at the moment the abort committed. */
+  watermark: { readonly generation: number; readonly seq: number } | undefined;
+  renewalsAtCommit: number | undefined;
+  renewalsAtEnd: number;
+  /** A plain turn sent after the run completed (the workstream recovered). */
+  recovered: boolean | undefined;
+  stuck: string | undefined;
+}
+
+export function newRecord(): RunRecord {
+  return {
+    events: [],
+    logs: [],
+    attempts: [],
+    history: [],
+    result: undefined,
+    watermark: undefined,
+    renewalsAtCommit: undefined,
+    renewalsAtEnd: 0,
+    recovered: undefined,
+    stuck: undefined,
+  };
+}

@@ -1,0 +1,231 @@
+/**
+ * One run of a scenario under one schedule: a fresh runtime with the harness attached, the
+ * watchdog polled by the schedule (not a timer) and time moved by the schedule (a manual
+ * monotonic clock). Threads run one at a time between seams, so the schedule alone decides the
+ * interleaving: after every step the run waits until each released thread has parked again or
+ * finished.
+ */
+import { isFenced } from '@turnwarden/clock';
+import { Mutation, type SeamFault } from '@turnwarden/protocol';
+import { openSqliteStore, type Store } from '@turnwarden/store';
+import { type TurnHandle, Turnwarden } from '@turnwarden/supervisor';
+import { pino } from 'pino';
+import { SeamHarness } from './controller.js';
+import { type LogLine, newRecord, type RunRecord } from './record.js';
+import type { Scenario } from './scenario.js';
+
+export const RUN_CONFIG = {
+  watchdog: { timeoutMs: 100, pollMs: 10, graceMs: 600_000 },
+  lease: { ttlMs: 900_000, renewMs: 20 },
+  pool: { maxWorkers: 2, warmWorkers: 1 },
+} as const;
+
+const SETTLE_TIMEOUT_MS = 5_000;
+const TENANT = 'harness';
+const WORKSTREAM = 'ws-harness';
+
+const tick = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+export class Run {
+  turnDone = false;
+  committed = false;
+  waits = 0;
+  private turn!: TurnHandle;
+  private running = new Set<string>();
+  private readonly words: Int32Array;
+
+  private constructor(
+    readonly scenario: Scenario,
+    readonly harness: SeamHarness,
+    readonly tw: Turnwarden,
+    readonly store: Store,
+    readonly record: RunRecord,
+    /** The shared monotonic time, moved only by the schedule. */
+    private readonly time: { now: number },
+  ) {
+    this.words = new Int32Array(tw.clockBuffer);
+  }
+
+  static async start(scenario: Scenario, mutation: Mutation | undefined): Promise<Run> {
+    const harness = new SeamHarness(new Set(scenario.park), new Set(mutation ? [mutation] : []));
+    const record = newRecord();
+    const logger = pino(
+      { level: 'info' },
+      { write: (s: string) => void record.logs.push(JSON.parse(s) as LogLine) },
+    );
+    const store = openSqliteStore({ path: ':memory:' });
+    const time = { now: 0 };
+    const tw = await Turnwarden.start({
+      ...RUN_CONFIG,
+      store,
+      logger,
+      harness,
+      manualWatchdog: true,
+      now: () => time.now,
+    });
+    const run = new Run(scenario, harness, tw, store, record, time);
+    await tw.createWorkstream({ tenantId: TENANT, workstreamId: WORKSTREAM });
+    tw.subscribe(WORKSTREAM, (e) => {
+      run.record.events.push(e);
+      if (e.type === 'turn_aborted' && run.record.watermark === undefined) {
+        run.record.renewalsAtCommit = tw.stats().leaseRenewals;
+        const generation = e.generation ?? 0;
+        // The SQLite store reads synchronously inside this call: the snapshot is of this instant.
+        void store.readHistory(WORKSTREAM).then((rows) => {
+          run.record.watermark = { generation, seq: rows.length === 0 ? 0 : rows[rows.length - 1]!.seq };
+        });
+      }
+    });
+    run.turn = await tw.send({ tenantId: TENANT, workstreamId: WORKSTREAM, content: scenario.script });
+    run.running.add(`W${run.turn.generation}`);
+    void run.turn.done.then((result) => {
+      run.record.result = result;
+      run.turnDone = true;
+    });
+    return run;
+  }
+
+  /** Time moves past the stall bound; one watchdog pass samples the slot. */
+  advance(): void {
+    this.time.now += RUN_CONFIG.watchdog.timeoutMs + RUN_CONFIG.watchdog.pollMs;
+    this.tw.pollWatchdog();
+  }
+
+  async sleep(ms: number): Promise<void> {
+    this.waits++;
+    await new Promise((resolve) => setTimeout(resolve, ms));
+  }
+
+  /** Takes one scheduled step: an action, or the release of a parked thread. */
+  async step(label: string): Promise<void> {
+    if (label.startsWith('A:')) {
+      const action = this.scenario.actions.find((a) => `A:${a.name}` === label);
+      if (!action) throw new Error(`unknown action ${label}`);
+      await action.run(this);
+      await tick();
+      await tick();
+      return;
+    }
+    const thread = label.slice(0, label.indexOf(':'));
+    this.releaseThread(thread);
+    // A worker runs on until its next seam or the end of its turn. A main-thread continuation
+    // runs to completion (or its next seam) within the ticks below.
+    if (thread.startsWith('W')) this.running.add(thread);
+    await tick();
+    await tick();
+  }
+
+  private releaseThread(thread: string): void {
+    const parked = this.harness.get(thread);
+    if (!parked) throw new Error(`thread ${thread} is not parked`);
+    const fault: SeamFault | undefined = this.scenario.fault?.(parked);
+    if (parked.seam === 'watchdog.sample→commit') {
+      const slot = Number(parked.ctx.slot);
+      const before = this.version(slot);
+      const attempt = {
+        sampled: Number(parked.ctx.sampledVersion),
+        atRelease: before & 0x7fffffff,
+        committed: false,
+        fault: fault !== undefined,
+      };
+      this.record.attempts.push(attempt);
+      this.harness.release(thread, fault);
+      // The commit runs in the promise continuation: judge it once it has run.
+      void tick().then(() => {
+        attempt.committed = !isFenced(before) && isFenced(this.version(slot));
+        if (attempt.committed) this.committed = true;
+      });
+      return;
+    }
+    this.harness.release(thread, fault);
+  }
+
+  private version(slot: number): number {
+    return Atomics.load(this.words, 16 + slot * 16);
+  }
+
+  /** Waits until every released thread has parked again or finished. */
+  async quiesce(): Promise<void> {
+    const deadline = performance.now() + SETTLE_TIMEOUT_MS;
+    for (;;) {
+      await tick();
+      await tick();
+      if (this.turnDone) {
+        for (const t of [...this.running]) if (t.startsWith('W')) this.harness.drop(t);
+      }
+      const busy = [...this.running].filter(
+        (t) => !this.harness.isParked(t) && !(t.startsWith('W') && this.turnDone),
+      );
+      if (busy.length === 0) {
+        this.running = new Set([...this.running].filter((t) => this.harness.isParked(t)));
+        return;
+      }
+      if (performance.now() > deadline) {
+        this.record.stuck = `thread(s) ${busy.join(', ')} neither parked nor finished within ${SETTLE_TIMEOUT_MS} ms`;
+        throw new Stuck(this.record.stuck);
+      }
+      await Promise.race([
+        this.harness.nextArrival(),
+        this.turn.done,
+        new Promise((resolve) => setTimeout(resolve, 5)),
+      ]);
+    }
+  }
+
+  /** After the schedule: let everything run out deterministically until the turn is done. */
+  async drain(): Promise<void> {
+    for (let i = 0; i < 60 && !this.turnDone; i++) {
+      await this.quiesce();
+      if (this.turnDone) break;
+      const parked = this.harness.enabled();
+      if (parked.length > 0) {
+        await this.step(parked[0]!);
+      } else if (this.committed) {
+        this.tw.expireGraceTimers();
+      } else {
+        this.advance();
+      }
+    }
+    await this.quiesce();
+    if (!this.turnDone) {
+      this.record.stuck = 'the turn did not finish while draining';
+      throw new Stuck(this.record.stuck);
+    }
+  }
+
+  /** Reads what the invariants judge, and checks the workstream takes a plain turn again. */
+  async collect(): Promise<void> {
+    if (this.committed) await new Promise((resolve) => setTimeout(resolve, 2 * RUN_CONFIG.lease.renewMs));
+    this.record.renewalsAtEnd = this.tw.stats().leaseRenewals;
+    this.record.history = await this.store.readHistory(WORKSTREAM);
+    // The recovery turn runs unscheduled: nothing parks any more.
+    this.harness.disarm();
+    try {
+      const next = await this.tw.send({
+        tenantId: TENANT,
+        workstreamId: WORKSTREAM,
+        content: 'are you still there?',
+      });
+      const deadline = new Promise<undefined>((resolve) =>
+        setTimeout(() => resolve(undefined), SETTLE_TIMEOUT_MS),
+      );
+      const result = await Promise.race([next.done, deadline]);
+      this.record.recovered = result?.status === 'completed';
+    } catch {
+      this.record.recovered = false;
+    }
+  }
+
+  async close(): Promise<void> {
+    // Let anything still parked go, so shutdown cannot wait on a held thread.
+    for (const label of this.harness.enabled()) this.harness.release(label.slice(0, label.indexOf(':')));
+    await this.tw.shutdown();
+    await this.store.close();
+  }
+}
+
+export class Stuck extends Error {
+  override readonly name = 'Stuck';
+}
+
+export { Mutation };

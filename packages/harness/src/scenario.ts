@@ -1,0 +1,54 @@
+import type { SeamFault, SeamName } from '@turnwarden/protocol';
+import type { Parked } from './controller.js';
+import type { Invariant } from './invariants.js';
+import type { Run } from './run.js';
+
+/** A main-thread step the schedule can take (it becomes the label `A:<name>`). */
+export interface Action {
+  readonly name: string;
+  enabled(run: Run): boolean;
+  run(run: Run): void | Promise<void>;
+}
+
+/**
+ * A crossing to explore: one turn on a fresh runtime, the seams its threads park at, the
+ * actions a schedule may interleave, and the invariants every run must satisfy (on top of
+ * the common ones). The `id` names the guarantee (the coverage tool reads it).
+ */
+export interface Scenario {
+  readonly id: string;
+  readonly title: string;
+  readonly park: readonly SeamName[];
+  /** The user message that starts the turn (a scripted-model script). */
+  readonly script: string;
+  readonly actions: readonly Action[];
+  /** A fault to inject when the schedule releases a parked thread (e.g. L7: the publish throws). */
+  fault?(parked: Parked): SeamFault | undefined;
+  /** Most schedule decisions per run (PCT's k). */
+  readonly maxSteps: number;
+  readonly invariants?: readonly Invariant[];
+}
+
+/** Moves the shared monotonic time past the stall bound and runs one watchdog pass. */
+export const advance: Action = {
+  name: 'advance',
+  enabled: (run) =>
+    !run.turnDone && !run.harness.isParked('S') && !run.committed && run.record.attempts.length < 3,
+  run: (run) => run.advance(),
+};
+
+/** The grace period ends: a turn that has not unwound loses its worker (L3). */
+export const expireGrace: Action = {
+  name: 'grace',
+  enabled: (run) => run.committed && !run.turnDone,
+  run: (run) => {
+    run.tw.expireGraceTimers();
+  },
+};
+
+/** Real time passes (background timers such as lease renewal run). */
+export const wait: Action = {
+  name: 'wait',
+  enabled: (run) => !run.turnDone && run.waits < 2,
+  run: (run) => run.sleep(40),
+};
