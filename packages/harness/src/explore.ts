@@ -154,7 +154,8 @@ export async function explore(options: ExploreOptions): Promise<ExploreReport> {
         });
         runs++;
         const key = `${scenario.id}|${outcome.trace.choices.join(',')}`;
-        const stats = (perScenario[scenario.id] ??= { runs: 0, distinct: 0 });
+        perScenario[scenario.id] ??= { runs: 0, distinct: 0 };
+        const stats = perScenario[scenario.id]!;
         stats.runs++;
         if (!seen.has(key)) {
           seen.add(key);
