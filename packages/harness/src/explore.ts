@@ -4,6 +4,7 @@
  */
 import type { Mutation } from '@turnwarden/protocol';
 import { COMMON_INVARIANTS } from './invariants.js';
+import type { RunRecord } from './record.js';
 import { Run, Stuck } from './run.js';
 import type { Scenario } from './scenario.js';
 import {
@@ -25,6 +26,8 @@ export interface Violation {
 }
 
 export interface RunOutcome {
+  /** What the invariants judged (history, events, logs, commit attempts, the turn's result). */
+  readonly record: RunRecord;
   readonly trace: Trace;
   readonly encoded: string;
   readonly violations: readonly Violation[];
@@ -79,7 +82,7 @@ export async function runSchedule(
       });
     }
   }
-  return { trace, encoded, violations };
+  return { record: run.record, trace, encoded, violations };
 }
 
 /** Reruns a recorded trace: the same scenario, mutation and choices, hence the same run. */
