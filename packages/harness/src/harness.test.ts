@@ -5,16 +5,20 @@
 import { Mutation } from '@turnwarden/protocol';
 import { describe, expect, it } from 'vitest';
 import { explore, replay, runSchedule } from './explore.js';
-import { ScriptedScheduler } from './schedulers.js';
 import { SCENARIOS } from './scenarios/index.js';
 import { l4 } from './scenarios/l4.scenario.js';
+import { ScriptedScheduler } from './schedulers.js';
 import { decodeTrace } from './trace.js';
 
 const BUDGET_MS = 25_000;
 
 describe('interleaving harness', () => {
   it('L3 L4 L6 L7: the correct runtime passes every invariant under random and PCT schedules', async () => {
-    const report = await explore({ scenarios: SCENARIOS, schedulers: ['random', 'pct'], seedsPerScenario: 4 });
+    const report = await explore({
+      scenarios: SCENARIOS,
+      schedulers: ['random', 'pct'],
+      seedsPerScenario: 4,
+    });
     expect(report.violations).toEqual([]);
     expect(report.runs).toBe(SCENARIOS.length * 2 * 4);
     // The schedules really differ: more than one interleaving per scenario.
@@ -28,18 +32,22 @@ describe('interleaving harness', () => {
     [Mutation.admitFencedJournal, 'no-late-rows', 'L3'],
     [Mutation.commitOnPublishFailure, 'fault-declines', 'L7'],
     [Mutation.skipRepair, 'history-complete', 'S1'],
-  ])('finds the %s mutation: a %s violation of %s', async (mutation, invariant, guarantee) => {
-    const report = await explore({
-      scenarios: SCENARIOS,
-      schedulers: ['random', 'pct'],
-      budgetMs: BUDGET_MS,
-      mutation,
-      stopOnViolation: true,
-    });
-    const found = report.violations.find((v) => v.invariant === invariant);
-    expect(found, `no ${invariant} violation in ${report.runs} runs`).toBeDefined();
-    expect(found!.guarantee).toBe(guarantee);
-  }, 60_000);
+  ])(
+    'finds the %s mutation: a %s violation of %s',
+    async (mutation, invariant, guarantee) => {
+      const report = await explore({
+        scenarios: SCENARIOS,
+        schedulers: ['random', 'pct'],
+        budgetMs: BUDGET_MS,
+        mutation,
+        stopOnViolation: true,
+      });
+      const found = report.violations.find((v) => v.invariant === invariant);
+      expect(found, `no ${invariant} violation in ${report.runs} runs`).toBeDefined();
+      expect(found!.guarantee).toBe(guarantee);
+    },
+    60_000,
+  );
 
   it('replay is exact: a recorded failing trace reruns to the same choices and the same violation', async () => {
     const report = await explore({
