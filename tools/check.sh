@@ -9,3 +9,5 @@ echo "== typecheck"
 turbo run typecheck --output-logs=errors-only
 echo "== tests (vitest)"
 vitest run "$@"
+echo "== stress (interleaving harness, bounded budget)"
+node apps/cli/dist/main.js stress --seconds "${TURNWARDEN_STRESS_SECONDS:-45}"

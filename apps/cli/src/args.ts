@@ -11,7 +11,7 @@ export class UsageError extends Error {
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
-export const COMMANDS = ['demo', 'bench', 'help'] as const;
+export const COMMANDS = ['demo', 'bench', 'stress', 'help'] as const;
 export type CommandName = (typeof COMMANDS)[number];
 
 export interface DemoArgs {
@@ -34,10 +34,11 @@ export interface DemoArgs {
 }
 
 export type Command =
-  | { readonly name: 'help'; readonly topic?: 'demo' | 'bench' }
+  | { readonly name: 'help'; readonly topic?: 'demo' | 'bench' | 'stress' }
   | { readonly name: 'version' }
   | { readonly name: 'demo'; readonly args: DemoArgs }
-  | { readonly name: 'bench'; readonly argv: readonly string[] };
+  | { readonly name: 'bench'; readonly argv: readonly string[] }
+  | { readonly name: 'stress'; readonly argv: readonly string[] };
 
 export const DEMO_DEFAULTS = {
   workstreams: 24,
@@ -62,7 +63,7 @@ export function parseCommand(argv: readonly string[]): Command {
       const [topic, ...extra] = rest;
       if (extra.length > 0) throw new UsageError(`unexpected argument '${extra[0]}'`);
       if (topic === undefined) return { name: 'help' };
-      if (topic === 'demo' || topic === 'bench') return { name: 'help', topic };
+      if (topic === 'demo' || topic === 'bench' || topic === 'stress') return { name: 'help', topic };
       throw new UsageError(`no help for '${topic}' (commands: ${COMMANDS.join(', ')})`);
     }
     case 'demo':
@@ -71,6 +72,8 @@ export function parseCommand(argv: readonly string[]): Command {
     case 'bench':
       // The bench owns its flags.
       return { name: 'bench', argv: rest };
+    case 'stress':
+      return { name: 'stress', argv: rest };
     default:
       throw new UsageError(`unknown command '${first}' (commands: ${COMMANDS.join(', ')})`);
   }

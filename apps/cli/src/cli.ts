@@ -24,11 +24,18 @@ async function runBench(argv: readonly string[]): Promise<number> {
   return bench.runBench([...argv]);
 }
 
+/** Loaded on demand, like the bench. */
+async function runStress(argv: readonly string[], output: Output): Promise<number> {
+  const stress = await import('./stress/index.js');
+  return stress.runStress(argv, output);
+}
+
 async function run(command: Command, output: Output): Promise<number> {
   switch (command.name) {
     case 'help':
       // The bench owns its flags and its help.
       if (command.topic === 'bench') return runBench(['--help']);
+      if (command.topic === 'stress') return runStress(['--help'], output);
       output.out(command.topic === 'demo' ? DEMO_USAGE : MAIN_USAGE);
       return 0;
     case 'version':
@@ -38,6 +45,8 @@ async function run(command: Command, output: Output): Promise<number> {
       return demoCommand(command.args, output);
     case 'bench':
       return runBench(command.argv);
+    case 'stress':
+      return runStress(command.argv, output);
   }
 }
 
