@@ -182,7 +182,7 @@ export async function modelCoverage(): Promise<CoverageReport> {
     controller: { mutations: new Set(), reach: () => undefined },
     workerArrived: (_id, arrival, release) => {
       const fault: SeamFault | undefined =
-        arrival.name === SeamName.workerToolToJournal && arrival.ctx.callIndex === journalFaultAt
+        arrival.name === SeamName.workerToolToJournal && arrival.ctx.detail === journalFaultAt
           ? { kind: 'throw', message: 'journal rejected (coverage)' }
           : undefined;
       release(fault);

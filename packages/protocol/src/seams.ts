@@ -63,7 +63,7 @@ export interface MainSeamController {
 }
 
 /** What a session worker's seam client calls (synchronously, parking its thread). */
-export type WorkerSeamFn = (name: SeamName, ctx: SeamContext) => void;
+export type WorkerSeamFn = (name: SeamName, generation: number, detail: string | number) => void;
 
 let mainController: MainSeamController | undefined;
 let workerSeamFn: WorkerSeamFn | undefined;
@@ -103,10 +103,13 @@ export function seam(name: SeamName, ctx: SeamContext): Promise<void> | undefine
   return held === undefined ? undefined : held.then(applyFault);
 }
 
-/** A worker-thread seam: blocks the thread while the harness holds it. */
-export function seamSync(name: SeamName, ctx: SeamContext): void {
+/**
+ * A worker-thread seam: blocks the thread while the harness holds it. Its context is passed as
+ * primitives, so a detached seam on the per-token path allocates nothing.
+ */
+export function seamSync(name: SeamName, generation: number, detail: string | number): void {
   const fn = workerSeamFn;
-  if (fn !== undefined) fn(name, ctx);
+  if (fn !== undefined) fn(name, generation, detail);
 }
 
 /** True only while an attached harness switched this mutation on. */

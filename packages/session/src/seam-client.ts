@@ -24,9 +24,9 @@ export interface WorkerHarnessChannel {
 export function installWorkerSeams(channel: WorkerHarnessChannel): void {
   const words = new Int32Array(channel.buffer);
   let ticket = 0;
-  attachWorkerSeams((name, ctx) => {
+  attachWorkerSeams((name, generation, detail) => {
     const mine = ++ticket;
-    channel.port.postMessage({ t: 'seam', ticket: mine, name, ctx });
+    channel.port.postMessage({ t: 'seam', ticket: mine, name, ctx: { generation, detail } });
     for (;;) {
       const released = Atomics.load(words, RELEASED);
       if (released >= mine) break;

@@ -108,12 +108,12 @@ export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<TurnOut
       const streamed = await streamAssistant(deps.model, { history, tools: toolSpecs }, signals, {
         onFirstEvent: () => actor.send({ type: 'STREAM_START' }),
         onText: (text) => {
-          seamSync(SeamName.workerStreamEvent, { generation, kind: 'text' });
+          seamSync(SeamName.workerStreamEvent, generation, 'text');
           progress(Activity.streamToken);
           deps.emit({ t: 'token', generation, text });
         },
         onToolCall: () => {
-          seamSync(SeamName.workerStreamEvent, { generation, kind: 'tool_call' });
+          seamSync(SeamName.workerStreamEvent, generation, 'tool_call');
           progress(Activity.streamToken);
         },
       });
@@ -147,7 +147,7 @@ export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<TurnOut
           },
         });
         progress(Activity.toolResult);
-        seamSync(SeamName.workerToolToJournal, { generation, callIndex });
+        seamSync(SeamName.workerToolToJournal, generation, callIndex);
         await journal(commitKey(generation, steps, callIndex), result);
         history.push(result);
         actor.send({ type: 'TOOL_RESULT' });

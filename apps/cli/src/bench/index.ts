@@ -14,6 +14,7 @@ import { benchMemory } from './memory.js';
 import { err, out } from './out.js';
 import { benchPoll } from './poll.js';
 import { formatSection, formatSummary, type SectionResult, summarize, toJson } from './report.js';
+import { benchSeams } from './seams.js';
 import { benchStall } from './stall.js';
 import { benchTouch } from './touch.js';
 import { benchWedge } from './wedge.js';
@@ -26,6 +27,7 @@ type SectionFn = (ctx: BenchContext) => Promise<Omit<SectionResult, 'durationMs'
 
 const SECTIONS: Record<SectionName, { readonly title: string; readonly run: SectionFn }> = {
   touch: { title: 'activity stamp cost', run: benchTouch },
+  seams: { title: 'harness seams when detached', run: benchSeams },
   poll: { title: 'watchdog sampling pass', run: benchPoll },
   stall: { title: 'stall detection', run: benchStall },
   wedge: { title: 'wedged turn recovery', run: benchWedge },
