@@ -62,6 +62,7 @@ export class Run {
       harness,
       manualWatchdog: true,
       now: () => time.now,
+      ...(scenario.pluginModules ? { pluginModules: scenario.pluginModules } : {}),
     });
     const run = new Run(scenario, harness, tw, store, record, time);
     await tw.createWorkstream({ tenantId: TENANT, workstreamId: WORKSTREAM });

@@ -19,6 +19,8 @@ export interface Scenario {
   readonly id: string;
   readonly title: string;
   readonly park: readonly SeamName[];
+  /** Modules every worker imports (the host's own tools and models). */
+  readonly pluginModules?: readonly string[];
   /** The user message that starts the turn (a scripted-model script). */
   readonly script: string;
   readonly actions: readonly Action[];
