@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole test suite, as CI runs it: lint → typecheck → tests.
+# The whole test suite, as CI runs it: lint → typecheck → stress (interleaving harness) → tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PATH="$PWD/node_modules/.bin:$PATH"
@@ -7,7 +7,10 @@ echo "== lint (biome)"
 biome check .
 echo "== typecheck"
 turbo run typecheck --output-logs=errors-only
-echo "== tests (vitest)"
-vitest run "$@"
 echo "== stress (interleaving harness, bounded budget)"
 node apps/cli/dist/main.js stress --seconds "${TURNWARDEN_STRESS_SECONDS:-45}"
+echo "== tests (vitest)"
+mkdir -p .turbo
+vitest run --reporter=default --reporter=json --outputFile.json=.turbo/vitest-report.json "$@"
+# The plain closing line CI reads: "N passed, N failed".
+node -e 'const r = require("./.turbo/vitest-report.json"); console.log(`vitest: ${r.numPassedTests} passed, ${r.numFailedTests} failed`)'
