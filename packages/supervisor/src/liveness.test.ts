@@ -3,6 +3,7 @@
  * Timing bounds are reported by `turnwarden bench`; these tests assert behaviour and order.
  */
 import { openToolCalls } from '@turnwarden/protocol';
+import { openSqliteStore } from '@turnwarden/store';
 import { afterEach, describe, expect, it } from 'vitest';
 import { nextEvent, script, startRuntime } from './test-support/runtime.js';
 
@@ -50,7 +51,8 @@ describe('liveness watchdog', () => {
   });
 
   it('L3: a wedged turn stops renewing at the commit, is terminated after grace, gets unknown results, and the workstream runs on a fresh worker', async () => {
-    rt = await startRuntime();
+    const store = openSqliteStore({ path: ':memory:' });
+    rt = await startRuntime({ store });
     const started = nextEvent(rt.tw, rt.workstreamId, 'turn_started');
     const turn = await rt.send(
       script({
@@ -75,10 +77,8 @@ describe('liveness watchdog', () => {
       expect.objectContaining({ callIndex: 0, effect: 'applied', content: 'a' }),
       expect.objectContaining({ callIndex: 1, effect: 'unknown', synthesized: true }),
     ]);
-    const lease = await (
-      rt.tw as unknown as { store: { getLease(id: string): Promise<{ released: boolean }> } }
-    ).store.getLease(rt.workstreamId);
-    expect(lease.released).toBe(true);
+    const lease = await store.getLease(rt.workstreamId);
+    expect(lease?.released).toBe(true);
     const restarted = nextEvent(rt.tw, rt.workstreamId, 'turn_started');
     const next = await (await rt.send('hello again')).done;
     expect(next.status).toBe('completed');
@@ -161,10 +161,9 @@ describe('liveness watchdog', () => {
       await rt.tw.createWorkstream({ tenantId: 'tenant-a', workstreamId: `idle-${i}` });
     const turn = await rt.send(script({ heartbeat: 200, everyMs: 20 }, { text: 'done' }));
     await nextEvent(rt.tw, rt.workstreamId, 'state');
-    const watchdog = (rt.tw as unknown as { watchdog: { active(): number } }).watchdog;
-    expect(watchdog.active()).toBe(1);
+    expect(rt.tw.stats().watchdog.watched).toBe(1);
     expect((await turn.done).status).toBe('completed');
-    expect(watchdog.active()).toBe(0);
+    expect(rt.tw.stats().watchdog.watched).toBe(0);
     const stats = rt.tw.stats().watchdog;
     expect(stats.polls).toBeGreaterThan(0);
     expect(stats.pollLateness.max).toBeGreaterThanOrEqual(stats.pollLateness.p50);

@@ -76,6 +76,8 @@ export interface WatchdogHooks {
 }
 
 export interface WatchdogStats {
+  /** Turns watched now (active turns only: idle workstreams are never polled, L12). */
+  readonly watched: number;
   readonly polls: number;
   readonly fired: number;
   readonly committed: number;
@@ -141,6 +143,7 @@ export class Watchdog {
 
   stats(): WatchdogStats {
     return {
+      watched: this.turns.size,
       polls: this.polls,
       fired: this.firedCount,
       committed: this.committedCount,

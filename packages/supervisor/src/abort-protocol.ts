@@ -1,0 +1,191 @@
+/**
+ * The abort protocol (L1–L7, L11): the watchdog's delegate for its two reporting stages, the
+ * definitive stage after a commit (renewal stops, logs, events, the generation-bound abort
+ * message, the grace timer), escalation to terminate (L3), and lease renewal — which is never
+ * progress and stops the moment an abort commits.
+ */
+import type { ActivityClock } from '@turnwarden/clock';
+import { type AbortReason, Mutation, mutated, SeamName, seam } from '@turnwarden/protocol';
+import type { Store } from '@turnwarden/store';
+import type { Logger } from 'pino';
+import type { ActiveTurn } from './active-turn.js';
+import type { SupervisorConfig } from './config.js';
+import type { EventHub } from './events.js';
+import type { WorkerPool } from './pool.js';
+import { definitiveWarning, LogMessage, observationalWarning } from './reporting.js';
+import type { RuntimeCounters } from './stats.js';
+import type { StallInfo, WatchdogDelegate, WatchedTurn } from './watchdog.js';
+
+/** What the protocol needs of the engine. */
+export interface AbortHost {
+  readonly config: SupervisorConfig;
+  readonly clock: ActivityClock;
+  readonly events: EventHub;
+  readonly counters: RuntimeCounters;
+  readonly pool: WorkerPool;
+  readonly store: Store;
+  readonly logger: Logger;
+  readonly holder: string;
+  turnOnSlot(slot: number): ActiveTurn | undefined;
+}
+
+export class AbortProtocol implements WatchdogDelegate {
+  constructor(private readonly host: AbortHost) {}
+
+  /** Starts renewing the turn's lease every renewMs until the abort commits or the turn ends. */
+  startRenewal(turn: ActiveTurn): void {
+    turn.renewTimer = setInterval(() => this.renew(turn), this.host.config.lease.renewMs);
+    turn.renewTimer.unref();
+  }
+
+  fired(w: WatchedTurn, info: StallInfo): void {
+    this.host.counters.watchdogFired++;
+    const turn = this.host.turnOnSlot(w.slot);
+    const log = turn?.log ?? this.host.logger;
+    // L5, observational stage: may still decline.
+    log.error(
+      {
+        workstreamId: info.workstreamId,
+        idleMs: info.idleMs,
+        lastActivity: info.lastActivity,
+        bound: info.bound,
+      },
+      LogMessage.fired,
+    );
+    this.host.events.emit(info.workstreamId, 'watchdog_fired', info.generation, { ...info });
+    if (mutated(Mutation.publishBeforeCommit)) {
+      log.error({ idleMs: info.idleMs }, LogMessage.aborted);
+    }
+    this.host.events.emit(info.workstreamId, 'warning', info.generation, {
+      stage: 'observational',
+      message: observationalWarning(info, this.host.config.watchdog.turnDeadlineMs),
+    });
+  }
+
+  declined(w: WatchedTurn, info: StallInfo, why: string, err: unknown): void {
+    this.host.counters.abortsDeclined++;
+    const log = this.host.turnOnSlot(w.slot)?.log ?? this.host.logger;
+    if (why === 'failed') {
+      log.warn({ err, workstreamId: info.workstreamId }, LogMessage.declinedFailed);
+    } else {
+      log.info({ workstreamId: info.workstreamId, why }, LogMessage.declined);
+    }
+    this.host.events.emit(info.workstreamId, 'watchdog_declined', info.generation, { why });
+  }
+
+  committed(w: WatchedTurn, info: StallInfo): void {
+    const turn = this.host.turnOnSlot(w.slot);
+    if (!turn || turn.watched !== w) return;
+    this.commit(turn, info.bound === 'deadline' ? 'deadline' : 'watchdog', info);
+  }
+
+  /**
+   * The definitive stage, after the fence is set (by the watchdog's CAS, or `fence` for
+   * cancel/shutdown/lease loss). Order matters: lease renewal stops first (L3), then the
+   * definitive log and events (L5), then the abort message, then the grace timer.
+   */
+  commit(turn: ActiveTurn, reason: AbortReason, info?: StallInfo): void {
+    if (turn.abort) return;
+    turn.abort = { reason, at: this.host.clock.nowMs() };
+    this.host.counters.abortsCommitted++;
+    if (!mutated(Mutation.renewAfterAbort)) this.stopRenewal(turn);
+    turn.state = 'force-abandoning';
+    const step = (fn: () => void) => {
+      try {
+        fn();
+      } catch (err) {
+        turn.log.error({ err }, 'abort step failed after commit');
+      }
+    };
+    step(() => {
+      if (reason === 'watchdog' || reason === 'deadline') {
+        turn.log.error(
+          { idleMs: info?.idleMs, lastActivity: info?.lastActivity, bound: info?.bound },
+          LogMessage.aborted,
+        );
+      } else {
+        turn.log.warn({ reason }, LogMessage.abortedOther);
+      }
+    });
+    step(() => this.host.events.emit(turn.workstreamId, 'turn_aborted', turn.generation, { reason }));
+    step(() =>
+      this.host.events.emit(turn.workstreamId, 'state', turn.generation, { state: 'force-abandoning' }),
+    );
+    if (reason === 'watchdog' || reason === 'deadline') {
+      step(() =>
+        this.host.events.emit(turn.workstreamId, 'warning', turn.generation, {
+          stage: 'definitive',
+          message: definitiveWarning(reason, info?.idleMs ?? 0),
+        }),
+      );
+    }
+    const post = () =>
+      step(() => turn.worker.control.postMessage({ t: 'abort', generation: turn.generation, reason }));
+    const held = seam(SeamName.watchdogCommitToPublish, {
+      workstreamId: turn.workstreamId,
+      generation: turn.generation,
+    });
+    if (held === undefined) post();
+    else
+      held.then(post, (err: unknown) =>
+        turn.log.error({ err }, 'abort message seam failed; the fence stands'),
+      );
+    turn.graceTimer = setTimeout(() => this.escalate(turn), this.host.config.watchdog.graceMs);
+  }
+
+  /** L3: the turn did not unwind within graceMs — terminate its worker. */
+  escalate(turn: ActiveTurn): void {
+    if (turn.finished) return;
+    turn.workerTerminated = true;
+    this.host.counters.workersTerminated++;
+    turn.log.warn(
+      { graceMs: this.host.config.watchdog.graceMs, workerId: turn.worker.id },
+      LogMessage.graceExpired,
+    );
+    void this.host.pool.terminate(turn.worker);
+  }
+
+  /** Lease renewal is never progress: it does not touch the clock. */
+  renew(turn: ActiveTurn): void {
+    if ((turn.abort && !mutated(Mutation.renewAfterAbort)) || turn.finished) return;
+    this.host.store
+      .refreshLease(turn.workstreamId, this.host.holder, turn.lease.token, this.host.config.lease.ttlMs)
+      .then((ok) => {
+        if ((turn.abort && !mutated(Mutation.renewAfterAbort)) || turn.finished) return;
+        if (ok) {
+          this.host.counters.leaseRenewals++;
+          return;
+        }
+        this.host.counters.leaseLosses++;
+        turn.log.error({ token: turn.lease.token }, LogMessage.leaseLost);
+        this.abort(turn, 'lease_lost');
+      })
+      .catch((err: unknown) => turn.log.warn({ err }, 'lease renewal failed; will retry'));
+  }
+
+  stopRenewal(turn: ActiveTurn): void {
+    if (turn.renewTimer) clearInterval(turn.renewTimer);
+    turn.renewTimer = undefined;
+  }
+
+  /** An unconditional abort commit (cancel, shutdown, lease loss). */
+  abort(turn: ActiveTurn, reason: AbortReason): void {
+    if (!turn.abort && this.host.clock.fence(turn.worker.slot)) this.commit(turn, reason);
+  }
+
+  /**
+   * Escalates every committed abort now instead of after `graceMs`. For harness schedules,
+   * where time is a scheduled step, not a timer.
+   */
+  expireGraceTimers(turns: Iterable<ActiveTurn>): number {
+    let n = 0;
+    for (const turn of turns) {
+      if (turn.abort && !turn.finished && !turn.workerTerminated) {
+        if (turn.graceTimer) clearTimeout(turn.graceTimer);
+        this.escalate(turn);
+        n++;
+      }
+    }
+    return n;
+  }
+}

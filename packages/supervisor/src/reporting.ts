@@ -1,0 +1,57 @@
+/**
+ * What operators and users read about aborts: stable log messages (grep them) and the
+ * user-visible warnings, in their two stages (L5): observational — the watchdog fired and may
+ * still decline — and definitive — the abort committed.
+ */
+import type { AbortReason, TurnOutcome } from '@turnwarden/protocol';
+import type { StallInfo } from './watchdog.js';
+
+export const LogMessage = {
+  fired: 'turn liveness watchdog fired; attempting recovery',
+  aborted: 'watchdog aborted turn; lease renewal stopped',
+  abortedOther: 'turn aborted; lease renewal stopped',
+  declined: 'watchdog abort declined',
+  declinedFailed: 'watchdog abort declined: publish failed; still watching',
+  graceExpired: 'turn did not unwind within grace; terminating worker',
+  workerDied: 'session worker died mid-turn',
+  synthesized: 'tool results synthesized',
+  cleanupFailed: 'tool cleanup failed; workstream refuses claims until repaired',
+  leaseLost: 'turn lease lost; aborting turn',
+} as const;
+
+const seconds = (ms: number) => `${(ms / 1000).toFixed(1)}s`;
+
+export function observationalWarning(info: StallInfo, turnDeadlineMs: number | undefined): string {
+  return info.bound === 'deadline'
+    ? `The turn exceeded its deadline of ${turnDeadlineMs} ms; attempting recovery.`
+    : `No progress for ${seconds(info.idleMs)} (last: ${info.lastActivity}); attempting recovery.`;
+}
+
+export function definitiveWarning(reason: 'watchdog' | 'deadline', idleMs: number): string {
+  return reason === 'deadline'
+    ? 'Turn aborted by the liveness watchdog: it exceeded its deadline. You can retry.'
+    : `Turn aborted by the liveness watchdog after ${seconds(idleMs)} without progress. You can retry.`;
+}
+
+/** Why a turn's tool calls did not complete, for the synthesized results (S2). */
+export function describeAbort(
+  reason: AbortReason | 'crash' | undefined,
+  outcome: TurnOutcome | undefined,
+): string {
+  switch (reason) {
+    case 'watchdog':
+      return 'aborted by the liveness watchdog';
+    case 'deadline':
+      return 'aborted at its deadline';
+    case 'cancel':
+      return 'cancelled';
+    case 'shutdown':
+      return 'interrupted by shutdown';
+    case 'lease_lost':
+      return 'aborted because its lease was lost';
+    case 'crash':
+      return 'interrupted by a worker crash';
+    default:
+      return outcome?.error ? `failed (${outcome.error.code})` : 'interrupted';
+  }
+}
