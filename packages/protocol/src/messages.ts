@@ -62,6 +62,8 @@ export interface TurnOutcome {
    */
   readonly startedCalls: readonly number[];
   readonly modelSteps: number;
+  /** Control-port events the worker had posted when it returned (see `JournalRequest.eventsPosted`). */
+  readonly eventsPosted: number;
 }
 
 /** A row the worker asks the supervisor to make durable. */
@@ -75,6 +77,12 @@ export interface JournalRequest {
   readonly generation: number;
   readonly fencingToken: number;
   readonly entries: readonly JournalEntry[];
+  /**
+   * Control-port events the worker had posted before this request. Messages on different ports
+   * are not ordered, so the supervisor admits the request only once it has received that many
+   * events: listeners see a turn's tokens before the message they make up.
+   */
+  readonly eventsPosted?: number;
 }
 
 export interface JournalAck {

@@ -47,7 +47,10 @@ export function commitKey(generation: number, step: number, callIndex?: number):
   return callIndex === undefined ? `g${generation}:a${step}` : `g${generation}:a${step}:t${callIndex}`;
 }
 
-export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<TurnOutcome> {
+/** The turn's outcome, before the worker adds its event count. */
+export type LoopOutcome = Omit<TurnOutcome, 'eventsPosted'>;
+
+export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<LoopOutcome> {
   const { generation } = req;
   const signal = deps.abort.signal;
   let alive = true;
@@ -87,7 +90,7 @@ export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<TurnOut
       fencingToken: req.fencingToken,
       entries: [{ commitKey: key, message }],
     });
-  const outcome = (status: TurnOutcome['status'], extra: Partial<TurnOutcome> = {}): TurnOutcome => ({
+  const outcome = (status: TurnOutcome['status'], extra: Partial<LoopOutcome> = {}): LoopOutcome => ({
     generation,
     status,
     startedCalls: [...started],

@@ -48,6 +48,11 @@ let current: { generation: number; abort: AbortController; reason: AbortReason |
  * Any other event flushes pending text first, so listeners see the original order. Stamps are
  * not coalesced: every token still stamps the clock.
  */
+let posted = 0;
+const post = (event: WorkerEvent) => {
+  posted++;
+  boot.control.postMessage(event);
+};
 let pendingText: { generation: number; text: string } | undefined;
 let flushScheduled = false;
 const flushText = () => {
@@ -55,7 +60,7 @@ const flushText = () => {
   if (pendingText === undefined) return;
   const { generation, text } = pendingText;
   pendingText = undefined;
-  boot.control.postMessage({ t: 'token', generation, text } satisfies WorkerEvent);
+  post({ t: 'token', generation, text });
 };
 const emit = (event: WorkerEvent) => {
   if (event.t === 'token') {
@@ -69,7 +74,7 @@ const emit = (event: WorkerEvent) => {
     return;
   }
   flushText();
-  boot.control.postMessage(event);
+  post(event);
 };
 
 boot.control.on('message', (msg: ControlMessage) => {
@@ -98,15 +103,20 @@ const api: WorkerApi = {
     };
     current = turn;
     try {
-      return await runTurn(req, {
+      const outcome = await runTurn(req, {
         touch: (code) => stamp.touch(code),
-        journal: (r) => host.journal(r),
+        journal: (r) => {
+          flushText();
+          return host.journal({ ...r, eventsPosted: posted });
+        },
         emit,
         model,
         tools: registry.tools,
         abort: turn.abort,
         abortReason: () => turn.reason,
       });
+      flushText();
+      return { ...outcome, eventsPosted: posted };
     } finally {
       current = undefined;
     }

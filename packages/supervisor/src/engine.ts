@@ -211,7 +211,9 @@ export class TurnEngine {
         }),
       )
       .then(
-        (outcome) => this.finish(turn, outcome, undefined),
+        // Every event the worker posted before returning is delivered before the turn ends.
+        (outcome) =>
+          turn.worker.caughtUp(outcome.eventsPosted).then(() => this.finish(turn, outcome, undefined)),
         (err: unknown) => this.finish(turn, undefined, err),
       )
       .catch((err: unknown) => turn.log.error({ err }, 'turn finish failed'));
@@ -315,8 +317,18 @@ export class TurnEngine {
    * thread that commits aborts, so no commit can fall between them.
    */
   private journal(req: JournalRequest): Promise<JournalAck> {
-    const held = seam(SeamName.journalAdmit, { workstreamId: req.workstreamId, generation: req.generation });
-    return held === undefined ? this.admit(req) : held.then(() => this.admit(req));
+    const { eventsPosted, ...append } = req;
+    const turn = this.active.get(req.workstreamId);
+    // The turn's earlier events (tokens) reach listeners before the row they make up.
+    const caught =
+      turn && eventsPosted !== undefined ? turn.worker.caughtUp(eventsPosted) : Promise.resolve();
+    return caught.then(() => {
+      const held = seam(SeamName.journalAdmit, {
+        workstreamId: req.workstreamId,
+        generation: req.generation,
+      });
+      return held === undefined ? this.admit(append) : held.then(() => this.admit(append));
+    });
   }
 
   /** Admission and write: one synchronous step (see `journal`). */

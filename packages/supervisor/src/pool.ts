@@ -27,6 +27,9 @@ export class WorkerHandle {
   /** Set once `terminate` was asked for (escalation or crash cleanup). */
   terminating = false;
   exitCode: number | undefined;
+  /** Control-port events received from the worker (it counts what it posts the same way). */
+  eventsReceived = 0;
+  private waiters: { n: number; resolve: () => void }[] = [];
 
   constructor(
     readonly id: number,
@@ -39,6 +42,30 @@ export class WorkerHandle {
     /** Resolves when the worker serves its API. */
     readonly ready: Promise<void>,
   ) {}
+
+  /**
+   * Resolves once `n` control events have been received. Messages on different ports are not
+   * ordered: a request or result that says how many events preceded it waits for them here.
+   * Resolves at once when the worker is gone (nothing more will arrive).
+   */
+  caughtUp(n: number): Promise<void> {
+    if (this.eventsReceived >= n || this.state === 'dead') return Promise.resolve();
+    return new Promise((resolve) => this.waiters.push({ n, resolve }));
+  }
+
+  /** Counts one received event and wakes the waiters it satisfies. */
+  received(): void {
+    this.eventsReceived++;
+    if (this.waiters.length === 0) return;
+    const ready = this.waiters.filter((w) => w.n <= this.eventsReceived);
+    this.waiters = this.waiters.filter((w) => w.n > this.eventsReceived);
+    for (const w of ready) w.resolve();
+  }
+
+  /** The worker exited: no waiter may wait forever. */
+  drainWaiters(): void {
+    for (const w of this.waiters.splice(0)) w.resolve();
+  }
 }
 
 export interface PoolOptions {
@@ -256,6 +283,7 @@ export class WorkerPool {
     const log = this.opts.logger.child({ workerId: id, slot });
 
     control.port1.on('message', (event: WorkerEvent) => {
+      h.received();
       if (event.t === 'ready') {
         markReady();
         return;
@@ -274,6 +302,7 @@ export class WorkerPool {
       const wasTerminating = h.terminating;
       h.state = 'dead';
       h.exitCode = code;
+      h.drainWaiters();
       const reason = wasTerminating
         ? `worker ${id} was terminated`
         : `worker ${id} exited unexpectedly with code ${code}`;
