@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The whole test suite, as CI runs it: lint → typecheck → stress (interleaving harness) → tests.
+# The whole test suite, as CI runs it: lint → knip → typecheck → stress (interleaving harness) → tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PATH="$PWD/node_modules/.bin:$PATH"
 echo "== lint (biome)"
 biome check .
+echo "== unused files, exports and dependencies (knip)"
+knip
 echo "== typecheck"
 turbo run typecheck --output-logs=errors-only
 echo "== stress (interleaving harness, bounded budget)"

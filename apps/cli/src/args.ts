@@ -11,8 +11,7 @@ export class UsageError extends Error {
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
-export const COMMANDS = ['demo', 'bench', 'stress', 'help'] as const;
-export type CommandName = (typeof COMMANDS)[number];
+const COMMANDS = ['demo', 'bench', 'stress', 'help'] as const;
 
 export interface DemoArgs {
   readonly workstreams: number;

@@ -5,7 +5,7 @@ import { demoCommand } from './demo/command.js';
 import type { Output } from './output.js';
 import { DEMO_USAGE, MAIN_USAGE } from './usage.js';
 
-export const EXIT_USAGE = 2;
+const EXIT_USAGE = 2;
 
 function version(): string {
   try {

@@ -2,6 +2,7 @@ import {
   ACT,
   byteLengthFor,
   CODE,
+  COUNTER_MASK,
   FENCE,
   GEN,
   NOW,
@@ -69,7 +70,7 @@ export class ActivityClock {
     w[b + CODE] = 0;
     for (;;) {
       const v = Atomics.load(w, b + ACT);
-      const next = ((v & ~FENCE) + 1) & 0x3fffffff;
+      const next = ((v & ~FENCE) + 1) & COUNTER_MASK;
       if (Atomics.compareExchange(w, b + ACT, v, next) === v) return next;
     }
   }

@@ -12,8 +12,8 @@
  *     CODE  what the turn was doing at the last stamp (ActivityCode).
  *     GEN   the generation of the armed turn (informational; the CAS on ACT is what binds).
  */
-export const WORDS_PER_LINE = 16;
-export const HEADER_WORDS = WORDS_PER_LINE;
+const WORDS_PER_LINE = 16;
+const HEADER_WORDS = WORDS_PER_LINE;
 export const NOW = 0;
 export const SLOT_COUNT = 1;
 

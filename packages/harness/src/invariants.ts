@@ -16,7 +16,7 @@ export interface Invariant {
 const OBSERVATIONAL = 'turn liveness watchdog fired; attempting recovery';
 const DEFINITIVE = 'watchdog aborted turn; lease renewal stopped';
 
-export const historyComplete: Invariant = {
+const historyComplete: Invariant = {
   id: 'history-complete',
   guarantee: 'S1',
   check: (r) => {
@@ -27,7 +27,7 @@ export const historyComplete: Invariant = {
   },
 };
 
-export const noLateRows: Invariant = {
+const noLateRows: Invariant = {
   id: 'no-late-rows',
   guarantee: 'L3',
   check: (r) => {
@@ -45,7 +45,7 @@ export const noLateRows: Invariant = {
   },
 };
 
-export const noAbortAfterProgress: Invariant = {
+const noAbortAfterProgress: Invariant = {
   id: 'no-abort-after-progress',
   guarantee: 'L4',
   check: (r) => {
@@ -56,7 +56,7 @@ export const noAbortAfterProgress: Invariant = {
   },
 };
 
-export const abortAndLogAgree: Invariant = {
+const abortAndLogAgree: Invariant = {
   id: 'abort-and-log-agree',
   guarantee: 'L5',
   check: (r) => {
@@ -77,7 +77,7 @@ export const abortAndLogAgree: Invariant = {
   },
 };
 
-export const committedTurnDoesNotComplete: Invariant = {
+const committedTurnDoesNotComplete: Invariant = {
   id: 'committed-turn-does-not-complete',
   guarantee: 'L6',
   check: (r) =>
@@ -86,7 +86,7 @@ export const committedTurnDoesNotComplete: Invariant = {
       : undefined,
 };
 
-export const noRenewalAfterCommit: Invariant = {
+const noRenewalAfterCommit: Invariant = {
   id: 'no-renewal-after-commit',
   guarantee: 'L3',
   check: (r) =>
@@ -95,7 +95,7 @@ export const noRenewalAfterCommit: Invariant = {
       : undefined,
 };
 
-export const faultDeclines: Invariant = {
+const faultDeclines: Invariant = {
   id: 'fault-declines',
   guarantee: 'L7',
   check: (r) => {
@@ -104,20 +104,20 @@ export const faultDeclines: Invariant = {
   },
 };
 
-export const recovers: Invariant = {
+const recovers: Invariant = {
   id: 'recovers',
   guarantee: 'L1',
   check: (r) =>
     r.recovered === false ? 'the workstream did not complete a plain turn after the run' : undefined,
 };
 
-export const notStuck: Invariant = {
+const notStuck: Invariant = {
   id: 'not-stuck',
   guarantee: 'L3',
   check: (r) => r.stuck,
 };
 
-export const noEventAfterClose: Invariant = {
+const noEventAfterClose: Invariant = {
   id: 'no-event-after-ws-closed',
   guarantee: 'D6',
   check: (r) => {

@@ -13,7 +13,7 @@ export interface Scheduler {
 
 export type SchedulerKind = 'scripted' | 'random' | 'pct';
 
-export function threadOf(label: string): string {
+function threadOf(label: string): string {
   const i = label.indexOf(':');
   return i < 0 ? label : label.slice(0, i);
 }

@@ -30,7 +30,7 @@ export function checkEntries(value: unknown): JournalEntry[] {
   });
 }
 
-export function checkMessage(field: string, value: unknown): HistoryMessage {
+function checkMessage(field: string, value: unknown): HistoryMessage {
   const m = checkObject(field, value);
   switch (m.role) {
     case 'user':

@@ -22,7 +22,7 @@ export interface RepairInput {
   readonly startedCalls: readonly number[] | undefined;
 }
 
-export function synthesizedResult(open: OpenToolCall, why: string, neverStarted: boolean): ToolResultMessage {
+function synthesizedResult(open: OpenToolCall, why: string, neverStarted: boolean): ToolResultMessage {
   const effect = neverStarted ? 'none' : 'unknown';
   return {
     role: 'tool',

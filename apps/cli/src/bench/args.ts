@@ -1,15 +1,6 @@
 /** Flags of `turnwarden bench`. */
 
-export const SECTION_NAMES = [
-  'touch',
-  'seams',
-  'poll',
-  'stall',
-  'wedge',
-  'activation',
-  'memory',
-  'l12',
-] as const;
+const SECTION_NAMES = ['touch', 'seams', 'poll', 'stall', 'wedge', 'activation', 'memory', 'l12'] as const;
 export type SectionName = (typeof SECTION_NAMES)[number];
 
 export interface BenchArgs {

@@ -19,10 +19,6 @@ import { benchStall } from './stall.js';
 import { benchTouch } from './touch.js';
 import { benchWedge } from './wedge.js';
 
-export type { BenchArgs, SectionName } from './args.js';
-export { parseBenchArgs, SECTION_NAMES } from './args.js';
-export type { Row, SectionResult, Target } from './report.js';
-
 type SectionFn = (ctx: BenchContext) => Promise<Omit<SectionResult, 'durationMs'>>;
 
 const SECTIONS: Record<SectionName, { readonly title: string; readonly run: SectionFn }> = {

@@ -57,7 +57,7 @@ export function target(text: string, met: boolean): Target {
 
 // ── formatting ────────────────────────────────────────────────────────────────
 
-export function num(v: number): string {
+function num(v: number): string {
   if (!Number.isFinite(v)) return 'n/a';
   const a = Math.abs(v);
   if (a >= 10_000) return Math.round(v).toLocaleString('en-US');
@@ -68,12 +68,12 @@ export function num(v: number): string {
   return v.toPrecision(2);
 }
 
-export function withUnit(v: number, unit: string): string {
+function withUnit(v: number, unit: string): string {
   const n = num(v);
   return n === 'n/a' || unit === '' ? n : `${n} ${unit}`;
 }
 
-export function ratioText(r: number | undefined): string {
+function ratioText(r: number | undefined): string {
   if (r === undefined || !Number.isFinite(r)) return '—';
   if (r >= 0.1) return `${r.toFixed(2)}×`;
   const inv = 1 / r;

@@ -1,6 +1,6 @@
 /** Small order statistics over samples (nearest-rank quantiles; NaN when there are none). */
 
-export function sortedCopy(xs: readonly number[]): number[] {
+function sortedCopy(xs: readonly number[]): number[] {
   return [...xs].sort((a, b) => a - b);
 }
 
@@ -21,13 +21,6 @@ export function max(xs: readonly number[]): number {
 
 export function min(xs: readonly number[]): number {
   return xs.length === 0 ? Number.NaN : Math.min(...xs);
-}
-
-export function mean(xs: readonly number[]): number {
-  if (xs.length === 0) return Number.NaN;
-  let sum = 0;
-  for (const x of xs) sum += x;
-  return sum / xs.length;
 }
 
 /** Resolves after `ms` on a timer (yields to the event loop). */

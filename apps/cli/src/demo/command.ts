@@ -6,9 +6,9 @@ import { turnLine } from './live-view.js';
 import { runDemo } from './run.js';
 import { formatSummary } from './summary.js';
 
-export const EXIT_OK = 0;
-export const EXIT_FAILED = 1;
-export const EXIT_INTERRUPTED = 130;
+const EXIT_OK = 0;
+const EXIT_FAILED = 1;
+const EXIT_INTERRUPTED = 130;
 const MAX_LISTED_TURNS = 10;
 
 export async function demoCommand(args: DemoArgs, output: Output): Promise<number> {

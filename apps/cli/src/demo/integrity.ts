@@ -57,7 +57,7 @@ export interface HistoryAudit {
   readonly lateRows: number;
 }
 
-export const EMPTY_AUDIT: HistoryAudit = {
+const EMPTY_AUDIT: HistoryAudit = {
   workstreams: 0,
   rows: 0,
   userMessages: 0,

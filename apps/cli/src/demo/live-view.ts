@@ -32,10 +32,9 @@ const CELL_GAP = '  ';
 /** `force-abandoning` is too wide for a cell. */
 const SHORT_STATE: Readonly<Record<string, string>> = { 'force-abandoning': 'abandoning' };
 
-export const LEGEND =
-  '✓ completed  ↺ interrupted by the watchdog  ✕ worker terminated  ! check failed  · to do';
+const LEGEND = '✓ completed  ↺ interrupted by the watchdog  ✕ worker terminated  ! check failed  · to do';
 
-export function glyph(r: TurnRecord, s: Styler): string {
+function glyph(r: TurnRecord, s: Styler): string {
   if (r.verdict !== 'ok' && r.verdict !== 'cancelled') return s.red('!');
   if (r.status === 'completed') return s.green('✓');
   if (r.workerTerminated) return s.cyan('✕');

@@ -24,7 +24,7 @@ import { buildSummary, type DemoSummary } from './summary.js';
 import type { RecordKind, TurnRecord } from './types.js';
 import { planWorkload, prng, type WorkloadPlan } from './workload.js';
 
-export const DEMO_TENANT = 'demo';
+const DEMO_TENANT = 'demo';
 const LEASE_TTL_MS = 5000;
 const LEASE_RENEW_MS = 1000;
 

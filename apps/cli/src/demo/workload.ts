@@ -77,7 +77,7 @@ type Rand = () => number;
 const between = (rand: Rand, lo: number, hi: number) => lo + Math.floor(rand() * (hi - lo + 1));
 const pick = <T>(rand: Rand, items: readonly T[]): T => items[Math.floor(rand() * items.length)] as T;
 
-export function workstreamId(i: number, total: number): string {
+function workstreamId(i: number, total: number): string {
   return `ws-${String(i + 1).padStart(Math.max(2, String(total).length), '0')}`;
 }
 

@@ -16,7 +16,7 @@ import {
 import { Mutation } from '@turnwarden/protocol';
 import type { Output } from '../output.js';
 
-export const STRESS_USAGE = `turnwarden stress — explore the crossings under random and PCT schedules
+const STRESS_USAGE = `turnwarden stress — explore the crossings under random and PCT schedules
 
 usage: turnwarden stress [--seconds N | --seeds N] [--scheduler random|pct|both]
                          [--scenario ID[,ID]] [--mutation NAME] [--first-seed N] [--json]
