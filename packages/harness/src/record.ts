@@ -23,6 +23,8 @@ export interface RunRecord {
   readonly events: TurnwardenEvent[];
   readonly logs: LogLine[];
   readonly attempts: CommitAttempt[];
+  /** Every release of a parked journal request: whether an abort had committed before it. */
+  readonly journalReleases: { readonly afterCommit: boolean }[];
   history: HistoryRow[];
   result: TurnResult | undefined;
   /** Highest seq in durable history at the moment the abort committed. */
@@ -39,6 +41,7 @@ export function newRecord(): RunRecord {
     events: [],
     logs: [],
     attempts: [],
+    journalReleases: [],
     history: [],
     result: undefined,
     watermark: undefined,

@@ -138,6 +138,7 @@ export class Run {
       });
       return;
     }
+    if (parked.seam === 'journal.admit') this.record.journalReleases.push({ afterCommit: this.committed });
     this.harness.release(thread, fault);
   }
 
@@ -154,11 +155,14 @@ export class Run {
       if (this.turnDone) {
         for (const t of [...this.running]) if (t.startsWith('W')) this.harness.drop(t);
       }
+      // A worker waiting on a parked journal request is blocked, not running.
+      const journalHeld = this.harness.isParked('J');
       const busy = [...this.running].filter(
-        (t) => !this.harness.isParked(t) && !(t.startsWith('W') && this.turnDone),
+        (t) => !this.harness.isParked(t) && !(t.startsWith('W') && (this.turnDone || journalHeld)),
       );
       if (busy.length === 0) {
-        this.running = new Set([...this.running].filter((t) => this.harness.isParked(t)));
+        // A worker stays in `running` until its turn is done: parked or blocked, it runs again later.
+        if (this.turnDone) this.running.clear();
         return;
       }
       if (performance.now() > deadline) {

@@ -31,7 +31,9 @@ export type SeamFault =
   /** Worker seams only: the worker thread exits on the spot. */
   | { readonly kind: 'crash' }
   /** The seam is slow. */
-  | { readonly kind: 'delay'; readonly ms: number };
+  | { readonly kind: 'delay'; readonly ms: number }
+  /** Journal seam only: the write happens, its acknowledgement is lost (the caller sees an error). */
+  | { readonly kind: 'lose-ack' };
 
 export type SeamContext = Readonly<Record<string, string | number | boolean | undefined>>;
 
@@ -83,20 +85,27 @@ export function attachWorkerSeams(fn: WorkerSeamFn): void {
   workerSeamFn = fn;
 }
 
-function applyFault(fault: SeamFault | undefined): Promise<void> | undefined {
+/** Applies throw and delay faults; hands `lose-ack` back to the call site, which owns the write. */
+function applyFault(fault: SeamFault | undefined): Promise<SeamFault | undefined> | SeamFault | undefined {
   if (fault === undefined) return undefined;
   switch (fault.kind) {
+    case 'lose-ack':
+      return fault;
     case 'throw':
       throw new TurnwardenError(ErrorCode.INTERNAL, fault.message, { details: { injected: true } });
     case 'delay':
-      return new Promise((resolve) => setTimeout(resolve, fault.ms));
+      return new Promise((resolve) => setTimeout(() => resolve(undefined), fault.ms));
     case 'crash':
       throw new TurnwardenError(ErrorCode.INTERNAL, 'crash faults apply to worker seams only');
   }
 }
 
-/** A main-thread seam. Undefined (synchronously) when no harness is attached or it passes. */
-export function seam(name: SeamName, ctx: SeamContext): Promise<void> | undefined {
+/**
+ * A main-thread seam. Undefined (synchronously) when no harness is attached or it passes;
+ * otherwise a promise that settles when the schedule releases it — rejecting for a `throw`
+ * fault, resolving with a fault the call site must apply itself (`lose-ack`), or undefined.
+ */
+export function seam(name: SeamName, ctx: SeamContext): Promise<SeamFault | undefined> | undefined {
   const c = mainController;
   if (c === undefined) return undefined;
   const held = c.reach(name, ctx);

@@ -13,6 +13,7 @@ import type {
   JournalAck,
   JournalRequest,
   TurnOutcome,
+  TurnStatus,
   UserMessage,
   WorkerEvent,
 } from '@turnwarden/protocol';
@@ -327,7 +328,17 @@ export class TurnEngine {
         workstreamId: req.workstreamId,
         generation: req.generation,
       });
-      return held === undefined ? this.admit(append) : held.then(() => this.admit(append));
+      if (held === undefined) return this.admit(append);
+      return held.then(async (fault) => {
+        const ack = await this.admit(append);
+        if (fault?.kind === 'lose-ack') {
+          // Injected: the rows are durable, the worker never hears so (S6, P1 retries).
+          throw new TurnwardenError(ErrorCode.STORE_ERROR, 'journal acknowledgement lost', {
+            details: { injected: true },
+          });
+        }
+        return ack;
+      });
     });
   }
 
@@ -446,7 +457,15 @@ export class TurnEngine {
       turn.log.info({ rewrites: turn.rewrites.size }, 'turn end waiting for history rewrite in flight');
       await Promise.allSettled([...turn.rewrites]);
     }
-    const status = outcome?.status ?? (turn.abort?.reason === 'crash' ? 'failed' : 'interrupted');
+    // A committed abort decides the status unless the turn completed first; a crash is a failure.
+    const status: TurnStatus =
+      outcome?.status === 'completed'
+        ? 'completed'
+        : turn.abort?.reason === 'crash'
+          ? 'failed'
+          : turn.abort
+            ? 'interrupted'
+            : (outcome?.status ?? 'failed');
     let synthesized = 0;
     if (status !== 'completed' && !mutated(Mutation.skipRepair)) {
       turn.state = 'force-abandoning';

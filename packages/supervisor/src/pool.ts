@@ -213,8 +213,9 @@ export class WorkerPool {
       link.workerArrived(workerId, { name: m.name, ctx: m.ctx }, (fault?: SeamFault) => {
         if (released) return;
         released = true;
+        // `lose-ack` applies to the journal seam only: a worker seam proceeds.
         const decision =
-          fault === undefined
+          fault === undefined || fault.kind === 'lose-ack'
             ? Decision.proceed
             : fault.kind === 'crash'
               ? Decision.crash

@@ -199,7 +199,7 @@ export class Watchdog {
       sampledVersion: sampled,
     };
     this.safely('fired', () => this.delegate.fired(turn, info));
-    let held: void | Promise<void>;
+    let held: Promise<unknown> | undefined;
     try {
       held =
         this.hooks.beforeCommit?.(info) ??
