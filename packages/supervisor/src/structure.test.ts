@@ -1,0 +1,82 @@
+/** Structural debt after failures (S3, S4, C5): repair, poison, rollback. */
+import { ErrorCode, isTurnwardenError, openToolCalls } from '@turnwarden/protocol';
+import { afterEach, describe, expect, it } from 'vitest';
+import { assistantRow, faultyStore, synthesized } from './test-support/faulty-store.js';
+import { nextEvent, script, startRuntime } from './test-support/runtime.js';
+
+type Rt = Awaited<ReturnType<typeof startRuntime>>;
+let rt: Rt | undefined;
+afterEach(async () => {
+  await rt?.tw.shutdown();
+  rt = undefined;
+});
+
+async function refusal(p: Promise<unknown>) {
+  const e = await p.then(
+    () => undefined,
+    (err: unknown) => err,
+  );
+  if (!isTurnwardenError(e)) throw new Error(`expected a TurnwardenError, got ${String(e)}`);
+  return e;
+}
+
+const hangingTool = script({ tools: [{ name: 'sleep', args: { ms: 60_000, ignoreAbort: true } }] });
+
+describe('structural debt', () => {
+  it('S3 C5: a failed repair refuses claims with TOOL_CLEANUP_PENDING; a failed cancel stays poisoned, a retry repairs', async () => {
+    const faulty = faultyStore();
+    rt = await startRuntime({ store: faulty.store });
+    const turn = await rt.send(hangingTool);
+    await nextEvent(rt.tw, rt.workstreamId, 'tool_started');
+    faulty.reject(1, synthesized); // the cancel's repair fails once
+    expect(await rt.tw.cancel('tenant-a', rt.workstreamId)).toBe(true);
+    expect((await turn.done).synthesized).toBe(0);
+    expect(openToolCalls(await rt.history())).toHaveLength(1);
+    expect((await rt.tw.status('tenant-a', rt.workstreamId)).cleanupPending).toBe(true);
+
+    // S3: no claim while the debt is unresolved, with a typed error; nothing is written.
+    const rowsBefore = (await rt.history()).length;
+    expect((await refusal(rt.send('next'))).code).toBe(ErrorCode.TOOL_CLEANUP_PENDING);
+    expect(await rt.history()).toHaveLength(rowsBefore);
+
+    // C5: a repair that fails again leaves it poisoned …
+    faulty.reject(1, synthesized);
+    expect((await refusal(rt.tw.cancel('tenant-a', rt.workstreamId))).code).toBe(ErrorCode.STORE_ERROR);
+    expect((await refusal(rt.send('next'))).code).toBe(ErrorCode.TOOL_CLEANUP_PENDING);
+    // … and a retry repairs and unpoisons.
+    expect(await rt.tw.cancel('tenant-a', rt.workstreamId)).toBe(true);
+    const rows = await rt.history();
+    expect(openToolCalls(rows)).toEqual([]);
+    expect(rows.filter((r) => r.message.role === 'tool').map((r) => r.message)).toEqual([
+      expect.objectContaining({ synthesized: true, effect: 'unknown' }),
+    ]);
+    expect((await (await rt.send('next')).done).status).toBe('completed');
+  });
+
+  it('C5: force cancel on an idle, clean workstream is a silent no-op', async () => {
+    rt = await startRuntime();
+    await (await rt.send('hello')).done;
+    const before = rt.events.length;
+    expect(await rt.tw.cancel('tenant-a', rt.workstreamId)).toBe(false);
+    expect(rt.events.length).toBe(before);
+  });
+
+  it('S4: a rejected assistant row leaves nothing behind: no row, no debt, and the next turn runs', async () => {
+    const faulty = faultyStore();
+    rt = await startRuntime({ store: faulty.store });
+    faulty.reject(1, assistantRow);
+    const result = await (
+      await rt.send(
+        script({ tools: [{ name: 'echo', args: { text: 'never run' } }] }, { text: 'never said' }),
+      )
+    ).done;
+    expect(result.status).toBe('failed');
+    expect(result.error?.code).toBe(ErrorCode.STORE_ERROR);
+    expect(result.synthesized).toBe(0);
+    const rows = await rt.history();
+    expect(rows.map((r) => r.message.role)).toEqual(['user']);
+    expect(rt.types()).not.toContain('tool_started');
+    expect((await rt.tw.status('tenant-a', rt.workstreamId)).cleanupPending).toBe(false);
+    expect((await (await rt.send('again')).done).status).toBe('completed');
+  });
+});
