@@ -122,12 +122,27 @@ describe('input', () => {
     ]);
   });
 
-  it('refuses a second message while a turn runs, with a retryable TURN_IN_PROGRESS', async () => {
+  it('T3: a message into an in-flight turn is refused (another user or the same), with a retryable TURN_IN_PROGRESS', async () => {
     rt = await startRuntime();
-    const turn = await rt.send(script({ heartbeat: 200 }, { text: 'ok' }));
-    const e = await refusal(rt.send('interjection'));
+    const turn = await rt.tw.send({
+      tenantId: 'tenant-a',
+      workstreamId: rt.workstreamId,
+      content: script({ heartbeat: 200 }, { text: 'ok' }),
+      principal: 'alice',
+    });
+    const rowsBefore = (await rt.history()).length;
+    const e = await refusal(
+      rt.tw.send({
+        tenantId: 'tenant-a',
+        workstreamId: rt.workstreamId,
+        content: 'interjection',
+        principal: 'mallory',
+      }),
+    );
     expect(e.code).toBe(ErrorCode.TURN_IN_PROGRESS);
     expect(e.retryable).toBe(true);
+    expect((await refusal(rt.send('me again'))).code).toBe(ErrorCode.TURN_IN_PROGRESS);
+    expect(await rt.history()).toHaveLength(rowsBefore);
     expect((await turn.done).status).toBe('completed');
   });
 

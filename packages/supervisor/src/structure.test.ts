@@ -79,4 +79,25 @@ describe('structural debt', () => {
     expect((await rt.tw.status('tenant-a', rt.workstreamId)).cleanupPending).toBe(false);
     expect((await (await rt.send('again')).done).status).toBe('completed');
   });
+
+  it('C3: force cancel journals unknown results before it releases the turn, and stream_end then idle precede the successor', async () => {
+    rt = await startRuntime();
+    const turn = await rt.send(hangingTool);
+    await nextEvent(rt.tw, rt.workstreamId, 'tool_started');
+    const cancelled = rt.tw.cancel('tenant-a', rt.workstreamId);
+    // A successor sent the moment the cancel resolves.
+    const successor = cancelled.then(() => rt!.send('after the cancel'));
+    expect(await cancelled).toBe(true);
+    expect(await turn.done).toMatchObject({ status: 'interrupted', abortReason: 'cancel', synthesized: 1 });
+    await (await successor).done;
+    const types = rt.types();
+    const at = (type: string, from = 0) => types.indexOf(type as never, from);
+    const aborted = at('turn_aborted');
+    expect(at('tool_results_synthesized', aborted)).toBeGreaterThan(aborted);
+    expect(at('stream_end', aborted)).toBeGreaterThan(at('tool_results_synthesized', aborted));
+    expect(at('idle', aborted)).toBe(at('stream_end', aborted) + 1);
+    expect(at('turn_started', aborted)).toBeGreaterThan(at('idle', aborted));
+    const tools = (await rt.history()).filter((r) => r.message.role === 'tool').map((r) => r.message);
+    expect(tools).toEqual([expect.objectContaining({ effect: 'unknown', synthesized: true })]);
+  });
 });
