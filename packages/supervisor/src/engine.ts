@@ -217,7 +217,20 @@ export class TurnEngine {
           turn.worker.caughtUp(outcome.eventsPosted).then(() => this.finish(turn, outcome, undefined)),
         (err: unknown) => this.finish(turn, undefined, err),
       )
-      .catch((err: unknown) => turn.log.error({ err }, 'turn finish failed'));
+      .catch((err: unknown) => {
+        // Never leave `done` (and so shutdown) hanging on an unexpected failure while finishing.
+        turn.log.error({ err }, 'turn finish failed');
+        if (this.active.get(workstreamId) === turn) this.active.delete(workstreamId);
+        if (this.bySlot.get(turn.worker.slot) === turn) this.bySlot.delete(turn.worker.slot);
+        turn.resolve({
+          workstreamId,
+          generation: turn.generation,
+          status: 'failed',
+          error: toWire(err),
+          synthesized: 0,
+          workerTerminated: turn.workerTerminated,
+        });
+      });
     return { workstreamId, generation: turn.generation, done: turn.done };
   }
 
