@@ -26,6 +26,7 @@ const MAIN_THREAD: Partial<Record<SeamName, string>> = {
   'watchdog.sample→commit': 'S',
   'watchdog.commit→publish': 'S',
   'journal.admit': 'J',
+  'rewrite.admit→write': 'R',
   'claim.capture→dispatch': 'D',
 };
 
@@ -61,6 +62,15 @@ export class SeamHarness implements HarnessLink {
       return;
     }
     this.arrive(`W${arrival.ctx.generation ?? ''}`, arrival.name, arrival.ctx, release);
+  }
+
+  /** Pauses parking (for unscheduled prelude turns); `rearm` resumes it. */
+  pause(): void {
+    this.armed = false;
+  }
+
+  rearm(): void {
+    this.armed = true;
   }
 
   /** Stops parking (mutations stay on) and lets every parked thread go. */

@@ -9,7 +9,7 @@ export { COMMON_INVARIANTS } from './invariants.js';
 export type { CommitAttempt, RunRecord } from './record.js';
 export { RUN_CONFIG, Run } from './run.js';
 export type { Action, Scenario } from './scenario.js';
-export { advance, expireGrace, wait } from './scenario.js';
+export { advance, compactHistory, expireGrace, wait } from './scenario.js';
 export { SCENARIOS } from './scenarios/index.js';
 export type { Scheduler, SchedulerKind } from './schedulers.js';
 export { PctScheduler, RandomScheduler, ScheduleDivergence, ScriptedScheduler } from './schedulers.js';

@@ -23,6 +23,10 @@ export interface RunRecord {
   readonly events: TurnwardenEvent[];
   readonly logs: LogLine[];
   readonly attempts: CommitAttempt[];
+  /** The history rewrite the schedule requested, if any (L8). */
+  rewrite: { readonly requestedAfterCommit: boolean; outcome: 'pending' | 'ok' | string } | undefined;
+  /** Whether the rewrite's summary row was durable when the scheduled turn went idle. */
+  summaryAtIdle: boolean | undefined;
   /** Every release of a parked journal request: whether an abort had committed before it. */
   readonly journalReleases: { readonly afterCommit: boolean }[];
   history: HistoryRow[];
@@ -41,6 +45,8 @@ export function newRecord(): RunRecord {
     events: [],
     logs: [],
     attempts: [],
+    rewrite: undefined,
+    summaryAtIdle: undefined,
     journalReleases: [],
     history: [],
     result: undefined,

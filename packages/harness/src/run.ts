@@ -22,6 +22,7 @@ export const RUN_CONFIG = {
 
 const SETTLE_TIMEOUT_MS = 5_000;
 const TENANT = 'harness';
+const SUMMARY_KEY = 'harness:summary';
 const WORKSTREAM = 'ws-harness';
 
 const tick = () => new Promise<void>((resolve) => setImmediate(resolve));
@@ -77,13 +78,44 @@ export class Run {
         });
       }
     });
+    if (scenario.prelude) {
+      harness.pause();
+      for (const content of scenario.prelude) {
+        await (await tw.send({ tenantId: TENANT, workstreamId: WORKSTREAM, content })).done;
+      }
+      harness.rearm();
+    }
     run.turn = await tw.send({ tenantId: TENANT, workstreamId: WORKSTREAM, content: scenario.script });
+    const scheduled = run.turn.generation;
+    tw.subscribe(WORKSTREAM, (e) => {
+      if (e.type !== 'idle' || e.generation !== scheduled || run.record.rewrite === undefined) return;
+      // Synchronous read inside the listener: the history at the instant the turn settled.
+      void store.readHistory(WORKSTREAM).then((rows) => {
+        run.record.summaryAtIdle = rows.some((r) => r.commitKey === SUMMARY_KEY);
+      });
+    });
     run.running.add(`W${run.turn.generation}`);
     void run.turn.done.then((result) => {
       run.record.result = result;
       run.turnDone = true;
     });
     return run;
+  }
+
+  /** The host compacts the prelude (rows 1..2) while the scheduled turn runs. */
+  compact(): void {
+    const rewrite = { requestedAfterCommit: this.committed, outcome: 'pending' as string };
+    this.record.rewrite = rewrite;
+    this.tw
+      .compact(TENANT, WORKSTREAM, { throughSeq: 2, summary: 'the earlier exchange', commitKey: SUMMARY_KEY })
+      .then(
+        () => {
+          rewrite.outcome = 'ok';
+        },
+        (e: unknown) => {
+          rewrite.outcome = (e as { code?: string }).code ?? String(e);
+        },
+      );
   }
 
   /** Time moves past the stall bound; one watchdog pass samples the slot. */
@@ -155,8 +187,12 @@ export class Run {
       if (this.turnDone) {
         for (const t of [...this.running]) if (t.startsWith('W')) this.harness.drop(t);
       }
-      // A worker waiting on a parked journal request is blocked, not running.
-      const journalHeld = this.harness.isParked('J');
+      // A worker waiting on a parked journal request, or a turn end waiting on a parked history
+      // rewrite (the engine logs that it waits, synchronously, before it does), is blocked.
+      const journalHeld =
+        this.harness.isParked('J') ||
+        (this.harness.isParked('R') &&
+          this.record.logs.some((l) => l.msg === 'turn end waiting for history rewrite in flight'));
       const busy = [...this.running].filter(
         (t) => !this.harness.isParked(t) && !(t.startsWith('W') && (this.turnDone || journalHeld)),
       );

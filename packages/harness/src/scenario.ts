@@ -21,6 +21,8 @@ export interface Scenario {
   readonly park: readonly SeamName[];
   /** Modules every worker imports (the host's own tools and models). */
   readonly pluginModules?: readonly string[];
+  /** Messages whose turns run to completion, unscheduled, before the scheduled turn. */
+  readonly prelude?: readonly string[];
   /** The user message that starts the turn (a scripted-model script). */
   readonly script: string;
   readonly actions: readonly Action[];
@@ -46,6 +48,13 @@ export const expireGrace: Action = {
   run: (run) => {
     run.tw.expireGraceTimers();
   },
+};
+
+/** The host rewrites history (compaction of the prelude) while the turn runs (L8). */
+export const compactHistory: Action = {
+  name: 'compact',
+  enabled: (run) => !run.turnDone && run.record.rewrite === undefined,
+  run: (run) => run.compact(),
 };
 
 /** Real time passes (background timers such as lease renewal run). */

@@ -16,6 +16,8 @@ export const SeamName = {
   watchdogCommitToPublish: 'watchdog.commit→publish',
   /** Supervisor: a journal request arrived from a worker; not yet admitted (L3, P6). */
   journalAdmit: 'journal.admit',
+  /** Supervisor: a history rewrite was admitted under a live turn; its write has not run (L8). */
+  rewriteAdmitToWrite: 'rewrite.admit→write',
   /** Supervisor: a claim was captured; the turn is not yet dispatched to its worker (C7). */
   claimCaptureToDispatch: 'claim.capture→dispatch',
   /** Worker: a model stream event arrived; it has not stamped the clock yet (L4, L6). */
@@ -54,6 +56,10 @@ export const Mutation = {
   commitOnPublishFailure: 'commit-on-publish-failure',
   /** Missing tool results are not synthesized after an abort (breaks S1/S2). */
   skipRepair: 'skip-repair',
+  /** A history rewrite is admitted after the turn's abort committed (breaks L8). */
+  rewriteIgnoresAbort: 'rewrite-ignores-abort',
+  /** The turn settles without waiting for a history rewrite in flight (breaks L8). */
+  abortTearsRewrite: 'abort-tears-rewrite',
 } as const;
 export type Mutation = (typeof Mutation)[keyof typeof Mutation];
 

@@ -269,19 +269,23 @@ export class TurnEngine {
   ): Promise<{ removed: number }> {
     const turn = this.active.get(workstreamId);
     if (turn) {
-      if (turn.abort) {
+      if (turn.abort && !mutated(Mutation.rewriteIgnoresAbort)) {
         throw new TurnwardenError(
           ErrorCode.FENCED,
           `history rewrite of ${workstreamId} revoked: the turn's abort (${turn.abort.reason}) has committed`,
         );
       }
-      const rewrite = this.store.compactHistory({
-        workstreamId,
-        generation: turn.generation,
-        fencingToken: turn.lease.token,
-        throughSeq: throughSeq,
-        summary,
-      });
+      // Admitted: from here the rewrite is in flight and the turn's end waits for it.
+      const held = seam(SeamName.rewriteAdmitToWrite, { workstreamId, generation: turn.generation });
+      const write = () =>
+        this.store.compactHistory({
+          workstreamId,
+          generation: turn.generation,
+          fencingToken: turn.lease.token,
+          throughSeq,
+          summary,
+        });
+      const rewrite = held === undefined ? write() : held.then(write);
       turn.rewrites.add(rewrite);
       try {
         return await rewrite;
@@ -465,7 +469,7 @@ export class TurnEngine {
       turn.log.error({ err }, LogMessage.workerDied);
       void this.pool.terminate(turn.worker);
     }
-    if (turn.rewrites.size > 0) {
+    if (turn.rewrites.size > 0 && !mutated(Mutation.abortTearsRewrite)) {
       // L8: a rewrite already in flight completes before the abort's repair reads history.
       turn.log.info({ rewrites: turn.rewrites.size }, 'turn end waiting for history rewrite in flight');
       await Promise.allSettled([...turn.rewrites]);

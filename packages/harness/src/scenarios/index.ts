@@ -3,8 +3,9 @@ import { l3 } from './l3.scenario.js';
 import { l4 } from './l4.scenario.js';
 import { l6 } from './l6.scenario.js';
 import { l7 } from './l7.scenario.js';
+import { l8 } from './l8.scenario.js';
 import { s6 } from './s6.scenario.js';
 import { t7 } from './t7.scenario.js';
 
 /** Every scenario, by guarantee id. */
-export const SCENARIOS: readonly Scenario[] = [l3, l4, l6, l7, s6, t7];
+export const SCENARIOS: readonly Scenario[] = [l3, l4, l6, l7, l8, s6, t7];
