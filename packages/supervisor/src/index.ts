@@ -1,3 +1,5 @@
+// The typed errors a host checks, so it needs no second import.
+export { ErrorCode, isTurnwardenError, TurnwardenError } from '@turnwarden/protocol';
 export type {
   LeaseConfig,
   LimitsConfig,
