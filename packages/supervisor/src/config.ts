@@ -2,6 +2,8 @@
  * Supervisor configuration. Validated once, at construction: a bad value is refused with an
  * INVALID_CONFIG error whose message names the field, and nothing starts.
  */
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
 
 export interface WatchdogConfig {
@@ -54,6 +56,24 @@ export type SupervisorConfigInput = {
   readonly model?: string;
   readonly pluginModules?: readonly string[];
 };
+
+/**
+ * Plugin modules are imported inside every worker; a specifier that does not resolve would make
+ * every worker fail to start. Checked on the main thread first so the error names the field.
+ */
+export function checkPluginModules(specifiers: readonly string[]): void {
+  specifiers.forEach((specifier, i) => {
+    let resolved: string;
+    try {
+      resolved = import.meta.resolve(specifier);
+    } catch (e) {
+      throw bad(`pluginModules[${i}]`, `cannot be resolved: ${(e as Error).message}`, specifier);
+    }
+    if (resolved.startsWith('file:') && !existsSync(fileURLToPath(resolved))) {
+      throw bad(`pluginModules[${i}]`, 'names a file that does not exist', specifier);
+    }
+  });
+}
 
 export const DEFAULT_CONFIG: SupervisorConfig = {
   watchdog: { timeoutMs: 30_000, pollMs: 1_000, graceMs: 2_000 },

@@ -1,5 +1,6 @@
 /** Configuration, input and failure paths of the embedded API. */
 import { ErrorCode, isTurnwardenError, openToolCalls } from '@turnwarden/protocol';
+import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { resolveConfig, Turnwarden } from './index.js';
 import { nextEvent, script, startRuntime } from './test-support/runtime.js';
@@ -41,6 +42,30 @@ describe('configuration', () => {
     }
     expect(isTurnwardenError(caught, ErrorCode.INVALID_CONFIG)).toBe(true);
     expect((caught as Error).message.startsWith(`${field} `)).toBe(true);
+  });
+
+  it('start() refuses a plugin module that does not resolve, naming the field', async () => {
+    const e = await refusal(
+      Turnwarden.start({ pluginModules: [new URL('./no-such-plugin.mjs', import.meta.url).href] }),
+    );
+    expect(e.code).toBe(ErrorCode.INVALID_CONFIG);
+    expect(e.message).toMatch(/^pluginModules\[0\] names a file that does not exist/);
+    const bare = await refusal(Turnwarden.start({ pluginModules: ['no-such-package-turnwarden'] }));
+    expect(bare.message).toMatch(/^pluginModules\[0\] cannot be resolved/);
+  });
+
+  it('start() fails with a typed error, instead of respawning forever, when workers cannot start', async () => {
+    const logs: string[] = [];
+    const e = await refusal(
+      Turnwarden.start({
+        pluginModules: [new URL('./test-support/broken-plugin.mjs', import.meta.url).href],
+        pool: { maxWorkers: 2, warmWorkers: 2 },
+        logger: pino({ level: 'error' }, { write: (s: string) => void logs.push(JSON.parse(s).msg) }),
+      }),
+    );
+    expect(e.code).toBe(ErrorCode.WORKER_EXITED);
+    expect(e.message).toMatch(/session workers fail to start/);
+    expect(logs).toContain('session worker crashed');
   });
 
   it('start() refuses a bad configuration before anything starts', async () => {

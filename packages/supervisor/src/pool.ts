@@ -90,6 +90,9 @@ export interface PoolStats {
   readonly starting: number;
 }
 
+/** Consecutive workers that died before serving: past this, the pool stops respawning in the background. */
+const MAX_FAILED_STARTS = 3;
+
 export class WorkerPool {
   private readonly freeSlots: number[];
   private readonly workers = new Set<WorkerHandle>();
@@ -99,6 +102,7 @@ export class WorkerPool {
   private spawned = 0;
   private terminated = 0;
   private crashed = 0;
+  private failedStarts = 0;
 
   constructor(private readonly opts: PoolOptions) {
     this.freeSlots = Array.from({ length: opts.maxWorkers }, (_, i) => opts.maxWorkers - 1 - i);
@@ -111,7 +115,14 @@ export class WorkerPool {
       const h = this.spawn();
       starting.push(h.ready.then(() => this.makeWarm(h)));
     }
-    await Promise.all(starting);
+    try {
+      await Promise.all(starting);
+    } catch (e) {
+      // A worker that cannot even start (a broken plugin module) would fail the same way on
+      // every respawn: close instead of looping, and let the caller see why.
+      await this.close();
+      throw e;
+    }
   }
 
   /**
@@ -189,6 +200,7 @@ export class WorkerPool {
 
   private replenish(): void {
     if (this.closed) return;
+    if (this.failedStarts >= MAX_FAILED_STARTS) return; // crash loop: spawn on demand only
     let starting = 0;
     for (const h of this.workers) if (h.state === 'starting') starting++;
     while (this.warm.length + starting < this.opts.warmWorkers && this.freeSlots.length > 0) {
@@ -286,6 +298,7 @@ export class WorkerPool {
     control.port1.on('message', (event: WorkerEvent) => {
       h.received();
       if (event.t === 'ready') {
+        this.failedStarts = 0;
         markReady();
         return;
       }
@@ -301,6 +314,15 @@ export class WorkerPool {
     });
     void exited.then((code) => {
       const wasTerminating = h.terminating;
+      if (!wasTerminating && h.state === 'starting') {
+        this.failedStarts++;
+        if (this.failedStarts === MAX_FAILED_STARTS) {
+          log.error(
+            { failedStarts: this.failedStarts },
+            'session workers fail to start; background respawn stopped',
+          );
+        }
+      }
       h.state = 'dead';
       h.exitCode = code;
       h.drainWaiters();

@@ -18,7 +18,12 @@ import {
 } from '@turnwarden/protocol';
 import { openSqliteStore, type Store } from '@turnwarden/store';
 import { type Logger, pino } from 'pino';
-import { resolveConfig, type SupervisorConfig, type SupervisorConfigInput } from './config.js';
+import {
+  checkPluginModules,
+  resolveConfig,
+  type SupervisorConfig,
+  type SupervisorConfigInput,
+} from './config.js';
 import { TurnEngine } from './engine.js';
 import type { Listener } from './events.js';
 import { checkId, checkSendInput, invalid } from './input.js';
@@ -80,6 +85,7 @@ export class Turnwarden {
   static async start(options: TurnwardenOptions = {}): Promise<Turnwarden> {
     const { store: storeOption, logger: _l, hooks: _h, now: _n, harness, manualWatchdog, ...rest } = options;
     const config = resolveConfig(rest);
+    checkPluginModules(config.pluginModules);
     // A Store instance is used as given (and not closed by shutdown); a `{ path }` is opened here.
     const given = isStore(storeOption) ? storeOption : undefined;
     const store: Store =
@@ -87,7 +93,18 @@ export class Turnwarden {
     const logger = options.logger ?? pino({ name: 'turnwarden' }, pino.destination(2));
     if (harness) attachSeamController(harness.controller);
     const tw = new Turnwarden(config, store, given === undefined, logger, harness, options);
-    await tw.engine.pool.start();
+    try {
+      await tw.engine.pool.start();
+    } catch (e) {
+      // Nothing may keep running after a failed start: the pool closed itself; undo the rest.
+      if (harness) detachSeamController(harness.controller);
+      if (given === undefined) await store.close();
+      throw new TurnwardenError(
+        ErrorCode.WORKER_EXITED,
+        'session workers fail to start (the worker error is logged; check pluginModules)',
+        { cause: e },
+      );
+    }
     if (!manualWatchdog) tw.engine.watchdog.start();
     logger.info(
       { holder: tw.engine.holder, workers: config.pool.maxWorkers, watchdog: config.watchdog },

@@ -1,0 +1,2 @@
+// A plugin module that fails at import, inside every worker.
+throw new Error('this plugin is broken');
