@@ -514,7 +514,12 @@ export class TurnEngine {
     });
     this.active.delete(turn.workstreamId);
     this.bySlot.delete(turn.worker.slot);
-    if (!workerGone && !turn.workerTerminated) this.pool.release(turn.worker);
+    if (!workerGone && !turn.workerTerminated) {
+      // Only a worker whose turn completed goes back to the pool; one that was aborted or failed
+      // may hold leaked work and is retired (replaced in the background).
+      if (status === 'completed') this.pool.release(turn.worker);
+      else this.pool.retire(turn.worker);
+    }
 
     if (status === 'completed') this.counters.turnsCompleted++;
     else if (status === 'interrupted') this.counters.turnsInterrupted++;

@@ -17,8 +17,10 @@ afterEach(async () => {
 describe('liveness watchdog', () => {
   it('L1: a silently stalled turn is detected, logged with the workstream and idle time, and ends interrupted; the next message runs', async () => {
     rt = await startRuntime();
+    const started = nextEvent(rt.tw, rt.workstreamId, 'turn_started');
     const turn = await rt.send(script({ text: 'working' }, { stall: true }));
     const result = await turn.done;
+    const stalledOn = (await started).data.workerId;
     expect(result.status).toBe('interrupted');
     expect(result.abortReason).toBe('watchdog');
     const fired = rt.logged('turn liveness watchdog fired; attempting recovery');
@@ -31,8 +33,12 @@ describe('liveness watchdog', () => {
     // The lease was released on the interrupted path and the workstream is idle again.
     const status = await rt.tw.status('tenant-a', rt.workstreamId);
     expect(status.state).toBe('idle');
+    const nextStarted = nextEvent(rt.tw, rt.workstreamId, 'turn_started');
     const next = await (await rt.send('are you there?')).done;
     expect(next).toMatchObject({ status: 'completed', finalText: 'echo: are you there?' });
+    // The stalled promise may still be pending in that worker: it was retired, not reused.
+    expect((await nextStarted).data.workerId).not.toBe(stalledOn);
+    expect(rt.tw.stats().pool.retired).toBe(1);
   });
 
   it('L2: a turn that keeps making progress past timeoutMs is never aborted and its lease keeps renewing', async () => {

@@ -85,6 +85,8 @@ export interface PoolStats {
   readonly spawned: number;
   readonly terminated: number;
   readonly crashed: number;
+  /** Workers terminated after a turn that did not end cleanly (see `retire`). */
+  readonly retired: number;
   readonly warm: number;
   readonly busy: number;
   readonly starting: number;
@@ -103,6 +105,7 @@ export class WorkerPool {
   private terminated = 0;
   private crashed = 0;
   private failedStarts = 0;
+  private retired = 0;
 
   constructor(private readonly opts: PoolOptions) {
     this.freeSlots = Array.from({ length: opts.maxWorkers }, (_, i) => opts.maxWorkers - 1 - i);
@@ -130,22 +133,32 @@ export class WorkerPool {
    * fresh spawn while under capacity, else a typed retryable refusal (T4).
    */
   async acquire(): Promise<WorkerHandle> {
-    if (this.closed) throw new TurnwardenError(ErrorCode.SHUTTING_DOWN, 'the worker pool is closed');
-    let h = this.warm.pop();
-    if (!h) {
-      if (this.freeSlots.length === 0) {
+    for (;;) {
+      if (this.closed) throw new TurnwardenError(ErrorCode.SHUTTING_DOWN, 'the worker pool is closed');
+      const warm = this.warm.pop();
+      if (warm) {
+        warm.state = 'busy';
+        this.replenish();
+        return warm;
+      }
+      if (this.freeSlots.length > 0) {
+        const h = this.spawn();
+        h.state = 'busy';
+        await h.ready;
+        this.replenish();
+        return h;
+      }
+      // No warm worker and no free slot. Capacity is only exhausted if every worker is busy
+      // with a turn: a worker being retired or warming up frees or fills a slot shortly.
+      const pending = [...this.workers].filter((w) => w.terminating || w.state === 'starting');
+      if (pending.length === 0) {
         throw new TurnwardenError(
           ErrorCode.CAPACITY_EXHAUSTED,
           `all ${this.opts.maxWorkers} session workers are busy; retry later`,
         );
       }
-      h = this.spawn();
-      h.state = 'busy';
-      await h.ready;
+      await Promise.race(pending.map((w) => (w.terminating ? w.exited : w.ready.catch(() => undefined))));
     }
-    h.state = 'busy';
-    this.replenish();
-    return h;
   }
 
   /** Returns a worker whose turn unwound to the pool. */
@@ -169,6 +182,19 @@ export class WorkerPool {
     await h.exited;
   }
 
+  /**
+   * Retires a worker whose turn did not end cleanly (aborted, failed): it may still hold work
+   * the turn leaked — timers, promises that ignored their signal — which must never run during
+   * another session's turn. It is terminated in the background and replaced like any exit.
+   */
+  retire(h: WorkerHandle): void {
+    h.onEvent = undefined;
+    if (h.state === 'dead' || h.terminating) return;
+    h.terminating = true;
+    this.retired++;
+    void h.worker.terminate();
+  }
+
   stats(): PoolStats {
     let busy = 0;
     let starting = 0;
@@ -180,6 +206,7 @@ export class WorkerPool {
       spawned: this.spawned,
       terminated: this.terminated,
       crashed: this.crashed,
+      retired: this.retired,
       warm: this.warm.length,
       busy,
       starting,
