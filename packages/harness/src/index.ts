@@ -7,6 +7,7 @@ export { explore, replay, runSchedule, schedulerFor } from './explore.js';
 export type { Invariant } from './invariants.js';
 export { COMMON_INVARIANTS } from './invariants.js';
 export type { CommitAttempt, RunRecord } from './record.js';
+export { rng } from './rng.js';
 export { RUN_CONFIG, Run } from './run.js';
 export type { Action, Scenario } from './scenario.js';
 export { advance, compactHistory, expireGrace, wait } from './scenario.js';

@@ -8,6 +8,7 @@
  * - stall     — a promise that ignores the abort signal (L1)               → interrupted
  * - wedge     — a synchronous infinite loop (L3)                           → interrupted, worker terminated
  */
+import { rng } from '@turnwarden/harness';
 
 export const TURN_KINDS = ['normal', 'tools', 'heartbeat', 'stall', 'wedge'] as const;
 export type TurnKind = (typeof TURN_KINDS)[number];
@@ -61,17 +62,8 @@ export interface WorkloadPlan {
   readonly counts: Readonly<Record<TurnKind, number>>;
 }
 
-/** mulberry32: small, fast, good enough for a workload plan; never Math.random. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** The harness's seeded PRNG (mulberry32): the plan is deterministic for a seed; never Math.random. */
+export const prng = rng;
 
 type Rand = () => number;
 const between = (rand: Rand, lo: number, hi: number) => lo + Math.floor(rand() * (hi - lo + 1));

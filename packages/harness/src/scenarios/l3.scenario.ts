@@ -10,22 +10,13 @@
  */
 import { SeamName } from '@turnwarden/protocol';
 import { advance, expireGrace, type Scenario, wait } from '../scenario.js';
+import { TWO_TOOL_CALLS } from './scripts.js';
 
 export const l3: Scenario = {
   id: 'L3',
   title: 'a wedged turn is recovered and nothing it had in flight lands after the commit',
   park: [SeamName.watchdogSampleToCommit, SeamName.workerToolToJournal],
-  script: JSON.stringify({
-    script: [
-      {
-        tools: [
-          { name: 'echo', args: { text: 'first' } },
-          { name: 'echo', args: { text: 'second' } },
-        ],
-      },
-      { text: 'done' },
-    ],
-  }),
+  script: TWO_TOOL_CALLS,
   actions: [advance, expireGrace, wait],
   maxSteps: 14,
 };

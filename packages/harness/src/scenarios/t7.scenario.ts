@@ -5,22 +5,13 @@
  */
 import { SeamName } from '@turnwarden/protocol';
 import { advance, type Scenario, wait } from '../scenario.js';
+import { TWO_TOOL_CALLS } from './scripts.js';
 
 export const t7: Scenario = {
   id: 'T7',
   title: 'a worker that crashes mid-turn is recovered with a complete history',
   park: [SeamName.watchdogSampleToCommit, SeamName.workerToolToJournal],
-  script: JSON.stringify({
-    script: [
-      {
-        tools: [
-          { name: 'echo', args: { text: 'first' } },
-          { name: 'echo', args: { text: 'second' } },
-        ],
-      },
-      { text: 'done' },
-    ],
-  }),
+  script: TWO_TOOL_CALLS,
   actions: [advance, wait],
   fault: (parked) => (parked.seam === SeamName.workerToolToJournal ? { kind: 'crash' } : undefined),
   maxSteps: 10,
