@@ -9,6 +9,7 @@ import { ActivityClock, activityName, isFenced, type MonotonicMs } from '@turnwa
 import type {
   AbortReason,
   HarnessLink,
+  HistoryMessage,
   HostApi,
   JournalAck,
   JournalRequest,
@@ -147,7 +148,7 @@ export class TurnEngine {
     }
     this.claiming.add(workstreamId);
     let turn: ActiveTurn;
-    let history: Awaited<ReturnType<Store['readHistory']>>;
+    let history: HistoryMessage[];
     let userMessage: UserMessage;
     try {
       const worker = await this.pool.acquire();
@@ -155,18 +156,20 @@ export class TurnEngine {
         const lease = await this.acquireLease(workstreamId);
         try {
           const generation = await this.store.nextGeneration(workstreamId);
-          // Debt left by a crashed process is repaired before any new turn (S7).
-          const leftover = await repairOpenCalls({
-            store: this.store,
-            workstreamId,
-            generation,
-            fencingToken: lease.token,
-            why: 'interrupted by a crash',
-            startedCalls: undefined,
-          });
-          if (leftover > 0) {
+          let rows = await this.store.readHistory(workstreamId);
+          if (openToolCalls(rows).length > 0) {
+            // Debt left by a crashed process is repaired before any new turn (S7).
+            const leftover = await repairOpenCalls({
+              store: this.store,
+              workstreamId,
+              generation,
+              fencingToken: lease.token,
+              why: 'interrupted by a crash',
+              startedCalls: undefined,
+            });
             this.counters.toolResultsSynthesized += leftover;
             this.logger.warn({ workstreamId, count: leftover }, 'repaired dangling tool calls before claim');
+            rows = await this.store.readHistory(workstreamId);
           }
           userMessage =
             input.principal === undefined
@@ -178,7 +181,7 @@ export class TurnEngine {
             fencingToken: lease.token,
             entries: [{ commitKey: `g${generation}:u`, message: userMessage }],
           });
-          history = await this.store.readHistory(workstreamId);
+          history = [...rows.map((r) => r.message), userMessage];
           turn = this.arm(worker, lease, tenantId, workstreamId, generation);
         } catch (e) {
           await this.store.releaseLease(workstreamId, this.holder, lease.token).catch(() => false);
@@ -202,7 +205,7 @@ export class TurnEngine {
           tenantId,
           generation: turn.generation,
           fencingToken: turn.lease.token,
-          history: history.map((r) => r.message),
+          history,
           input: userMessage,
           model: this.config.model,
           limits: {

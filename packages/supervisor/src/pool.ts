@@ -26,7 +26,6 @@ export class WorkerHandle {
   onEvent: ((event: WorkerEvent) => void) | undefined;
   /** Set once `terminate` was asked for (escalation or crash cleanup). */
   terminating = false;
-  exitCode: number | undefined;
   /** Control-port events received from the worker (it counts what it posts the same way). */
   eventsReceived = 0;
   private waiters: { n: number; resolve: () => void }[] = [];
@@ -351,7 +350,6 @@ export class WorkerPool {
         }
       }
       h.state = 'dead';
-      h.exitCode = code;
       h.drainWaiters();
       const reason = wasTerminating
         ? `worker ${id} was terminated`
