@@ -8,7 +8,7 @@ biome check .
 echo "== unused files, exports and dependencies (knip)"
 knip
 echo "== typecheck"
-turbo run typecheck --output-logs=errors-only
+bash tools/pnpm.sh exec turbo run typecheck --output-logs=errors-only
 echo "== stress (interleaving harness, bounded budget)"
 node apps/cli/dist/main.js stress --seconds "${TURNWARDEN_STRESS_SECONDS:-45}"
 echo "== tests (vitest)"

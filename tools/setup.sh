@@ -4,12 +4,7 @@
 # Idempotent and quiet when everything is already in place.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PNPM_VERSION=12.4.2
-if command -v pnpm >/dev/null 2>&1 && [ "$(pnpm --version 2>/dev/null)" = "$PNPM_VERSION" ]; then
-  PNPM=(pnpm)
-else
-  PNPM=(npx --yes "pnpm@$PNPM_VERSION")
-fi
+PNPM=(bash tools/pnpm.sh)
 # better-sqlite3 builds from source when no prebuilt binary can be downloaded; point node-gyp
 # at the local Node headers when the machine has them so it never tries to download them.
 if [ -z "${npm_config_nodedir:-}" ] && [ -f /usr/include/node/node_version.h ]; then
@@ -17,7 +12,7 @@ if [ -z "${npm_config_nodedir:-}" ] && [ -f /usr/include/node/node_version.h ]; 
 fi
 stamp=node_modules/.turnwarden-setup
 if [ ! -f "$stamp" ] || [ pnpm-lock.yaml -nt "$stamp" ]; then
-  echo "turnwarden setup: installing dependencies (pnpm $PNPM_VERSION)…" >&2
+  echo "turnwarden setup: installing dependencies (pnpm, pinned in tools/pnpm.sh)…" >&2
   "${PNPM[@]}" install --frozen-lockfile --reporter=append-only >&2
   touch "$stamp"
 fi
