@@ -1,7 +1,7 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { Activity } from './activity.js';
 import { ActivityClock, isFenced } from './clock.js';
-import { ACT, FENCE, HIGH, slotBase } from './layout.js';
+import { ACT, CODE, FENCE, HIGH, slotBase, TICKS_PER_MS, TIME } from './layout.js';
 import { SlotStamp } from './stamp.js';
 
 function manualClock(slots = 4) {
@@ -105,5 +105,38 @@ describe('activity clock', () => {
     const { clock } = manualClock(2);
     expect(() => clock.sample(2)).toThrow(/out of range/);
     expect(() => new SlotStamp(clock.buffer, 5)).toThrow(/out of range/);
+  });
+});
+
+describe('stamp publication order', () => {
+  it('L6 L1: a stamp writes its time and code before the Atomics.add that publishes it', () => {
+    // A supervisor that loads ACT and sees a new version must also see that stamp's TIME and
+    // CODE (the seq-cst add publishes the plain stores before it). Checked where it is decided:
+    // at the moment of the add, both words already hold the stamp's values.
+    const { clock, stamp, set } = manualClock();
+    const s = stamp(2);
+    clock.arm(2, 1);
+    set(5_000);
+    const words = new Int32Array(clock.buffer);
+    const base = slotBase(2);
+    const seen: { time: number; code: number }[] = [];
+    const realAdd = Atomics.add;
+    const spy = vi.spyOn(Atomics, 'add').mockImplementation(((arr: Int32Array, i: number, v: number) => {
+      if (arr.buffer === clock.buffer && i === base + ACT) {
+        seen.push({ time: words[base + TIME]!, code: words[base + CODE]! });
+      }
+      return realAdd(arr, i, v);
+    }) as typeof Atomics.add);
+    try {
+      s.touch(Activity.toolHeartbeat);
+      set(6_000);
+      s.touch(Activity.streamToken);
+    } finally {
+      spy.mockRestore();
+    }
+    expect(seen).toEqual([
+      { time: 5_000 * TICKS_PER_MS - 1_000 * TICKS_PER_MS, code: Activity.toolHeartbeat },
+      { time: 6_000 * TICKS_PER_MS - 1_000 * TICKS_PER_MS, code: Activity.streamToken },
+    ]);
   });
 });

@@ -212,7 +212,7 @@ export async function modelCoverage(): Promise<CoverageReport> {
       let current: TurnPlan | undefined;
       let visits = new Map<string, number>();
       const cancel = () => void tw.cancel('model', workstreamId).catch(() => {});
-      tw.subscribe(workstreamId, (e: TurnwardenEvent) => {
+      await tw.subscribe({ tenantId: 'model', workstreamId }, (e: TurnwardenEvent) => {
         if (e.type === 'state') {
           const state = String(e.data.state);
           if (state !== observed[observed.length - 1]) visits.set(state, (visits.get(state) ?? 0) + 1);

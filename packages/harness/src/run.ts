@@ -67,7 +67,14 @@ export class Run {
     });
     const run = new Run(scenario, harness, tw, store, record, time);
     await tw.createWorkstream({ tenantId: TENANT, workstreamId: WORKSTREAM });
-    tw.subscribe(WORKSTREAM, (e) => {
+    let scheduled: number | undefined;
+    await tw.subscribe({ tenantId: TENANT, workstreamId: WORKSTREAM }, (e) => {
+      if (e.type === 'idle' && e.generation === scheduled && run.record.rewrite !== undefined) {
+        // Synchronous read inside the listener: the history at the instant the turn settled.
+        void store.readHistory(WORKSTREAM).then((rows) => {
+          run.record.summaryAtIdle = rows.some((r) => r.commitKey === SUMMARY_KEY);
+        });
+      }
       run.record.events.push(e);
       if (e.type === 'turn_aborted' && run.record.watermark === undefined) {
         run.record.renewalsAtCommit = tw.stats().leaseRenewals;
@@ -86,14 +93,7 @@ export class Run {
       harness.rearm();
     }
     run.turn = await tw.send({ tenantId: TENANT, workstreamId: WORKSTREAM, content: scenario.script });
-    const scheduled = run.turn.generation;
-    tw.subscribe(WORKSTREAM, (e) => {
-      if (e.type !== 'idle' || e.generation !== scheduled || run.record.rewrite === undefined) return;
-      // Synchronous read inside the listener: the history at the instant the turn settled.
-      void store.readHistory(WORKSTREAM).then((rows) => {
-        run.record.summaryAtIdle = rows.some((r) => r.commitKey === SUMMARY_KEY);
-      });
-    });
+    scheduled = run.turn.generation;
     run.running.add(`W${run.turn.generation}`);
     void run.turn.done.then((result) => {
       run.record.result = result;

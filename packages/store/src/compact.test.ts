@@ -19,8 +19,9 @@ beforeEach(async () => {
     generation: 1,
     entries: [
       user('u1', 'first'),
-      assistant('a1', ['x']),
+      assistant('a1', ['x', 'y']),
       toolResult('t1', 'x', 0),
+      toolResult('t2', 'y', 1),
       assistant('a2', [], 'answer'),
       user('u2', 'second'),
       assistant('a3', [], 'answer 2'),
@@ -41,9 +42,9 @@ async function refusal(p: Promise<unknown>) {
 describe('compactHistory', () => {
   it('L8: replaces the prefix with one summary row, renumbers the rest and keeps their keys', async () => {
     expect(
-      await store.compactHistory({ workstreamId: 'w', generation: 1, throughSeq: 4, summary: summary() }),
+      await store.compactHistory({ workstreamId: 'w', generation: 1, throughSeq: 5, summary: summary() }),
     ).toEqual({
-      removed: 4,
+      removed: 5,
     });
     const rows = await store.readHistory('w');
     expect(rows.map((r) => [r.seq, r.commitKey, r.message.role])).toEqual([
@@ -73,7 +74,8 @@ describe('compactHistory', () => {
   });
 
   it('S1: refuses a cut that would separate tool calls from their results, writing nothing', async () => {
-    for (const throughSeq of [2, 5 - 3]) {
+    // Through the assistant row (both calls cut off), and between its two results.
+    for (const throughSeq of [2, 3]) {
       const e = await refusal(
         store.compactHistory({ workstreamId: 'w', generation: 1, throughSeq, summary: summary() }),
       );
@@ -83,6 +85,7 @@ describe('compactHistory', () => {
       'u1',
       'a1',
       't1',
+      't2',
       'a2',
       'u2',
       'a3',
@@ -103,7 +106,7 @@ describe('compactHistory', () => {
       }),
     );
     expect(e.code).toBe(ErrorCode.FENCED);
-    expect(await store.readHistory('w')).toHaveLength(6);
+    expect(await store.readHistory('w')).toHaveLength(7);
   });
 
   it('refuses a non-system summary and an out-of-range cut', async () => {
@@ -115,7 +118,7 @@ describe('compactHistory', () => {
     expect(
       (
         await refusal(
-          store.compactHistory({ workstreamId: 'w', generation: 1, throughSeq: 7, summary: summary() }),
+          store.compactHistory({ workstreamId: 'w', generation: 1, throughSeq: 8, summary: summary() }),
         )
       ).code,
     ).toBe(ErrorCode.INVALID_INPUT);

@@ -90,26 +90,59 @@ describe('input', () => {
   it('T5: oversize content, unknown fields and invalid ids are refused with nothing written', async () => {
     rt = await startRuntime({ limits: { maxMessageBytes: 64 } });
     expect((await refusal(rt.send('x'.repeat(65)))).code).toBe(ErrorCode.INVALID_INPUT);
+    // The limit is in UTF-8 bytes: 22 three-byte characters are 66 bytes.
+    const wide = await refusal(rt.send('€'.repeat(22)));
+    expect(wide.code).toBe(ErrorCode.INVALID_INPUT);
+    expect(wide.message).toBe('content exceeds 64 bytes');
     const extra = { tenantId: 'tenant-a', workstreamId: rt.workstreamId, content: 'hi', admin: true };
     expect((await refusal(rt.tw.send(extra as never))).code).toBe(ErrorCode.INVALID_INPUT);
     expect(
       (await refusal(rt.tw.send({ tenantId: 'tenant-a', workstreamId: '../etc', content: 'hi' }))).code,
     ).toBe(ErrorCode.INVALID_INPUT);
     expect(await rt.history()).toEqual([]);
+    // Exactly at the limit is accepted.
+    expect((await (await rt.send('€'.repeat(21))).done).status).toBe('completed');
   });
 
   it('T2: another tenant cannot see or act on a workstream (not found, no existence leak)', async () => {
     rt = await startRuntime();
-    for (const p of [
-      rt.tw.send({ tenantId: 'tenant-b', workstreamId: rt.workstreamId, content: 'hi' }),
-      rt.tw.history('tenant-b', rt.workstreamId),
-      rt.tw.status('tenant-b', rt.workstreamId),
-      rt.tw.cancel('tenant-b', rt.workstreamId),
-    ]) {
-      const e = await refusal(p);
-      expect(e.code).toBe(ErrorCode.WORKSTREAM_NOT_FOUND);
-      expect(e.message).toBe(`workstream ${rt.workstreamId} not found`);
+    await (await rt.send(script({ tools: [{ name: 'echo', args: { text: 'secret' } }] }, { text: 'ok' })))
+      .done;
+    const heard: unknown[] = [];
+    const ws = rt.workstreamId;
+    const calls: [string, (id: string) => Promise<unknown>][] = [
+      ['send', (id) => rt!.tw.send({ tenantId: 'tenant-b', workstreamId: id, content: 'hi' })],
+      ['history', (id) => rt!.tw.history('tenant-b', id)],
+      ['status', (id) => rt!.tw.status('tenant-b', id)],
+      ['cancel', (id) => rt!.tw.cancel('tenant-b', id)],
+      ['close', (id) => rt!.tw.close('tenant-b', id)],
+      ['compact', (id) => rt!.tw.compact('tenant-b', id, { throughSeq: 2, summary: 'stolen' })],
+      [
+        'subscribe',
+        (id) => rt!.tw.subscribe({ tenantId: 'tenant-b', workstreamId: id }, (e) => heard.push(e)),
+      ],
+    ];
+    for (const [name, call] of calls) {
+      const e = await refusal(call(ws));
+      expect([name, e.code]).toEqual([name, ErrorCode.WORKSTREAM_NOT_FOUND]);
+      // Word for word what an id that does not exist at all gets.
+      const missing = await refusal(call('ws-none'));
+      expect(e.message.replace(ws, 'ID')).toBe(missing.message.replace('ws-none', 'ID'));
     }
+    // Nothing changed, and the refused subscriber heard nothing of the next turn.
+    await (await rt.send('still mine')).done;
+    expect(heard).toEqual([]);
+    expect((await rt.tw.status('tenant-a', ws)).state).toBe('idle');
+    const rows = await rt.history();
+    expect(rows.filter((r) => r.message.role === 'system')).toEqual([]);
+    expect(rows.map((r) => r.message.role)).toEqual([
+      'user',
+      'assistant',
+      'tool',
+      'assistant',
+      'user',
+      'assistant',
+    ]);
   });
 
   it('T6: malformed tool arguments and unknown tools become complete tool errors with effect none', async () => {

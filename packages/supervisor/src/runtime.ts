@@ -25,7 +25,7 @@ import {
   type SupervisorConfigInput,
 } from './config.js';
 import { TurnEngine } from './engine.js';
-import type { Listener } from './events.js';
+import type { Listener, TurnwardenEvent } from './events.js';
 import { checkId, checkSendInput, invalid } from './input.js';
 import type { PoolStats } from './pool.js';
 import type { RuntimeCounters } from './stats.js';
@@ -125,8 +125,46 @@ export class Turnwarden {
     return { workstreamId: rec.id, tenantId: rec.tenantId, incarnation: rec.incarnation };
   }
 
-  subscribe(workstreamId: string, listener: Listener): () => void {
-    return this.engine.events.subscribe(workstreamId, listener);
+  /**
+   * Follows a workstream's events. Registration is immediate — nothing emitted after this call
+   * is missed — but nothing is delivered until the tenant is known to own the workstream (T2):
+   * events that arrive meanwhile are held, then delivered in order. Another tenant's id is
+   * refused with WORKSTREAM_NOT_FOUND, having received nothing. Resolves with the function
+   * that stops the subscription.
+   */
+  subscribe(
+    input: { readonly tenantId: string; readonly workstreamId: string },
+    listener: Listener,
+  ): Promise<() => void> {
+    const { tenantId, workstreamId } = input;
+    let verified = false;
+    let refused = false;
+    const held: TurnwardenEvent[] = [];
+    const deliver = (event: TurnwardenEvent) => {
+      try {
+        listener(event);
+      } catch (err) {
+        this.logger.warn({ err, workstreamId, type: event.type }, 'event listener threw');
+      }
+    };
+    const off = this.engine.events.subscribe(String(workstreamId), (event) => {
+      if (refused) return;
+      if (verified) listener(event);
+      else held.push(event);
+    });
+    return this.owned(tenantId, workstreamId).then(
+      () => {
+        verified = true;
+        for (const event of held.splice(0)) deliver(event);
+        return off;
+      },
+      (err: unknown) => {
+        refused = true;
+        held.length = 0;
+        off();
+        throw err;
+      },
+    );
   }
 
   async history(tenantId: string, workstreamId: string) {

@@ -20,6 +20,18 @@ async function refusal(p: Promise<unknown>) {
   return e;
 }
 
+/** Resolves when the call occurrence `callIndex` has started. */
+function nextToolStart(r: Rt, callIndex: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const subscribed = r.tw.subscribe({ tenantId: 'tenant-a', workstreamId: r.workstreamId }, (e) => {
+      if (e.type !== 'tool_started' || e.data.callIndex !== callIndex) return;
+      void subscribed.then((off) => off());
+      resolve();
+    });
+    subscribed.catch(reject);
+  });
+}
+
 const hangingTool = script({ tools: [{ name: 'sleep', args: { ms: 60_000, ignoreAbort: true } }] });
 
 describe('structural debt', () => {
@@ -49,6 +61,32 @@ describe('structural debt', () => {
     expect(openToolCalls(rows)).toEqual([]);
     expect(rows.filter((r) => r.message.role === 'tool').map((r) => r.message)).toEqual([
       expect.objectContaining({ synthesized: true, effect: 'unknown' }),
+    ]);
+    expect((await (await rt.send('next')).done).status).toBe('completed');
+  });
+
+  it('S1 S2: a cancelled turn whose calls share one provider id gets exactly one result per occurrence', async () => {
+    rt = await startRuntime();
+    const turn = await rt.send(
+      script({
+        tools: [
+          { name: 'echo', args: { text: 'first' }, id: 'dup' },
+          { name: 'sleep', args: { ms: 60_000, ignoreAbort: true }, id: 'dup' },
+          { name: 'echo', args: { text: 'third' }, id: 'dup' },
+        ],
+      }),
+    );
+    // The second occurrence is running: its id is already answered once (by the first).
+    await nextToolStart(rt, 1);
+    expect(await rt.tw.cancel('tenant-a', rt.workstreamId)).toBe(true);
+    expect(await turn.done).toMatchObject({ status: 'interrupted', abortReason: 'cancel', synthesized: 2 });
+    const rows = await rt.history();
+    expect(openToolCalls(rows)).toEqual([]);
+    const tools = rows.flatMap((r) => (r.message.role === 'tool' ? [r.message] : []));
+    expect(tools.map((m) => [m.toolCallId, m.callIndex, m.effect, m.synthesized === true])).toEqual([
+      ['dup', 0, 'applied', false],
+      ['dup', 1, 'unknown', true], // started, interrupted: its effect is not known
+      ['dup', 2, 'none', true], // provably never started
     ]);
     expect((await (await rt.send('next')).done).status).toBe('completed');
   });

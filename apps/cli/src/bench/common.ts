@@ -31,16 +31,24 @@ export interface TurnTimes {
 /** Records, per generation, when a workstream's events arrived. */
 export class TurnTimeline {
   private readonly byGeneration = new Map<number, TurnTimes>();
-  private readonly unsubscribe: () => void;
+  private unsubscribe: () => void = () => {};
 
-  constructor(tw: Turnwarden, workstreamId: string, onToken?: (e: TurnwardenEvent, at: number) => void) {
-    this.unsubscribe = tw.subscribe(workstreamId, (e) => {
+  private constructor() {}
+
+  /** Follows one workstream of the bench tenant. */
+  static async follow(
+    tw: Turnwarden,
+    workstreamId: string,
+    onToken?: (e: TurnwardenEvent, at: number) => void,
+  ): Promise<TurnTimeline> {
+    const timeline = new TurnTimeline();
+    timeline.unsubscribe = await tw.subscribe({ tenantId: TENANT, workstreamId }, (e) => {
       const at = performance.now();
       if (e.generation === undefined) return;
-      let t = this.byGeneration.get(e.generation);
+      let t = timeline.byGeneration.get(e.generation);
       if (!t) {
         t = { tokens: 0 };
-        this.byGeneration.set(e.generation, t);
+        timeline.byGeneration.set(e.generation, t);
       }
       switch (e.type) {
         case 'token':
@@ -61,6 +69,7 @@ export class TurnTimeline {
           break;
       }
     });
+    return timeline;
   }
 
   get(generation: number): TurnTimes {

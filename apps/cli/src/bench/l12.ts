@@ -88,7 +88,7 @@ async function phase(
     });
     let tokens = 0;
     if (load.busy) {
-      tw.subscribe(busy.id, (e) => {
+      await tw.subscribe({ tenantId: TENANT, workstreamId: busy.id }, (e) => {
         if (e.type === 'token') tokens++;
       });
       // 20 × 10,000 one-character tokens per turn (the message stays under maxMessageBytes);

@@ -57,13 +57,13 @@ async function startTurns(tw: Turnwarden, ids: readonly string[]): Promise<void>
   const content = script([{ tools: [{ name: 'heartbeat', args: { ms: 600_000, everyMs: 50 } }] }]);
   const started = ids.map(
     (id) =>
-      new Promise<void>((resolve) => {
-        const off = tw.subscribe(id, (e) => {
-          if (e.type === 'tool_started') {
-            off();
-            resolve();
-          }
+      new Promise<void>((resolve, reject) => {
+        const subscribed = tw.subscribe({ tenantId: TENANT, workstreamId: id }, (e) => {
+          if (e.type !== 'tool_started') return;
+          void subscribed.then((off) => off());
+          resolve();
         });
+        subscribed.catch(reject);
       }),
   );
   for (const id of ids) await tw.send({ tenantId: TENANT, workstreamId: id, content });

@@ -43,7 +43,7 @@ export async function benchStall(ctx: BenchContext): Promise<Omit<SectionResult,
       // The naive detector: re-armed on every token, fires timeoutMs after the last one.
       let naiveTimer: NodeJS.Timeout | undefined;
       let naiveFiredAt: number | undefined;
-      const timeline = new TurnTimeline(tw, ws.workstreamId, () => {
+      const timeline = await TurnTimeline.follow(tw, ws.workstreamId, () => {
         clearTimeout(naiveTimer);
         naiveFiredAt = undefined;
         naiveTimer = setTimeout(() => {

@@ -40,7 +40,7 @@ export async function benchWedge(ctx: BenchContext): Promise<Omit<SectionResult,
   const anomalies: string[] = [];
   try {
     const ws = await tw.createWorkstream({ tenantId: TENANT, workstreamId: 'wedge-0' });
-    const timeline = new TurnTimeline(tw, ws.workstreamId);
+    const timeline = await TurnTimeline.follow(tw, ws.workstreamId);
     const content = script([{ text: 'a' }, { wedge: true }]);
     try {
       // One at a time: a wedged worker burns a whole core of this 2-core machine.

@@ -41,7 +41,7 @@ export async function startRuntime(options: TurnwardenOptions = {}) {
   const tw = await Turnwarden.start({ ...FAST, pluginModules: [PLUGIN], ...options, logger });
   const { workstreamId } = await tw.createWorkstream({ tenantId: 'tenant-a', workstreamId: 'ws-1' });
   const events: TurnwardenEvent[] = [];
-  tw.subscribe(workstreamId, (e) => events.push(e));
+  await tw.subscribe({ tenantId: 'tenant-a', workstreamId }, (e) => events.push(e));
   const send = (content: string) => tw.send({ tenantId: 'tenant-a', workstreamId, content });
   const history = () => tw.history('tenant-a', workstreamId);
   const logged = (msg: string) => logs.filter((l) => l.msg === msg);
@@ -54,13 +54,17 @@ export function nextEvent(
   tw: Turnwarden,
   workstreamId: string,
   type: TurnwardenEvent['type'],
+  tenantId = 'tenant-a',
 ): Promise<TurnwardenEvent> {
-  return new Promise((resolve) => {
-    const off = tw.subscribe(workstreamId, (e) => {
-      if (e.type === type) {
-        off();
-        resolve(e);
-      }
+  return new Promise((resolve, reject) => {
+    let seen = false;
+    // Registration is synchronous: an event emitted right after this call is not missed.
+    const subscribed = tw.subscribe({ tenantId, workstreamId }, (e) => {
+      if (seen || e.type !== type) return;
+      seen = true;
+      void subscribed.then((off) => off());
+      resolve(e);
     });
+    subscribed.catch(reject);
   });
 }
