@@ -7,6 +7,7 @@ import { Worker } from 'node:worker_threads';
 import { SlotStamp } from '@turnwarden/clock';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { StallInfo } from './index.js';
+import { leaseStore } from './test-support/lease-store.js';
 import { nextEvent, script, startRuntime } from './test-support/runtime.js';
 
 type Rt = Awaited<ReturnType<typeof startRuntime>>;
@@ -32,22 +33,34 @@ function expectDeclinedAndCompleted(r: Rt, result: { status: string }) {
 describe('abort commit windows', () => {
   it('L4: activity that resumes while the stall is being surfaced makes the abort decline; the lease keeps renewing', async () => {
     let held = 0;
-    rt = await startRuntime({ hooks });
+    const leases = leaseStore();
+    rt = await startRuntime({ hooks, store: leases.store });
     const r = rt;
     // Hold the window open until the resumed turn's stamp has landed (its token event follows the stamp).
     beforeCommit = async () => {
       held++;
       await nextEvent(r.tw, r.workstreamId, 'token');
     };
+    const declined = nextEvent(r.tw, r.workstreamId, 'watchdog_declined');
+    // The declined turn's final row waits until two more renewals have succeeded after the
+    // decline (bounded: if renewal stopped, the assertions below say so).
+    let renewalsAtDecline = 0;
+    leases.beforeAppend(
+      (e) => e.message.role === 'assistant' && e.message.content === 'resumed',
+      async () => {
+        await declined;
+        renewalsAtDecline = r.tw.stats().leaseRenewals;
+        await Promise.race([leases.refreshed(2), new Promise((resolve) => setTimeout(resolve, 3_000))]);
+      },
+    );
     const turn = await r.send(script({ sleep: 450 }, { text: 'resumed', chunks: 2 }));
-    await nextEvent(r.tw, r.workstreamId, 'watchdog_declined');
-    const renewalsAtDecline = r.tw.stats().leaseRenewals;
     const result = await turn.done;
     expect(held).toBe(1);
     expectDeclinedAndCompleted(r, result);
     expect(r.events.find((e) => e.type === 'watchdog_declined')?.data).toEqual({ why: 'activity' });
     expect(r.tw.stats().abortsDeclined).toBe(1);
-    expect(r.tw.stats().leaseRenewals).toBeGreaterThanOrEqual(renewalsAtDecline);
+    // L2/L4: a declined abort leaves renewal running — it renewed after the decline.
+    expect(r.tw.stats().leaseRenewals - renewalsAtDecline).toBeGreaterThanOrEqual(2);
     expect(r.logged('turn liveness watchdog fired; attempting recovery')).toHaveLength(1);
   });
 

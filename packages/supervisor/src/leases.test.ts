@@ -4,9 +4,9 @@
  * through the store's own clock: it expires, and an intruder acquires it.
  */
 import { ErrorCode, type JournalEntry } from '@turnwarden/protocol';
-import { openSqliteStore, type Store } from '@turnwarden/store';
 import { afterEach, describe, expect, it } from 'vitest';
 import { within } from './test-support/bounded.js';
+import { leaseStore } from './test-support/lease-store.js';
 import { nextEvent, script, startRuntime } from './test-support/runtime.js';
 
 type Rt = Awaited<ReturnType<typeof startRuntime>>;
@@ -16,77 +16,17 @@ afterEach(async () => {
   rt = undefined;
 });
 
-/** A SQLite store on a settable clock, whose lease can be taken over by another holder. */
-function stealableStore() {
-  const clock = { ms: 1_000_000 };
-  const inner = openSqliteStore({ path: ':memory:', now: () => clock.ms });
-  const refreshes: { ok: boolean }[] = [];
-  let onRefresh = () => {};
-  const store = new Proxy(inner, {
-    get(target, key, receiver) {
-      const value = Reflect.get(target, key, receiver) as unknown;
-      if (typeof value !== 'function') return value;
-      if (key !== 'refreshLease') return (value as (...a: unknown[]) => unknown).bind(target);
-      return async (...args: Parameters<Store['refreshLease']>) => {
-        const ok = await target.refreshLease(...args);
-        refreshes.push({ ok });
-        onRefresh();
-        return ok;
-      };
-    },
-  });
-  return {
-    store,
-    refreshes,
-    /** Resolves once `n` more lease refreshes have completed. */
-    refreshed(n: number): Promise<void> {
-      const target = refreshes.length + n;
-      return new Promise((resolve) => {
-        onRefresh = () => {
-          if (refreshes.length >= target) resolve();
-        };
-      });
-    },
-    /** The live lease expires and an intruder acquires it (a new fencing token). */
-    async steal(workstreamId: string) {
-      clock.ms += 3_600_000;
-      const lease = await store.acquireLease(workstreamId, 'intruder', 3_600_000);
-      if (!lease) throw new Error('the intruder could not take the lease');
-      return lease;
-    },
-  };
-}
-
-/** Runs `before` the first append that contains a matching entry, then lets the append proceed. */
-function beforeAppend(inner: Store, match: (e: JournalEntry) => boolean, before: () => Promise<unknown>) {
-  let done = false;
-  return new Proxy(inner, {
-    get(target, key, receiver) {
-      const value = Reflect.get(target, key, receiver) as unknown;
-      if (typeof value !== 'function') return value;
-      if (key !== 'appendMessages') return (value as (...a: unknown[]) => unknown).bind(target);
-      return async (input: Parameters<Store['appendMessages']>[0]) => {
-        if (!done && input.entries.some(match)) {
-          done = true;
-          await before();
-        }
-        return target.appendMessages(input);
-      };
-    },
-  });
-}
-
 const toolRow = (e: JournalEntry) => e.message.role === 'tool' && e.message.synthesized !== true;
 
 describe('turn lease at runtime', () => {
   it('P6: once another holder takes the lease, the store refuses every row of the superseded turn', async () => {
-    const s = stealableStore();
+    const s = leaseStore();
     let intruderToken = 0;
-    const store = beforeAppend(s.store as Store, toolRow, async () => {
+    s.beforeAppend(toolRow, async () => {
       intruderToken = (await s.steal('ws-1')).token;
     });
     // Renewal would notice the loss only at its next period: make that period longer than the test.
-    rt = await startRuntime({ store, lease: { ttlMs: 120_000, renewMs: 60_000 } });
+    rt = await startRuntime({ store: s.store, lease: { ttlMs: 120_000, renewMs: 60_000 } });
     const turn = await rt.send(
       script({ tools: [{ name: 'echo', args: { text: 'side effect' } }] }, { text: 'never journaled' }),
     );
@@ -96,10 +36,10 @@ describe('turn lease at runtime', () => {
     expect(result.error?.code).toBe(ErrorCode.FENCED);
     // Nothing the superseded turn wrote after the takeover is durable: not the tool's result,
     // not the final answer, not a synthesized result.
-    const rows = await s.store.readHistory('ws-1');
+    const rows = await s.readHistory('ws-1');
     expect(rows.map((r) => r.message.role)).toEqual(['user', 'assistant']);
     // The takeover stands: the intruder's lease is live and was not released by the old turn.
-    expect(await s.store.getLease('ws-1')).toMatchObject({
+    expect(await s.getLease('ws-1')).toMatchObject({
       holder: 'intruder',
       token: intruderToken,
       released: false,
@@ -107,7 +47,7 @@ describe('turn lease at runtime', () => {
   });
 
   it('L3 P6: a lease refresh that fails ends the turn as lease_lost and is not counted as a renewal', async () => {
-    const s = stealableStore();
+    const s = leaseStore();
     rt = await startRuntime({ store: s.store, lease: { ttlMs: 3_000, renewMs: 20 } });
     const turn = await rt.send(script({ tools: [{ name: 'heartbeat', args: { ms: 60_000, everyMs: 20 } }] }));
     await nextEvent(rt.tw, rt.workstreamId, 'tool_started');

@@ -10,8 +10,9 @@ describe('demo end to end (real workers, in-memory store)', () => {
       '--turns=3',
       '--seed=3',
       '--db=:memory:',
-      '--timeout-ms=300',
-      '--poll-ms=30',
+      // Generous enough that a starved fork of the test runner is not a false abort.
+      '--timeout-ms=500',
+      '--poll-ms=50',
       '--grace-ms=150',
       '--max-workers=4',
       '--warm-workers=2',
@@ -34,7 +35,7 @@ describe('demo end to end (real workers, in-memory store)', () => {
     expect(heartbeats.length).toBeGreaterThan(0);
     for (const r of heartbeats) {
       expect(r.status).toBe('completed');
-      expect(r.durationMs).toBeGreaterThan(300);
+      expect(r.durationMs).toBeGreaterThan(500);
     }
     // L1: stalls interrupted by the watchdog.
     const stalls = records.filter((r) => r.kind === 'stall');
@@ -58,18 +59,21 @@ describe('demo end to end (real workers, in-memory store)', () => {
 
   it('--json mode prints nothing while running', async () => {
     const output = memoryOutput();
+    // What is judged is the output, not timing: a timeout far above any scheduling delay.
     const args = {
       ...parseDemoArgs(['--db=:memory:', '--log-stderr', '--log-level=silent', '--json']),
       workstreams: 2,
       turns: 1,
-      timeoutMs: 300,
-      pollMs: 30,
+      timeoutMs: 1_000,
+      pollMs: 100,
       graceMs: 150,
     };
     expect(DEMO_DEFAULTS.workstreams).toBe(24);
-    const { summary } = await runDemo(args, { output });
+    const { summary, records } = await runDemo(args, { output });
     expect(output.stdout).toEqual([]);
+    expect(output.stderr).toEqual([]);
     expect(summary.sessions).toBe(2);
-    expect(summary.ok).toBe(true);
+    expect(records).toHaveLength(2 + 2);
+    expect(summary.failed_checks).toEqual([]);
   }, 60_000);
 });

@@ -1,11 +1,11 @@
 import { ErrorCode, isTurnwardenError } from '@turnwarden/protocol';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { demoTools } from './demo.js';
 import { echoTool } from './echo.js';
 import { failTool } from './fail.js';
 import { heartbeatTool } from './heartbeat.js';
 import { sleepTool } from './sleep.js';
-import { abortDuring, testSignals } from './test-support/signals.js';
+import { abortAt, testSignals, useFakeTimers } from './test-support/signals.js';
 
 const toolError = (message: string) => expect.objectContaining({ code: ErrorCode.TOOL_ERROR, message });
 
@@ -54,29 +54,40 @@ describe('fail', () => {
 });
 
 describe('sleep', () => {
+  useFakeTimers();
+
   it('waits and reports it, without heartbeats', async () => {
     const ctx = testSignals();
-    const start = performance.now();
-    expect(await sleepTool.run({ ms: 30 }, ctx)).toBe('slept 30 ms');
-    expect(performance.now() - start).toBeGreaterThanOrEqual(25);
+    let result: string | undefined;
+    void sleepTool.run({ ms: 30 }, ctx).then((r) => {
+      result = r;
+    });
+    await vi.advanceTimersByTimeAsync(29);
+    expect(result).toBeUndefined();
+    await vi.advanceTimersByTimeAsync(1);
+    expect(result).toBe('slept 30 ms');
     expect(ctx.beats()).toBe(0);
   });
 
-  it('rejects promptly with TURN_ABORTED when aborted', async () => {
+  it('rejects with TURN_ABORTED at the abort', async () => {
     const ctx = testSignals();
-    const { error, lateMs } = await abortDuring(sleepTool.run({ ms: 60_000 }, ctx), ctx.controller, 20);
+    const { error, prompt } = await abortAt(sleepTool.run({ ms: 60_000 }, ctx), ctx.controller, 20);
+    expect(prompt).toBe(true);
     expect(isTurnwardenError(error, ErrorCode.TURN_ABORTED)).toBe(true);
-    expect(lateMs).toBeLessThan(500);
   });
 
   it('with ignoreAbort, runs to its end despite the abort', async () => {
     const ctx = testSignals();
-    const run = sleepTool.run({ ms: 80, ignoreAbort: true }, ctx);
-    setTimeout(() => ctx.controller.abort(), 10);
-    const start = performance.now();
-    await expect(run).resolves.toBe('slept 80 ms');
-    expect(ctx.signal.aborted).toBe(true);
-    expect(performance.now() - start).toBeGreaterThanOrEqual(60);
+    let result: string | undefined;
+    void sleepTool.run({ ms: 80, ignoreAbort: true }, ctx).then((r) => {
+      result = r;
+    });
+    await vi.advanceTimersByTimeAsync(10);
+    ctx.controller.abort();
+    await vi.advanceTimersByTimeAsync(69);
+    expect(result).toBeUndefined();
+    await vi.advanceTimersByTimeAsync(1);
+    expect(result).toBe('slept 80 ms');
   });
 
   it('validates its arguments', async () => {
@@ -100,24 +111,34 @@ describe('sleep', () => {
 });
 
 describe('heartbeat', () => {
+  useFakeTimers();
+
   it('heartbeats while it runs', async () => {
     const ctx = testSignals();
-    expect(await heartbeatTool.run({ ms: 60, everyMs: 15 }, ctx)).toBe('ran 60 ms with 5 heartbeats');
+    const run = heartbeatTool.run({ ms: 60, everyMs: 15 }, ctx);
+    await vi.advanceTimersByTimeAsync(45);
+    expect(ctx.beats()).toBe(4);
+    await vi.advanceTimersByTimeAsync(15);
+    expect(await run).toBe('ran 60 ms with 5 heartbeats');
     expect(ctx.beats()).toBe(5);
   });
 
   it('beats every 20 ms by default', async () => {
     const ctx = testSignals();
-    await heartbeatTool.run({ ms: 40 }, ctx);
+    const run = heartbeatTool.run({ ms: 40 }, ctx);
+    await vi.advanceTimersByTimeAsync(19);
+    expect(ctx.beats()).toBe(1);
+    await vi.advanceTimersByTimeAsync(21);
+    await run;
     expect(ctx.beats()).toBe(3);
   });
 
-  it('rejects promptly with TURN_ABORTED when aborted', async () => {
+  it('rejects with TURN_ABORTED at the abort', async () => {
     const ctx = testSignals();
-    const { error, lateMs } = await abortDuring(heartbeatTool.run({ ms: 60_000 }, ctx), ctx.controller, 50);
+    const { error, prompt } = await abortAt(heartbeatTool.run({ ms: 60_000 }, ctx), ctx.controller, 50);
+    expect(prompt).toBe(true);
     expect(isTurnwardenError(error, ErrorCode.TURN_ABORTED)).toBe(true);
-    expect(lateMs).toBeLessThan(500);
-    expect(ctx.beats()).toBeGreaterThanOrEqual(2);
+    expect(ctx.beats()).toBe(3); // at 0, 20 and 40 ms
   });
 
   it('validates its arguments', async () => {

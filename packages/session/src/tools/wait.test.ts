@@ -1,31 +1,66 @@
+/**
+ * Waiting and heartbeats on fake timers: every assertion is about what has happened at an
+ * exact instant, never about how long a real sleep took.
+ */
 import { ErrorCode, isTurnwardenError } from '@turnwarden/protocol';
-import { describe, expect, it } from 'vitest';
-import { abortDuring, testSignals } from './test-support/signals.js';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { testSignals } from './test-support/signals.js';
 import { abortError, heartbeatFor, throwIfAborted, wait } from './wait.js';
 
+beforeEach(() => {
+  vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval'] });
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+/** Tracks a promise's settlement without awaiting it. */
+function track<T>(p: Promise<T>) {
+  const state: { settled: boolean; value?: T; error?: unknown } = { settled: false };
+  p.then(
+    (value) => Object.assign(state, { settled: true, value }),
+    (error: unknown) => Object.assign(state, { settled: true, error }),
+  );
+  return state;
+}
+
 describe('wait', () => {
-  it('resolves after the delay', async () => {
-    const start = performance.now();
-    await wait(30);
-    expect(performance.now() - start).toBeGreaterThanOrEqual(25);
+  it('resolves at the delay, not before', async () => {
+    const t = track(wait(30));
+    await vi.advanceTimersByTimeAsync(29);
+    expect(t.settled).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(t).toEqual({ settled: true, value: undefined });
   });
 
-  it('rejects promptly with TURN_ABORTED when the signal is aborted', async () => {
+  it('rejects with TURN_ABORTED the moment the signal is aborted, and clears its timer', async () => {
     const { controller } = testSignals();
-    const { error, lateMs } = await abortDuring(wait(60_000, controller.signal), controller, 20);
-    expect(isTurnwardenError(error, ErrorCode.TURN_ABORTED)).toBe(true);
-    expect(lateMs).toBeLessThan(500);
+    const t = track(wait(60_000, controller.signal));
+    await vi.advanceTimersByTimeAsync(20);
+    expect(t.settled).toBe(false);
+    controller.abort('cancel');
+    await vi.advanceTimersByTimeAsync(0); // no time passes: only the abort
+    expect(t.settled).toBe(true);
+    expect(isTurnwardenError(t.error, ErrorCode.TURN_ABORTED)).toBe(true);
+    expect(vi.getTimerCount()).toBe(0);
   });
 
-  it('rejects at once when the signal is already aborted', async () => {
+  it('rejects at once when the signal is already aborted, starting no timer', async () => {
     const controller = new AbortController();
     controller.abort('watchdog');
-    const start = performance.now();
     await expect(wait(60_000, controller.signal, 'nap')).rejects.toMatchObject({
       code: ErrorCode.TURN_ABORTED,
       message: 'nap aborted: watchdog',
     });
-    expect(performance.now() - start).toBeLessThan(500);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it('without a signal, nothing interrupts it', async () => {
+    const t = track(wait(50));
+    await vi.advanceTimersByTimeAsync(49);
+    expect(t.settled).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(t.settled).toBe(true);
   });
 });
 
@@ -51,34 +86,48 @@ describe('abortError / throwIfAborted', () => {
 });
 
 describe('heartbeatFor', () => {
-  it('beats at the start and after every interval: 1 + ceil(ms / everyMs)', async () => {
+  it('beats at the start and after every interval: 1 + ceil(ms / everyMs), on schedule', async () => {
     const ctx = testSignals();
-    const start = performance.now();
-    const beats = await heartbeatFor(100, 20, ctx);
-    expect(beats).toBe(6);
-    expect(ctx.beats()).toBe(6);
-    expect(performance.now() - start).toBeGreaterThanOrEqual(90);
+    const t = track(heartbeatFor(100, 20, ctx));
+    expect(ctx.beats()).toBe(1); // at the start, synchronously
+    const seen: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      await vi.advanceTimersByTimeAsync(19);
+      seen.push(ctx.beats());
+      await vi.advanceTimersByTimeAsync(1);
+      seen.push(ctx.beats());
+    }
+    expect(seen).toEqual([1, 2, 2, 3, 3, 4, 4, 5, 5, 6]);
+    expect(t).toEqual({ settled: true, value: 6 });
   });
 
   it('counts a shorter last interval', async () => {
     const ctx = testSignals();
-    expect(await heartbeatFor(50, 20, ctx)).toBe(4);
+    const t = track(heartbeatFor(50, 20, ctx));
+    await vi.advanceTimersByTimeAsync(49);
+    expect(t.settled).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(t).toEqual({ settled: true, value: 4 });
     expect(ctx.beats()).toBe(4);
   });
 
   it('beats once for a zero duration', async () => {
     const ctx = testSignals();
     expect(await heartbeatFor(0, 20, ctx)).toBe(1);
+    expect(vi.getTimerCount()).toBe(0);
   });
 
-  it('rejects promptly with TURN_ABORTED when aborted, and stops beating', async () => {
+  it('rejects with TURN_ABORTED at the abort and never beats again', async () => {
     const ctx = testSignals();
-    const { error, lateMs } = await abortDuring(heartbeatFor(60_000, 10, ctx), ctx.controller, 55);
-    expect(isTurnwardenError(error, ErrorCode.TURN_ABORTED)).toBe(true);
-    expect(lateMs).toBeLessThan(500);
-    const beatsAtAbort = ctx.beats();
-    expect(beatsAtAbort).toBeGreaterThanOrEqual(2);
-    await wait(40);
-    expect(ctx.beats()).toBe(beatsAtAbort);
+    const t = track(heartbeatFor(60_000, 10, ctx));
+    await vi.advanceTimersByTimeAsync(55);
+    expect(ctx.beats()).toBe(6);
+    ctx.controller.abort('cancel');
+    await vi.advanceTimersByTimeAsync(0);
+    expect(t.settled).toBe(true);
+    expect(isTurnwardenError(t.error, ErrorCode.TURN_ABORTED)).toBe(true);
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(ctx.beats()).toBe(6);
+    expect(vi.getTimerCount()).toBe(0);
   });
 });

@@ -25,3 +25,15 @@ export const tools = [
     },
   },
 ];
+
+// Moves this worker's wall clock (Date.now) by `ms`: the watchdog must not care (L10).
+tools.push({
+  name: 'warp_wall_clock',
+  description: 'Shifts Date.now in this worker by args.ms (a wall-clock jump).',
+  async run(args) {
+    const real = Date.now.bind(Date);
+    const shift = Number(args.ms ?? 0);
+    Date.now = () => real() + shift;
+    return `wall clock shifted by ${shift} ms`;
+  },
+});

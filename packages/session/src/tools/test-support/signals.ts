@@ -1,3 +1,4 @@
+import { afterEach, beforeEach, vi } from 'vitest';
 /** Test helpers: a TurnSignals / ToolContext that counts heartbeats, and a stream collector. */
 import type { ToolContext } from '../../contracts.js';
 
@@ -30,25 +31,34 @@ export async function collect<T>(items: AsyncIterable<T>): Promise<T[]> {
 }
 
 /**
- * Aborts `controller` after `afterMs`, then awaits `promise` and returns its rejection and how
- * long after the abort it settled. Fails if the promise resolves.
+ * With fake timers on: lets `afterMs` pass, aborts `controller`, and reports how `promise`
+ * settled at that same instant — no time passes after the abort, so "prompt" means prompt.
+ * Fails if the promise settled before the abort or resolved instead of rejecting.
  */
-export async function abortDuring(
+export async function abortAt(
   promise: Promise<unknown>,
   controller: AbortController,
   afterMs: number,
-): Promise<{ error: unknown; lateMs: number }> {
-  let abortedAt = 0;
-  const timer = setTimeout(() => {
-    abortedAt = performance.now();
-    controller.abort('cancel');
-  }, afterMs);
-  try {
-    await promise;
-  } catch (error) {
-    return { error, lateMs: performance.now() - abortedAt };
-  } finally {
-    clearTimeout(timer);
-  }
-  throw new Error('expected the promise to reject');
+): Promise<{ error: unknown; prompt: boolean }> {
+  const state: { settled: boolean; resolved: boolean; error?: unknown } = { settled: false, resolved: false };
+  promise.then(
+    () => Object.assign(state, { settled: true, resolved: true }),
+    (error: unknown) => Object.assign(state, { settled: true, error }),
+  );
+  await vi.advanceTimersByTimeAsync(afterMs);
+  if (state.settled) throw new Error(`expected the promise to be pending at ${afterMs} ms`);
+  controller.abort('cancel');
+  await vi.advanceTimersByTimeAsync(0);
+  if (state.resolved) throw new Error('expected the promise to reject on abort');
+  return { error: state.error, prompt: state.settled };
+}
+
+/** Fake timers for a describe block (setTimeout and setInterval only; promises stay real). */
+export function useFakeTimers(): void {
+  beforeEach(() => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval'] });
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
 }
