@@ -60,8 +60,8 @@ export const BUGS = [
     id: 'thrown-tool-none',
     what: 'a tool that throws after it started gets effect none instead of unknown (S2)',
     file: 'packages/session/src/tool-call.ts',
-    find: "      content: `tool error: ${message}`,\n      isError: true,\n      effect: 'unknown',",
-    replace: "      content: `tool error: ${message}`,\n      isError: true,\n      effect: 'none',",
+    find: "      isError: true,\n      effect: 'unknown',\n    };\n  }\n}",
+    replace: "      isError: true,\n      effect: 'none',\n    };\n  }\n}",
     tests: ['packages/session/src/turn.test.ts'],
   },
   {
@@ -100,10 +100,11 @@ export const BUGS = [
   },
   {
     id: 'touch-order',
-    what: "touch writes time and code after the Atomics.add that publishes them (L6)",
+    what: 'touch writes time and code after the Atomics.add that publishes them (L6)',
     file: 'packages/clock/src/stamp.ts',
     find: '    w[b + TIME] = Atomics.load(w, NOW);\n    w[b + CODE] = code;\n    const before = Atomics.add(w, b + ACT, 1);',
-    replace: '    const before = Atomics.add(w, b + ACT, 1);\n    w[b + TIME] = Atomics.load(w, NOW);\n    w[b + CODE] = code;',
+    replace:
+      '    const before = Atomics.add(w, b + ACT, 1);\n    w[b + TIME] = Atomics.load(w, NOW);\n    w[b + CODE] = code;',
     tests: ['packages/clock/src/clock.test.ts'],
   },
   {
@@ -158,7 +159,14 @@ function runTests(bug) {
   const dir = mkdtempSync(join(tmpdir(), 'tw-known-bugs-'));
   const report = join(dir, 'report.json');
   try {
-    const args = ['vitest', 'run', ...bug.tests, '--reporter=json', `--outputFile=${report}`, '--hookTimeout=5000'];
+    const args = [
+      'vitest',
+      'run',
+      ...bug.tests,
+      '--reporter=json',
+      `--outputFile=${report}`,
+      '--hookTimeout=5000',
+    ];
     if (bug.filter) args.push('-t', bug.filter);
     spawnSync('npx', args, { cwd: root, stdio: 'ignore', timeout: 300_000 });
     const r = JSON.parse(readFileSync(report, 'utf8'));
@@ -170,10 +178,12 @@ function runTests(bug) {
   }
 }
 
+const say = (line) => process.stdout.write(`${line}\n`);
+
 function main() {
   const argv = process.argv.slice(2);
   if (argv.includes('--list')) {
-    for (const b of BUGS) console.log(`${b.id.padEnd(24)} ${b.what}`);
+    for (const b of BUGS) say(`${b.id.padEnd(24)} ${b.what}`);
     return 0;
   }
   const i = argv.indexOf('--only');
@@ -186,7 +196,7 @@ function main() {
     const original = readFileSync(path, 'utf8');
     const hits = original.split(bug.find).length - 1;
     if (hits !== 1) {
-      console.log(`? ${bug.id}: the edit no longer applies to ${bug.file} (found ${hits}×) — update the entry`);
+      say(`? ${bug.id}: the edit no longer applies to ${bug.file} (found ${hits}×) — update the entry`);
       stale++;
       continue;
     }
@@ -200,14 +210,14 @@ function main() {
       if (bug.build) build();
     }
     if (result.byAssertion.length > 0) {
-      console.log(`✓ ${bug.id}: caught by ${result.byAssertion.length} assertion(s) — ${result.byAssertion[0]}`);
+      say(`✓ ${bug.id}: caught by ${result.byAssertion.length} assertion(s) — ${result.byAssertion[0]}`);
     } else {
       missed++;
       const how = result.failed.length > 0 ? `only by timeouts (${result.failed.join('; ')})` : 'by no test';
-      console.log(`✗ ${bug.id}: ${bug.what} — caught ${how}`);
+      say(`✗ ${bug.id}: ${bug.what} — caught ${how}`);
     }
   }
-  console.log(`known bugs: ${bugs.length - missed - stale} caught by an assertion, ${missed} missed, ${stale} stale`);
+  say(`known bugs: ${bugs.length - missed - stale} caught by an assertion, ${missed} missed, ${stale} stale`);
   return stale > 0 ? 2 : missed > 0 ? 1 : 0;
 }
 
