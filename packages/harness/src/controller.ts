@@ -34,15 +34,22 @@ export class SeamHarness implements HarnessLink {
   readonly controller: MainSeamController;
   private readonly parked = new Map<string, Parked>();
   private waiters: (() => void)[] = [];
-
+  private parkAt: ReadonlySet<SeamName>;
+  private mutations: ReadonlySet<Mutation>;
   private armed = true;
+  /** The worker whose seams the run schedules; arrivals from any other worker pass (and count). */
+  private scheduledWorker: number | undefined;
+  /** Arrivals from a worker the run does not schedule: a previous run leaking into this one. */
+  strays = 0;
 
-  constructor(
-    private readonly parkAt: ReadonlySet<SeamName>,
-    mutations: ReadonlySet<Mutation>,
-  ) {
+  constructor(parkAt: ReadonlySet<SeamName>, mutations: ReadonlySet<Mutation>) {
+    this.parkAt = parkAt;
+    this.mutations = mutations;
+    const self = this;
     this.controller = {
-      mutations,
+      get mutations() {
+        return self.mutations;
+      },
       reach: (name, ctx) => {
         if (!this.armed || !this.parkAt.has(name)) return undefined;
         return new Promise<SeamFault | undefined>((resolve) => {
@@ -52,12 +59,40 @@ export class SeamHarness implements HarnessLink {
     };
   }
 
+  /**
+   * Prepares the next run on a reused runtime: its seams and mutations, armed, nothing parked,
+   * no scheduled worker yet. Returns what the previous run left behind (nothing, on a clean reset).
+   */
+  reset(parkAt: ReadonlySet<SeamName>, mutations: ReadonlySet<Mutation>): string[] {
+    const left: string[] = [];
+    if (this.parked.size > 0) left.push(`parked thread(s) ${[...this.parked.keys()].join(', ')}`);
+    if (this.strays > 0) left.push(`${this.strays} seam arrival(s) from a worker of another run`);
+    for (const p of [...this.parked.values()]) p.release();
+    this.parked.clear();
+    this.parkAt = parkAt;
+    this.mutations = mutations;
+    this.armed = true;
+    this.scheduledWorker = undefined;
+    this.strays = 0;
+    return left;
+  }
+
+  /** Only this worker's seams park from now on (the run's scheduled turn runs on it). */
+  schedule(workerId: number): void {
+    this.scheduledWorker = workerId;
+  }
+
   workerArrived(
-    _workerId: number,
+    workerId: number,
     arrival: { readonly name: SeamName; readonly ctx: SeamContext },
     release: (fault?: SeamFault) => void,
   ): void {
     if (!this.armed || !this.parkAt.has(arrival.name)) {
+      release();
+      return;
+    }
+    if (this.scheduledWorker !== undefined && workerId !== this.scheduledWorker) {
+      this.strays++;
       release();
       return;
     }

@@ -6,6 +6,7 @@ import type { Mutation } from '@turnwarden/protocol';
 import { COMMON_INVARIANTS } from './invariants.js';
 import type { RunRecord } from './record.js';
 import { Run, Stuck } from './run.js';
+import { HarnessRuntime } from './runtime.js';
 import type { Scenario } from './scenario.js';
 import {
   PctScheduler,
@@ -33,14 +34,31 @@ export interface RunOutcome {
   readonly violations: readonly Violation[];
 }
 
-/** Runs one schedule of a scenario and judges it. */
+/**
+ * Runs one schedule of a scenario and judges it. On `runtime` when given (it stays up for the
+ * next run); otherwise on a runtime of its own, closed afterwards.
+ */
 export async function runSchedule(
+  scenario: Scenario,
+  scheduler: Scheduler,
+  options: { seed: number; mutation?: Mutation; runtime?: HarnessRuntime },
+): Promise<RunOutcome> {
+  const own = options.runtime === undefined ? await HarnessRuntime.start(scenario.pluginModules) : undefined;
+  try {
+    return await runOn(own ?? options.runtime!, scenario, scheduler, options);
+  } finally {
+    await own?.close();
+  }
+}
+
+async function runOn(
+  runtime: HarnessRuntime,
   scenario: Scenario,
   scheduler: Scheduler,
   options: { seed: number; mutation?: Mutation },
 ): Promise<RunOutcome> {
   const choices: string[] = [];
-  const run = await Run.start(scenario, options.mutation);
+  const run = await Run.start(scenario, options.mutation, runtime);
   try {
     for (let step = 0; step < scenario.maxSteps; step++) {
       await run.quiesce();
@@ -120,6 +138,8 @@ export interface ExploreOptions {
 
 export interface ExploreProgress {
   readonly runs: number;
+  /** Schedules per second so far. */
+  readonly rate: number;
   readonly distinct: number;
   readonly violations: number;
   readonly elapsedMs: number;
@@ -128,6 +148,10 @@ export interface ExploreProgress {
 
 export interface ExploreReport {
   readonly runs: number;
+  /** Schedules per second over the whole exploration. */
+  readonly rate: number;
+  /** Supervisor runtimes started: runs share one until a run leaves something behind. */
+  readonly runtimes: number;
   /** Distinct interleavings: distinct (scenario, choices) sequences. */
   readonly distinct: number;
   readonly perScenario: Readonly<Record<string, { runs: number; distinct: number }>>;
@@ -136,12 +160,51 @@ export interface ExploreReport {
 }
 
 export async function explore(options: ExploreOptions): Promise<ExploreReport> {
+  const runtimes = new RuntimeCache();
+  try {
+    return await exploreOn(runtimes, options);
+  } finally {
+    await runtimes.close();
+  }
+}
+
+/** One reused runtime per set of plugin modules; replaced after a run that leaked or got stuck. */
+class RuntimeCache {
+  private readonly live = new Map<string, HarnessRuntime>();
+  started = 0;
+
+  async get(scenario: Scenario): Promise<HarnessRuntime> {
+    const key = JSON.stringify(scenario.pluginModules ?? []);
+    let rt = this.live.get(key);
+    if (!rt) {
+      rt = await HarnessRuntime.start(scenario.pluginModules);
+      this.started++;
+      this.live.set(key, rt);
+    }
+    return rt;
+  }
+
+  async discard(scenario: Scenario): Promise<void> {
+    const key = JSON.stringify(scenario.pluginModules ?? []);
+    const rt = this.live.get(key);
+    this.live.delete(key);
+    await rt?.close();
+  }
+
+  async close(): Promise<void> {
+    for (const rt of this.live.values()) await rt.close();
+    this.live.clear();
+  }
+}
+
+async function exploreOn(runtimes: RuntimeCache, options: ExploreOptions): Promise<ExploreReport> {
   const started = performance.now();
   const seen = new Set<string>();
   const perScenario: Record<string, { runs: number; distinct: number }> = {};
   const violations: Violation[] = [];
   let runs = 0;
   const outOfBudget = () => options.budgetMs !== undefined && performance.now() - started > options.budgetMs;
+  const rate = () => runs / Math.max(0.001, (performance.now() - started) / 1000);
   let seed = options.firstSeed ?? 1;
   for (
     let round = 0;
@@ -151,10 +214,16 @@ export async function explore(options: ExploreOptions): Promise<ExploreReport> {
     for (const scenario of options.scenarios) {
       for (const kind of options.schedulers) {
         if (outOfBudget()) return report();
+        const runtime = await runtimes.get(scenario);
         const outcome = await runSchedule(scenario, schedulerFor(kind, seed, scenario), {
           seed,
+          runtime,
           ...(options.mutation ? { mutation: options.mutation } : {}),
         });
+        // A run that got stuck may leave work behind: the next run starts on a fresh runtime.
+        if (outcome.record.stuck !== undefined || outcome.record.leaked !== undefined) {
+          await runtimes.discard(scenario);
+        }
         runs++;
         const key = `${scenario.id}|${outcome.trace.choices.join(',')}`;
         perScenario[scenario.id] ??= { runs: 0, distinct: 0 };
@@ -167,6 +236,7 @@ export async function explore(options: ExploreOptions): Promise<ExploreReport> {
         violations.push(...outcome.violations);
         options.onRun?.({
           runs,
+          rate: rate(),
           distinct: seen.size,
           violations: violations.length,
           elapsedMs: performance.now() - started,
@@ -180,6 +250,14 @@ export async function explore(options: ExploreOptions): Promise<ExploreReport> {
   return report();
 
   function report(): ExploreReport {
-    return { runs, distinct: seen.size, perScenario, violations, elapsedMs: performance.now() - started };
+    return {
+      runs,
+      rate: rate(),
+      runtimes: runtimes.started,
+      distinct: seen.size,
+      perScenario,
+      violations,
+      elapsedMs: performance.now() - started,
+    };
   }
 }

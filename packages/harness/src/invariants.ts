@@ -128,8 +128,15 @@ const noEventAfterClose: Invariant = {
   },
 };
 
+const cleanStart: Invariant = {
+  id: 'clean-start',
+  guarantee: 'harness',
+  check: (r) => (r.leaked === undefined ? undefined : `the previous run left ${r.leaked}`),
+};
+
 /** Checked after every run of every scenario. */
 export const COMMON_INVARIANTS: readonly Invariant[] = [
+  cleanStart,
   historyComplete,
   noLateRows,
   noAbortAfterProgress,

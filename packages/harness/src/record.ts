@@ -38,6 +38,8 @@ export interface RunRecord {
   /** A plain turn sent after the run completed (the workstream recovered). */
   recovered: boolean | undefined;
   stuck: string | undefined;
+  /** What the previous run on the same runtime left behind (undefined: a clean start). */
+  leaked: string | undefined;
 }
 
 export function newRecord(): RunRecord {
@@ -55,5 +57,6 @@ export function newRecord(): RunRecord {
     renewalsAtEnd: 0,
     recovered: undefined,
     stuck: undefined,
+    leaked: undefined,
   };
 }

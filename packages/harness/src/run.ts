@@ -1,29 +1,19 @@
 /**
- * One run of a scenario under one schedule: a fresh runtime with the harness attached, the
- * watchdog polled by the schedule (not a timer) and time moved by the schedule (a manual
- * monotonic clock). Threads run one at a time between seams, so the schedule alone decides the
- * interleaving: after every step the run waits until each released thread has parked again or
- * finished.
+ * One run of a scenario under one schedule, on a harness runtime (runtime.ts) that many runs
+ * share: a fresh workstream, the watchdog polled by the schedule (not a timer), monotonic time
+ * and the supervisor's timers moved by the schedule. Threads run one at a time between seams,
+ * so the schedule alone decides the interleaving: after every step the run waits until each
+ * released thread has parked again or finished.
  */
 import { isFenced } from '@turnwarden/clock';
 import { Mutation, type SeamFault } from '@turnwarden/protocol';
-import { openSqliteStore, type Store } from '@turnwarden/store';
-import { type TurnHandle, Turnwarden } from '@turnwarden/supervisor';
-import { pino } from 'pino';
-import { SeamHarness } from './controller.js';
-import { type LogLine, newRecord, type RunRecord } from './record.js';
+import type { TurnHandle } from '@turnwarden/supervisor';
+import { newRecord, type RunRecord } from './record.js';
+import { type HarnessRuntime, RUN_CONFIG, TENANT } from './runtime.js';
 import type { Scenario } from './scenario.js';
 
-export const RUN_CONFIG = {
-  watchdog: { timeoutMs: 100, pollMs: 10, graceMs: 600_000 },
-  lease: { ttlMs: 900_000, renewMs: 20 },
-  pool: { maxWorkers: 2, warmWorkers: 1 },
-} as const;
-
 const SETTLE_TIMEOUT_MS = 5_000;
-const TENANT = 'harness';
 const SUMMARY_KEY = 'harness:summary';
-const WORKSTREAM = 'ws-harness';
 
 const tick = () => new Promise<void>((resolve) => setImmediate(resolve));
 
@@ -34,44 +24,43 @@ export class Run {
   private turn!: TurnHandle;
   private running = new Set<string>();
   private readonly words: Int32Array;
+  private unsubscribe: () => void = () => {};
 
   private constructor(
     readonly scenario: Scenario,
-    readonly harness: SeamHarness,
-    readonly tw: Turnwarden,
-    readonly store: Store,
+    readonly rt: HarnessRuntime,
+    readonly workstreamId: string,
     readonly record: RunRecord,
-    /** The shared monotonic time, moved only by the schedule. */
-    private readonly time: { now: number },
   ) {
-    this.words = new Int32Array(tw.clockBuffer);
+    this.words = new Int32Array(rt.tw.clockBuffer);
   }
 
-  static async start(scenario: Scenario, mutation: Mutation | undefined): Promise<Run> {
-    const harness = new SeamHarness(new Set(scenario.park), new Set(mutation ? [mutation] : []));
+  get tw() {
+    return this.rt.tw;
+  }
+
+  get harness() {
+    return this.rt.harness;
+  }
+
+  static async start(scenario: Scenario, mutation: Mutation | undefined, rt: HarnessRuntime): Promise<Run> {
     const record = newRecord();
-    const logger = pino(
-      { level: 'info' },
-      { write: (s: string) => void record.logs.push(JSON.parse(s) as LogLine) },
+    const { workstreamId, leaked } = await rt.reset(
+      new Set(scenario.park),
+      new Set(mutation ? [mutation] : []),
+      record.logs,
     );
-    const store = openSqliteStore({ path: ':memory:' });
-    const time = { now: 0 };
-    const tw = await Turnwarden.start({
-      ...RUN_CONFIG,
-      store,
-      logger,
-      harness,
-      manualWatchdog: true,
-      now: () => time.now,
-      ...(scenario.pluginModules ? { pluginModules: scenario.pluginModules } : {}),
-    });
-    const run = new Run(scenario, harness, tw, store, record, time);
-    await tw.createWorkstream({ tenantId: TENANT, workstreamId: WORKSTREAM });
+    record.leaked = leaked;
+    const run = new Run(scenario, rt, workstreamId, record);
+    const { tw, store, harness } = rt;
     let scheduled: number | undefined;
-    await tw.subscribe({ tenantId: TENANT, workstreamId: WORKSTREAM }, (e) => {
+    run.unsubscribe = await tw.subscribe({ tenantId: TENANT, workstreamId }, (e) => {
+      if (e.type === 'turn_started' && e.generation === scheduled) {
+        harness.schedule(Number(e.data.workerId));
+      }
       if (e.type === 'idle' && e.generation === scheduled && run.record.rewrite !== undefined) {
         // Synchronous read inside the listener: the history at the instant the turn settled.
-        void store.readHistory(WORKSTREAM).then((rows) => {
+        void store.readHistory(workstreamId).then((rows) => {
           run.record.summaryAtIdle = rows.some((r) => r.commitKey === SUMMARY_KEY);
         });
       }
@@ -80,7 +69,7 @@ export class Run {
         run.record.renewalsAtCommit = tw.stats().leaseRenewals;
         const generation = e.generation ?? 0;
         // The SQLite store reads synchronously inside this call: the snapshot is of this instant.
-        void store.readHistory(WORKSTREAM).then((rows) => {
+        void store.readHistory(workstreamId).then((rows) => {
           run.record.watermark = { generation, seq: rows.length === 0 ? 0 : rows[rows.length - 1]!.seq };
         });
       }
@@ -88,12 +77,13 @@ export class Run {
     if (scenario.prelude) {
       harness.pause();
       for (const content of scenario.prelude) {
-        await (await tw.send({ tenantId: TENANT, workstreamId: WORKSTREAM, content })).done;
+        await (await tw.send({ tenantId: TENANT, workstreamId, content })).done;
       }
       harness.rearm();
     }
-    run.turn = await tw.send({ tenantId: TENANT, workstreamId: WORKSTREAM, content: scenario.script });
-    scheduled = run.turn.generation;
+    // The scheduled turn's generation is the next one: its turn_started names its worker.
+    scheduled = (await tw.status(TENANT, workstreamId)).generation + 1;
+    run.turn = await tw.send({ tenantId: TENANT, workstreamId, content: scenario.script });
     run.running.add(`W${run.turn.generation}`);
     void run.turn.done.then((result) => {
       run.record.result = result;
@@ -107,7 +97,11 @@ export class Run {
     const rewrite = { requestedAfterCommit: this.committed, outcome: 'pending' as string };
     this.record.rewrite = rewrite;
     this.tw
-      .compact(TENANT, WORKSTREAM, { throughSeq: 2, summary: 'the earlier exchange', commitKey: SUMMARY_KEY })
+      .compact(TENANT, this.workstreamId, {
+        throughSeq: 2,
+        summary: 'the earlier exchange',
+        commitKey: SUMMARY_KEY,
+      })
       .then(
         () => {
           rewrite.outcome = 'ok';
@@ -120,13 +114,19 @@ export class Run {
 
   /** Time moves past the stall bound; one watchdog pass samples the slot. */
   advance(): void {
-    this.time.now += RUN_CONFIG.watchdog.timeoutMs + RUN_CONFIG.watchdog.pollMs;
+    this.rt.time.now += RUN_CONFIG.watchdog.timeoutMs + RUN_CONFIG.watchdog.pollMs;
     this.tw.pollWatchdog();
   }
 
-  async sleep(ms: number): Promise<void> {
+  /** A renewal period passes: the supervisor's lease renewal runs (if it still should). */
+  renewalPeriod(): void {
     this.waits++;
-    await new Promise((resolve) => setTimeout(resolve, ms));
+    this.rt.timers.advance(RUN_CONFIG.lease.renewMs);
+  }
+
+  /** The grace period passes: an aborted turn that has not unwound loses its worker (L3). */
+  gracePeriod(): void {
+    this.rt.timers.advance(RUN_CONFIG.watchdog.graceMs);
   }
 
   /** Takes one scheduled step: an action, or the release of a parked thread. */
@@ -208,7 +208,7 @@ export class Run {
       await Promise.race([
         this.harness.nextArrival(),
         this.turn.done,
-        new Promise((resolve) => setTimeout(resolve, 5)),
+        new Promise((resolve) => setTimeout(resolve, 2)),
       ]);
     }
   }
@@ -222,7 +222,7 @@ export class Run {
       if (parked.length > 0) {
         await this.step(parked[0]!);
       } else if (this.committed) {
-        this.tw.expireGraceTimers();
+        this.gracePeriod();
       } else {
         this.advance();
       }
@@ -236,32 +236,42 @@ export class Run {
 
   /** Reads what the invariants judge, and checks the workstream takes a plain turn again. */
   async collect(): Promise<void> {
-    if (this.committed) await new Promise((resolve) => setTimeout(resolve, 2 * RUN_CONFIG.lease.renewMs));
+    // Renewal periods pass after the turn: a renewal that outlived the commit would show here.
+    if (this.committed) {
+      this.rt.timers.advance(2 * RUN_CONFIG.lease.renewMs);
+      await tick();
+    }
     this.record.renewalsAtEnd = this.tw.stats().leaseRenewals;
-    this.record.history = await this.store.readHistory(WORKSTREAM);
+    this.record.history = await this.rt.store.readHistory(this.workstreamId);
     // The recovery turn runs unscheduled: nothing parks any more.
     this.harness.disarm();
     try {
       const next = await this.tw.send({
         tenantId: TENANT,
-        workstreamId: WORKSTREAM,
+        workstreamId: this.workstreamId,
         content: 'are you still there?',
       });
-      const deadline = new Promise<undefined>((resolve) =>
-        setTimeout(() => resolve(undefined), SETTLE_TIMEOUT_MS),
-      );
+      let timer: NodeJS.Timeout | undefined;
+      const deadline = new Promise<undefined>((resolve) => {
+        timer = setTimeout(() => resolve(undefined), SETTLE_TIMEOUT_MS);
+      });
       const result = await Promise.race([next.done, deadline]);
+      clearTimeout(timer);
       this.record.recovered = result?.status === 'completed';
     } catch {
       this.record.recovered = false;
     }
   }
 
+  /** Lets anything still parked go and stops listening; the runtime stays up for the next run. */
   async close(): Promise<void> {
-    // Let anything still parked go, so shutdown cannot wait on a held thread.
     for (const label of this.harness.enabled()) this.harness.release(label.slice(0, label.indexOf(':')));
-    await this.tw.shutdown();
-    await this.store.close();
+    this.unsubscribe();
+    if (this.turn !== undefined && !this.turnDone) {
+      // A stuck run: force its turn out so the next run starts clean.
+      await this.tw.cancel(TENANT, this.workstreamId).catch(() => false);
+      this.gracePeriod();
+    }
   }
 }
 

@@ -45,9 +45,7 @@ export const advance: Action = {
 export const expireGrace: Action = {
   name: 'grace',
   enabled: (run) => run.committed && !run.turnDone,
-  run: (run) => {
-    run.tw.expireGraceTimers();
-  },
+  run: (run) => run.gracePeriod(),
 };
 
 /** The host rewrites history (compaction of the prelude) while the turn runs (L8). */
@@ -57,9 +55,9 @@ export const compactHistory: Action = {
   run: (run) => run.compact(),
 };
 
-/** Real time passes (background timers such as lease renewal run). */
+/** A lease renewal period passes (renewal runs, or must not if the abort committed). */
 export const wait: Action = {
   name: 'wait',
   enabled: (run) => !run.turnDone && run.waits < 2,
-  run: (run) => run.sleep(40),
+  run: (run) => run.renewalPeriod(),
 };

@@ -4,15 +4,40 @@
  * promise the owner rejects with WORKER_EXITED when the peer thread exits or its port closes.
  */
 
-import { createRequire } from 'node:module';
 import type { MessagePort } from 'node:worker_threads';
 import * as Comlink from 'comlink';
 import { ErrorCode, fromWire, TurnwardenError, toWire } from './errors.js';
 
-// comlink's node adapter is CommonJS whose typings claim a default export it does not have.
-const nodeEndpoint = createRequire(import.meta.url)('comlink/dist/umd/node-adapter.js') as (
-  port: MessagePort,
-) => Comlink.Endpoint;
+/**
+ * A Node MessagePort as the DOM-style endpoint comlink speaks (`message` events carrying
+ * `{ data }`). Written here rather than loaded from comlink's CommonJS adapter so the worker
+ * entry bundles into one ES module.
+ */
+type Handler = Parameters<Comlink.Endpoint['addEventListener']>[1];
+type Event = Parameters<Extract<Handler, (e: never) => unknown>>[0];
+
+function nodeEndpoint(port: MessagePort): Comlink.Endpoint {
+  const listeners = new WeakMap<object, (data: unknown) => void>();
+  return {
+    postMessage: (message, transfer) => port.postMessage(message, transfer as never),
+    addEventListener: (_type, handler) => {
+      const listener = (data: unknown) => {
+        const event = { data } as Event;
+        if (typeof handler === 'function') handler(event);
+        else handler.handleEvent(event);
+      };
+      listeners.set(handler, listener);
+      port.on('message', listener);
+    },
+    removeEventListener: (_type, handler) => {
+      const listener = listeners.get(handler);
+      if (listener === undefined) return;
+      listeners.delete(handler);
+      port.off('message', listener);
+    },
+    start: () => port.start(),
+  };
+}
 
 type AsyncMethods<T> = {
   [K in keyof T]: T[K] extends (...args: infer A) => Promise<infer R> ? (...args: A) => Promise<R> : never;

@@ -15,6 +15,6 @@ export { demoTools } from './tools/index.js';
 export { commitKey } from './turn.js';
 
 /** URL of the session worker entry, for the supervisor's pool. */
-export const sessionWorkerUrl: URL = new URL('./worker.js', import.meta.url);
+export const sessionWorkerUrl: URL = new URL('./worker.bundle.js', import.meta.url);
 export type { WorkerHarnessChannel } from './seam-client.js';
 export { ARG, DECISION, Decision, RELEASED } from './seam-client.js';

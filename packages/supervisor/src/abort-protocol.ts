@@ -14,6 +14,7 @@ import type { EventHub } from './events.js';
 import type { WorkerPool } from './pool.js';
 import { definitiveWarning, LogMessage, observationalWarning } from './reporting.js';
 import type { RuntimeCounters } from './stats.js';
+import type { Timers } from './timers.js';
 import type { StallInfo, WatchdogDelegate, WatchedTurn } from './watchdog.js';
 
 /** What the protocol needs of the engine. */
@@ -26,6 +27,7 @@ export interface AbortHost {
   readonly store: Store;
   readonly logger: Logger;
   readonly holder: string;
+  readonly timers: Timers;
   turnOnSlot(slot: number): ActiveTurn | undefined;
 }
 
@@ -34,8 +36,7 @@ export class AbortProtocol implements WatchdogDelegate {
 
   /** Starts renewing the turn's lease every renewMs until the abort commits or the turn ends. */
   startRenewal(turn: ActiveTurn): void {
-    turn.renewTimer = setInterval(() => this.renew(turn), this.host.config.lease.renewMs);
-    turn.renewTimer.unref();
+    turn.stopRenewal = this.host.timers.every(this.host.config.lease.renewMs, () => this.renew(turn));
   }
 
   fired(w: WatchedTurn, info: StallInfo): void {
@@ -130,7 +131,7 @@ export class AbortProtocol implements WatchdogDelegate {
       held.then(post, (err: unknown) =>
         turn.log.error({ err }, 'abort message seam failed; the fence stands'),
       );
-    turn.graceTimer = setTimeout(() => this.escalate(turn), this.host.config.watchdog.graceMs);
+    turn.cancelGrace = this.host.timers.after(this.host.config.watchdog.graceMs, () => this.escalate(turn));
   }
 
   /** L3: the turn did not unwind within graceMs — terminate its worker. */
@@ -164,8 +165,8 @@ export class AbortProtocol implements WatchdogDelegate {
   }
 
   stopRenewal(turn: ActiveTurn): void {
-    if (turn.renewTimer) clearInterval(turn.renewTimer);
-    turn.renewTimer = undefined;
+    turn.stopRenewal?.();
+    turn.stopRenewal = undefined;
   }
 
   /** An unconditional abort commit (cancel, shutdown, lease loss). */
@@ -181,7 +182,7 @@ export class AbortProtocol implements WatchdogDelegate {
     let n = 0;
     for (const turn of turns) {
       if (turn.abort && !turn.finished && !turn.workerTerminated) {
-        if (turn.graceTimer) clearTimeout(turn.graceTimer);
+        turn.cancelGrace?.();
         this.escalate(turn);
         n++;
       }

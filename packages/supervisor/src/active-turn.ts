@@ -2,6 +2,7 @@ import type { AbortReason, SessionState } from '@turnwarden/protocol';
 import type { Lease } from '@turnwarden/store';
 import type { Logger } from 'pino';
 import type { WorkerHandle } from './pool.js';
+import type { CancelTimer } from './timers.js';
 import type { TurnResult } from './types.js';
 import type { WatchedTurn } from './watchdog.js';
 
@@ -19,8 +20,10 @@ export interface ActiveTurn {
   abort: { readonly reason: AbortReason | 'crash'; readonly at: number } | undefined;
   /** History rewrites in flight under this turn's lease: an abort waits for them, never tears them (L8). */
   readonly rewrites: Set<Promise<unknown>>;
-  renewTimer: NodeJS.Timeout | undefined;
-  graceTimer: NodeJS.Timeout | undefined;
+  /** Stops lease renewal; set while renewal runs. */
+  stopRenewal: CancelTimer | undefined;
+  /** Cancels the pending grace escalation; set from the abort commit until the turn ends. */
+  cancelGrace: CancelTimer | undefined;
   workerTerminated: boolean;
   finished: boolean;
   readonly resolve: (result: TurnResult) => void;

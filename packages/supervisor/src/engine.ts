@@ -39,6 +39,7 @@ import { WorkerPool } from './pool.js';
 import { repairOpenCalls } from './repair.js';
 import { describeAbort, LogMessage } from './reporting.js';
 import { newCounters } from './stats.js';
+import { nodeTimers, type Timers } from './timers.js';
 import type { SendInput, TurnHandle, TurnResult, WorkstreamStatus } from './types.js';
 import { Watchdog, type WatchdogHooks } from './watchdog.js';
 
@@ -49,6 +50,7 @@ export interface EngineOptions {
   readonly now?: MonotonicMs;
   readonly hooks?: WatchdogHooks;
   readonly harness?: HarnessLink;
+  readonly timers?: Timers;
 }
 
 function deferred<T>(): { promise: Promise<T>; resolve: (v: T) => void } {
@@ -70,6 +72,7 @@ export class TurnEngine {
   readonly store: Store;
   readonly logger: Logger;
   readonly aborts: AbortProtocol;
+  readonly timers: Timers;
   private readonly active = new Map<string, ActiveTurn>();
   private readonly bySlot = new Map<number, ActiveTurn>();
   private readonly claiming = new Set<string>();
@@ -80,6 +83,7 @@ export class TurnEngine {
     this.config = config;
     this.store = options.store;
     this.logger = options.logger;
+    this.timers = options.timers ?? nodeTimers;
     this.clock = ActivityClock.create(config.pool.maxWorkers, options.now);
     this.events = new EventHub(this.logger);
     this.aborts = new AbortProtocol(this);
@@ -441,8 +445,8 @@ export class TurnEngine {
       state: 'claimed',
       abort: undefined,
       rewrites: new Set(),
-      renewTimer: undefined,
-      graceTimer: undefined,
+      stopRenewal: undefined,
+      cancelGrace: undefined,
       workerTerminated: false,
       finished: false,
       resolve,
@@ -460,7 +464,7 @@ export class TurnEngine {
     if (turn.finished) return;
     turn.finished = true;
     this.aborts.stopRenewal(turn);
-    if (turn.graceTimer) clearTimeout(turn.graceTimer);
+    turn.cancelGrace?.();
     this.watchdog.unwatch(turn.watched);
 
     const workerGone = outcome === undefined;

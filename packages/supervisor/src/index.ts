@@ -17,6 +17,7 @@ export { WorkerPool } from './pool.js';
 export type { RuntimeStats, TurnwardenOptions } from './runtime.js';
 export { Turnwarden } from './runtime.js';
 export type { RuntimeCounters } from './stats.js';
+export type { CancelTimer, Timers } from './timers.js';
 export type { SendInput, TurnHandle, TurnResult, WorkstreamInfo, WorkstreamStatus } from './types.js';
 export type {
   StallBound,

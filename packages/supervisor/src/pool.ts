@@ -87,8 +87,11 @@ export interface PoolStats {
   /** Workers terminated after a turn that did not end cleanly (see `retire`). */
   readonly retired: number;
   readonly warm: number;
+  /** Workers serving a turn. */
   readonly busy: number;
   readonly starting: number;
+  /** Workers being terminated (retired or escalated) that have not exited yet. */
+  readonly exiting: number;
 }
 
 /** Consecutive workers that died before serving: past this, the pool stops respawning in the background. */
@@ -197,8 +200,10 @@ export class WorkerPool {
   stats(): PoolStats {
     let busy = 0;
     let starting = 0;
+    let exiting = 0;
     for (const h of this.workers) {
-      if (h.state === 'busy') busy++;
+      if (h.terminating) exiting++;
+      else if (h.state === 'busy') busy++;
       else if (h.state === 'starting') starting++;
     }
     return {
@@ -209,6 +214,7 @@ export class WorkerPool {
       warm: this.warm.length,
       busy,
       starting,
+      exiting,
     };
   }
 

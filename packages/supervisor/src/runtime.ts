@@ -29,6 +29,7 @@ import type { Listener, TurnwardenEvent } from './events.js';
 import { checkId, checkSendInput, invalid } from './input.js';
 import type { PoolStats } from './pool.js';
 import type { RuntimeCounters } from './stats.js';
+import type { Timers } from './timers.js';
 import type { SendInput, TurnHandle, WorkstreamInfo, WorkstreamStatus } from './types.js';
 import type { WatchdogHooks, WatchdogStats } from './watchdog.js';
 
@@ -44,6 +45,8 @@ export interface TurnwardenOptions extends SupervisorConfigInput {
   readonly harness?: HarnessLink;
   /** Do not run the watchdog's timer: the caller polls with `pollWatchdog()` (harness schedules). */
   readonly manualWatchdog?: boolean;
+  /** Timers for lease renewal and grace (the harness drives them; default Node's). */
+  readonly timers?: Timers;
 }
 
 export interface RuntimeStats extends RuntimeCounters {
@@ -78,12 +81,22 @@ export class Turnwarden {
       ...(options.now ? { now: options.now } : {}),
       ...(options.hooks ? { hooks: options.hooks } : {}),
       ...(harness ? { harness } : {}),
+      ...(options.timers ? { timers: options.timers } : {}),
     });
   }
 
   /** Validates the configuration (INVALID_CONFIG naming the field), opens the store, warms the pool. */
   static async start(options: TurnwardenOptions = {}): Promise<Turnwarden> {
-    const { store: storeOption, logger: _l, hooks: _h, now: _n, harness, manualWatchdog, ...rest } = options;
+    const {
+      store: storeOption,
+      logger: _l,
+      hooks: _h,
+      now: _n,
+      timers: _t,
+      harness,
+      manualWatchdog,
+      ...rest
+    } = options;
     const config = resolveConfig(rest);
     checkPluginModules(config.pluginModules);
     // A Store instance is used as given (and not closed by shutdown); a `{ path }` is opened here.

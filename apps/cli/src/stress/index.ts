@@ -109,7 +109,7 @@ export async function runStress(argv: readonly string[], output: Output): Promis
       ...(mutation === undefined ? {} : { mutation: mutation as Mutation }),
       onRun: (p) => {
         if (json) return;
-        const line = `stress: ${p.runs} schedules, ${p.distinct} distinct interleavings, ${p.violations} violation(s), ${(p.elapsedMs / 1000).toFixed(1)} s — last ${p.last.scenario} ${p.last.scheduler} seed ${p.last.seed}`;
+        const line = `stress: ${p.runs} schedules (${p.rate.toFixed(1)}/s), ${p.distinct} distinct interleavings, ${p.violations} violation(s), ${(p.elapsedMs / 1000).toFixed(1)} s — last ${p.last.scenario} ${p.last.scheduler} seed ${p.last.seed}`;
         if (output.isTTY) output.out(`\r\x1b[2K${line}`);
         else if (p.elapsedMs - lastPrint >= 5_000) {
           lastPrint = p.elapsedMs;
@@ -164,7 +164,7 @@ function summary(report: ExploreReport, mutation: string | undefined): string {
   const rows = Object.entries(report.perScenario)
     .map(([id, s]) => `  ${id.padEnd(4)} ${String(s.runs).padStart(6)} ${String(s.distinct).padStart(10)}\n`)
     .join('');
-  const head = `stress${mutation ? ` (mutation ${mutation})` : ''}: ${report.runs} schedules, ${report.distinct} distinct interleavings in ${(report.elapsedMs / 1000).toFixed(1)} s\n\n  scen  runs   distinct\n${rows}\n`;
+  const head = `stress${mutation ? ` (mutation ${mutation})` : ''}: ${report.runs} schedules, ${report.distinct} distinct interleavings in ${(report.elapsedMs / 1000).toFixed(1)} s — ${report.rate.toFixed(1)} schedules/s on ${report.runtimes} reused runtime(s)\n\n  scen  runs   distinct\n${rows}\n`;
   if (report.violations.length === 0) return `${head}no violation: every invariant held in every run\n`;
   const unique = new Map<string, Violation>();
   for (const v of report.violations)
@@ -176,6 +176,8 @@ function toJson(report: ExploreReport, mutation: string | undefined) {
   return {
     mutation: mutation ?? null,
     schedules: report.runs,
+    schedules_per_second: Number(report.rate.toFixed(2)),
+    runtimes: report.runtimes,
     distinct_interleavings: report.distinct,
     per_scenario: report.perScenario,
     violations: report.violations.map((v) => ({ ...v, replay: `turnwarden stress --replay ${v.trace}` })),

@@ -1,0 +1,89 @@
+/**
+ * One supervisor, reused by many runs. Starting a runtime (a store, warm workers) costs far more
+ * than a schedule: runs on a reused runtime differ only in their workstream, their seams and
+ * mutations, and the log sink. Before every run `reset` checks that the previous run left
+ * nothing behind — no active turn, no watched slot, no parked thread, no pending timer, no busy
+ * worker — so state cannot leak from one schedule into the next (the `clean-start` invariant).
+ */
+import type { Mutation, SeamName } from '@turnwarden/protocol';
+import { openSqliteStore, type Store } from '@turnwarden/store';
+import { Turnwarden } from '@turnwarden/supervisor';
+import { pino } from 'pino';
+import { SeamHarness } from './controller.js';
+import { ManualTimers } from './manual-timers.js';
+import type { LogLine } from './record.js';
+
+export const RUN_CONFIG = {
+  // graceMs and renewMs count on the harness's manual timers: only their ratio matters.
+  watchdog: { timeoutMs: 100, pollMs: 10, graceMs: 200 },
+  lease: { ttlMs: 900_000, renewMs: 20 },
+  pool: { maxWorkers: 3, warmWorkers: 2 },
+} as const;
+
+export const TENANT = 'harness';
+
+export class HarnessRuntime {
+  private sink: LogLine[] = [];
+  private runs = 0;
+
+  private constructor(
+    readonly tw: Turnwarden,
+    readonly store: Store,
+    readonly harness: SeamHarness,
+    /** The shared monotonic time, moved only by schedules. */
+    readonly time: { now: number },
+    /** Lease renewal and grace: they fire when a schedule moves them. */
+    readonly timers: ManualTimers,
+  ) {}
+
+  static async start(pluginModules?: readonly string[]): Promise<HarnessRuntime> {
+    const harness = new SeamHarness(new Set(), new Set());
+    const store = openSqliteStore({ path: ':memory:' });
+    let runtime: HarnessRuntime | undefined;
+    const logger = pino(
+      { level: 'debug' },
+      { write: (s: string) => void runtime?.sink.push(JSON.parse(s) as LogLine) },
+    );
+    const timers = new ManualTimers();
+    const time = { now: 0 };
+    const tw = await Turnwarden.start({
+      ...RUN_CONFIG,
+      store,
+      logger,
+      harness,
+      manualWatchdog: true,
+      timers,
+      now: () => time.now,
+      ...(pluginModules ? { pluginModules } : {}),
+    });
+    runtime = new HarnessRuntime(tw, store, harness, time, timers);
+    return runtime;
+  }
+
+  /**
+   * Prepares the next run: a fresh workstream, the run's seams and mutations, its log sink.
+   * Returns a description of what the previous run left behind, or undefined when clean.
+   */
+  async reset(
+    park: ReadonlySet<SeamName>,
+    mutations: ReadonlySet<Mutation>,
+    logs: LogLine[],
+  ): Promise<{ workstreamId: string; leaked: string | undefined }> {
+    const left = this.harness.reset(park, mutations);
+    const stats = this.tw.stats();
+    if (stats.activeTurns > 0) left.push(`${stats.activeTurns} active turn(s)`);
+    if (stats.watchdog.watched > 0) left.push(`${stats.watchdog.watched} watched slot(s)`);
+    if (stats.pool.busy > 0) left.push(`${stats.pool.busy} busy worker(s)`);
+    if (this.timers.size > 0) left.push(`${this.timers.size} pending timer(s)`);
+    this.sink = logs;
+    const workstreamId = `ws-h${++this.runs}`;
+    await this.tw.createWorkstream({ tenantId: TENANT, workstreamId });
+    return { workstreamId, leaked: left.length === 0 ? undefined : left.join('; ') };
+  }
+
+  async close(): Promise<void> {
+    this.harness.reset(new Set(), new Set());
+    await this.tw.shutdown();
+    await this.store.close();
+  }
+}
