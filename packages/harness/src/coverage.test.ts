@@ -1,39 +1,47 @@
+/**
+ * Model-based coverage: every transition of the production session machine, taken by real code
+ * paths in a real supervisor and worker (coverage.ts).
+ */
 import { describe, expect, it } from 'vitest';
-import { modelCoverage, modelPaths, planFor } from './coverage.js';
+import { expectedPath, JOURNEYS, modelCoverage, modelEdges } from './coverage.js';
 
 describe('model-based coverage of the session machine', () => {
-  it('generates a path for every transition of the machine', () => {
-    const { paths, transitions } = modelPaths();
-    expect(transitions).toHaveLength(14);
-    expect(transitions).toContain('tool-debt --DEBT_PAID--> claimed');
-    expect(transitions).toContain('tool-debt --FAIL--> force-abandoning');
-    const onPaths = new Set(paths.flatMap((p) => p.steps.map((s) => `${s.from} --${s.event}--> ${s.to}`)));
-    expect([...onPaths].sort()).toEqual(transitions);
+  it('finds every transition of the machine: idle, claimed, streaming, tool-debt, force-abandoning, closed', () => {
+    const edges = modelEdges();
+    expect(edges).toEqual([
+      'claimed --ABORT--> force-abandoning.pending',
+      'claimed --FAIL--> idle',
+      'claimed --STREAM--> streaming',
+      'force-abandoning.pending --REPAIR--> force-abandoning.repairing',
+      'force-abandoning.repairing --xstate.done.actor.repair--> idle',
+      'force-abandoning.repairing --xstate.error.actor.repair--> force-abandoning.pending',
+      'idle --CLAIM--> claimed',
+      'idle --CLOSE--> closed',
+      'streaming --ABORT--> force-abandoning.pending',
+      'streaming --xstate.done.actor.stream--> idle',
+      'streaming --xstate.done.actor.stream--> tool-debt',
+      'streaming --xstate.error.actor.stream--> force-abandoning.pending',
+      'tool-debt --ABORT--> force-abandoning.pending',
+      'tool-debt --xstate.done.actor.tool--> claimed',
+      'tool-debt --xstate.done.actor.tool--> tool-debt',
+      'tool-debt --xstate.error.actor.tool--> force-abandoning.pending',
+    ]);
   });
 
-  it('plans real stimuli: a failing journal write for FAIL in tool-debt, a cancel at the right state', () => {
-    const plan = planFor({
-      steps: [
-        { event: 'CLAIM', from: 'idle', to: 'claimed' },
-        { event: 'STREAM_START', from: 'claimed', to: 'streaming' },
-        { event: 'ASSISTANT_TOOLS', from: 'streaming', to: 'tool-debt' },
-        { event: 'TOOL_RESULT', from: 'tool-debt', to: 'tool-debt' },
-        { event: 'FAIL', from: 'tool-debt', to: 'force-abandoning' },
-      ],
-    });
-    expect(plan.turns).toHaveLength(1);
-    expect(plan.turns[0]!.journalFaultAt).toBe(1);
-    const aborted = planFor({
-      steps: [
-        { event: 'CLAIM', from: 'idle', to: 'claimed' },
-        { event: 'STREAM_START', from: 'claimed', to: 'streaming' },
-        { event: 'ABORT', from: 'streaming', to: 'force-abandoning' },
-      ],
-    });
-    expect(aborted.turns[0]!.cancelAt).toEqual({ state: 'streaming', nth: 1 });
+  it('S3: the model refuses a claim everywhere but idle, and a journey the model cannot take is rejected', () => {
+    expect(() =>
+      expectedPath([
+        { type: 'CLAIM', generation: 1 },
+        { type: 'CLAIM', generation: 2 },
+      ]),
+    ).toThrow(/does not take CLAIM in claimed/);
+    expect(() => expectedPath([{ type: 'CLOSE' }, { type: 'CLAIM', generation: 1 }])).toThrow(
+      /does not take CLAIM in closed/,
+    );
+    for (const j of JOURNEYS) expect(() => expectedPath(j.events), j.name).not.toThrow();
   });
 
-  it('drives every path through a real supervisor and worker: all transitions covered', async () => {
+  it('drives every journey through a real supervisor and worker: all transitions covered, including closed via close() and force-abandoning → idle after a terminate and after a crash', async () => {
     const report = await modelCoverage();
     expect(report.deviations).toEqual([]);
     expect(report.missing).toEqual([]);

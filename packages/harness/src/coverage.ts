@@ -1,259 +1,429 @@
 /**
- * Model-based coverage: paths through the session machine, generated with `xstate/graph`
- * (simple paths, each extended by one more event so every transition appears), are turned into
- * real stimuli — a scripted-model script, a force cancel at the right state, an injected journal
- * failure, a close — and driven through a real supervisor and worker. A transition counts as
- * covered when the states the real session went through follow the path.
+ * Model-based coverage of the session machine. The model's transitions come from the machine
+ * itself (`xstate/graph` simple paths over every event the machine reacts to, each extended by
+ * one event so transitions back into a state on the path appear). Journeys are real stimuli —
+ * a script, a force cancel in a given state, a watchdog abort, a worker killed at a seam, a
+ * failing write, a close — whose expected path is computed on the model and driven through a
+ * real supervisor and worker. What the production code did is read from its own reports (the
+ * `session transition` debug log, emitted wherever the machine ran: worker or supervisor). A
+ * transition counts as covered when a journey took it, in the model's order.
  */
 import type { HarnessLink, SeamFault } from '@turnwarden/protocol';
 import { SeamName } from '@turnwarden/protocol';
 import { type SessionEvent, sessionMachine } from '@turnwarden/session';
-import { openSqliteStore } from '@turnwarden/store';
-import { Turnwarden, type TurnwardenEvent } from '@turnwarden/supervisor';
+import { openSqliteStore, type Store } from '@turnwarden/store';
+import { Turnwarden } from '@turnwarden/supervisor';
 import { pino } from 'pino';
-import { transition } from 'xstate';
+import { initialTransition, transition } from 'xstate';
 import { getSimplePaths } from 'xstate/graph';
+import { ManualTimers } from './manual-timers.js';
 
-const EVENTS: SessionEvent[] = [
+/** Every event the machine reacts to, invoked actors' completions included. */
+type ModelEvent = SessionEvent | { type: string; output?: unknown; error?: unknown };
+const done = (id: string, output?: unknown): ModelEvent => ({ type: `xstate.done.actor.${id}`, output });
+const failed = (id: string): ModelEvent => ({ type: `xstate.error.actor.${id}`, error: new Error(id) });
+
+const EVENTS: readonly ModelEvent[] = [
   { type: 'CLAIM', generation: 1 },
-  { type: 'STREAM_START' },
-  { type: 'ASSISTANT_FINAL' },
-  { type: 'ASSISTANT_TOOLS', calls: 1 },
-  { type: 'TOOL_RESULT' },
-  { type: 'DEBT_PAID' },
+  { type: 'STREAM' },
+  { type: 'FAIL', reason: 'step limit' },
   { type: 'ABORT', reason: 'cancel' },
-  { type: 'FAIL' },
-  { type: 'SETTLED' },
+  { type: 'REPAIR' },
   { type: 'CLOSE' },
+  done('stream', { calls: 0 }),
+  done('stream', { calls: 2 }),
+  failed('stream'),
+  done('tool'),
+  failed('tool'),
+  done('repair', 1),
+  failed('repair'),
 ];
 
-interface Step {
-  readonly event: string;
+export interface Edge {
   readonly from: string;
+  readonly via: string;
   readonly to: string;
 }
 
-export interface ModelPath {
-  readonly steps: readonly Step[];
+const edgeKey = (e: Edge): string => `${e.from} --${e.via}--> ${e.to}`;
+
+function nameOf(value: unknown): string {
+  if (typeof value === 'string') return value;
+  const [top, sub] = Object.entries(value as Record<string, unknown>)[0]!;
+  return `${top}.${nameOf(sub)}`;
 }
+
+type Snap = ReturnType<typeof initialTransition<typeof sessionMachine>>[0];
+const step = (snap: Snap, event: ModelEvent): Snap =>
+  transition(sessionMachine, snap, event as SessionEvent)[0];
+
+/** Every transition of the machine, found by walking it. */
+export function modelEdges(): string[] {
+  const edges = new Set<string>();
+  const serializeState = (s: Snap) => JSON.stringify([s.value, s.context.openCalls.length]);
+  const paths = getSimplePaths(sessionMachine, {
+    events: EVENTS as SessionEvent[],
+    input: { workstreamId: 'model' },
+    serializeState,
+  } as never);
+  const full = (s: Snap) => JSON.stringify([s.value, s.context]);
+  for (const p of paths) {
+    for (const event of EVENTS) {
+      const from = p.state as unknown as Snap;
+      const next = step(from, event);
+      // The machine took the event when its state or context moved.
+      if (full(next) !== full(from)) {
+        edges.add(edgeKey({ from: nameOf(from.value), via: event.type, to: nameOf(next.value) }));
+      }
+    }
+  }
+  return [...edges].sort();
+}
+
+/** The path the model says a sequence of events takes, from a new session. */
+export function expectedPath(events: readonly ModelEvent[]): Edge[] {
+  let snap = initialTransition(sessionMachine, { workstreamId: 'model' })[0];
+  const path: Edge[] = [];
+  for (const event of events) {
+    const next = step(snap, event);
+    const edge = { from: nameOf(snap.value), via: event.type, to: nameOf(next.value) };
+    if (edge.from === edge.to && !event.type.startsWith('xstate.done')) {
+      throw new Error(`the model does not take ${event.type} in ${edge.from}`);
+    }
+    path.push(edge);
+    snap = next;
+  }
+  return path;
+}
+
+const TOOLS = (n: number, name = 'echo') =>
+  Array.from({ length: n }, (_, i) =>
+    name === 'echo' ? { name, args: { text: `result ${i}` } } : { name, args: {} },
+  );
+const script = (...steps: unknown[]) => JSON.stringify({ script: steps });
+const HOLD = { name: 'sleep', args: { ms: 600_000 } };
+
+interface World {
+  readonly tw: Turnwarden;
+  readonly store: Store;
+  readonly workstreamId: string;
+  send(content: string): Promise<void>;
+  /** Resolves at the next event of this type (and, for `state`, this state). */
+  next(type: string, state?: string): Promise<void>;
+  /** Fault for the worker's tool→journal seam (a journal rejection or a crash). */
+  faultAtToolJournal(fault: SeamFault | undefined): void;
+  /** Holds the next dispatch until the returned release is called. */
+  holdDispatch(): Promise<() => void>;
+  /** The next repair write is rejected. */
+  failNextRepair(): void;
+  stall(): void;
+}
+
+interface Journey {
+  readonly name: string;
+  readonly events: readonly ModelEvent[];
+  run(w: World): Promise<void>;
+}
+
+const CLAIM: ModelEvent = { type: 'CLAIM', generation: 1 };
+const STREAM: ModelEvent = { type: 'STREAM' };
+const ABORT: ModelEvent = { type: 'ABORT', reason: 'cancel' };
+const REPAIR: ModelEvent = { type: 'REPAIR' };
+
+/** Real stimuli, each with the events the model must see; together they take every transition. */
+export const JOURNEYS: readonly Journey[] = [
+  {
+    name: 'a plain answer: claimed → streaming → idle',
+    events: [CLAIM, STREAM, done('stream', { calls: 0 })],
+    run: (w) => w.send('hello'),
+  },
+  {
+    name: 'two tool calls, then an answer: tool-debt re-entered per occurrence, then claimed again',
+    events: [
+      CLAIM,
+      STREAM,
+      done('stream', { calls: 2 }),
+      done('tool'),
+      done('tool'),
+      STREAM,
+      done('stream', { calls: 0 }),
+    ],
+    run: (w) => w.send(script({ tools: TOOLS(2) }, { text: 'done' })),
+  },
+  {
+    name: 'the model fails while streaming: force-abandoning, nothing to repair, idle',
+    events: [CLAIM, STREAM, failed('stream'), REPAIR, done('repair', 0)],
+    run: (w) => w.send(script({ fail: 'model down (coverage)' })),
+  },
+  {
+    name: 'out of model steps in claimed: FAIL to idle',
+    events: [
+      CLAIM,
+      STREAM,
+      done('stream', { calls: 2 }),
+      done('tool'),
+      done('tool'),
+      STREAM,
+      done('stream', { calls: 2 }),
+      done('tool'),
+      done('tool'),
+      { type: 'FAIL', reason: 'step limit' },
+    ],
+    run: (w) => w.send(script({ tools: TOOLS(2) }, { tools: TOOLS(2) }, { text: 'never' })),
+  },
+  {
+    name: 'force cancel in claimed (before the worker started): force-abandoning → idle',
+    events: [CLAIM, ABORT, REPAIR, done('repair', 1)],
+    run: async (w) => {
+      const release = await w.holdDispatch();
+      const sent = w.send('never answered');
+      await w.next('turn_started');
+      const cancelled = w.tw.cancel('model', w.workstreamId);
+      release();
+      await Promise.all([sent, cancelled]);
+    },
+  },
+  {
+    name: 'force cancel while streaming: force-abandoning → idle',
+    events: [CLAIM, STREAM, ABORT, REPAIR, done('repair', 1)],
+    run: async (w) => {
+      const started = w.next('state', 'streaming');
+      const sent = w.send(script({ sleep: 600_000 }));
+      await started;
+      await w.tw.cancel('model', w.workstreamId);
+      await sent;
+    },
+  },
+  {
+    name: 'force cancel in tool-debt: unknown result synthesized, force-abandoning → idle',
+    events: [CLAIM, STREAM, done('stream', { calls: 2 }), ABORT, REPAIR, done('repair', 1)],
+    run: async (w) => {
+      const started = w.next('tool_started');
+      const sent = w.send(script({ tools: [HOLD, ...TOOLS(1)] }));
+      await started;
+      await w.tw.cancel('model', w.workstreamId);
+      await sent;
+    },
+  },
+  {
+    name: 'a tool result the journal rejects (S5): force-abandoning → idle',
+    events: [CLAIM, STREAM, done('stream', { calls: 2 }), failed('tool'), REPAIR, done('repair', 1)],
+    run: async (w) => {
+      w.faultAtToolJournal({ kind: 'throw', message: 'journal rejected (coverage)' });
+      await w.send(script({ tools: TOOLS(2) }));
+      w.faultAtToolJournal(undefined);
+    },
+  },
+  {
+    name: 'a repair that fails stays in force-abandoning (S3); a later cancel repairs',
+    events: [
+      CLAIM,
+      STREAM,
+      done('stream', { calls: 2 }),
+      ABORT,
+      REPAIR,
+      failed('repair'),
+      REPAIR,
+      done('repair', 1),
+    ],
+    run: async (w) => {
+      const started = w.next('tool_started');
+      const sent = w.send(script({ tools: [HOLD, ...TOOLS(1)] }));
+      await started;
+      w.failNextRepair();
+      await w.tw.cancel('model', w.workstreamId);
+      await sent;
+      await w.tw.cancel('model', w.workstreamId);
+    },
+  },
+  {
+    name: 'the watchdog aborts a wedged tool; its worker is terminated after grace: force-abandoning → idle',
+    events: [CLAIM, STREAM, done('stream', { calls: 2 }), ABORT, REPAIR, done('repair', 1)],
+    run: async (w) => {
+      const started = w.next('tool_started');
+      const sent = w.send(script({ tools: [{ name: 'wedge', args: {} }, ...TOOLS(1)] }));
+      await started;
+      w.stall();
+      await sent;
+    },
+  },
+  {
+    name: 'the worker dies holding a result (T7): force-abandoning → idle from the last snapshot',
+    events: [CLAIM, STREAM, done('stream', { calls: 2 }), ABORT, REPAIR, done('repair', 1)],
+    run: async (w) => {
+      w.faultAtToolJournal({ kind: 'crash' });
+      await w.send(script({ tools: TOOLS(2) }));
+      w.faultAtToolJournal(undefined);
+    },
+  },
+  {
+    name: 'close: idle → closed (final)',
+    events: [{ type: 'CLOSE' }],
+    run: (w) => w.tw.close('model', w.workstreamId),
+  },
+];
 
 export interface CoverageReport {
   readonly transitions: number;
   readonly covered: number;
   readonly missing: readonly string[];
-  readonly paths: number;
-  /** Paths whose real run left the model's path (with the states the session really went through). */
-  readonly deviations: readonly { readonly path: string; readonly observed: string }[];
+  readonly journeys: number;
+  /** Journeys whose real run did not take the model's path (with what it did). */
+  readonly deviations: readonly {
+    readonly journey: string;
+    readonly expected: string;
+    readonly observed: string;
+  }[];
 }
 
-const edgeKey = (s: Step) => `${s.from} --${s.event}--> ${s.to}`;
-const stateOf = (snapshot: { value: unknown }) => String(snapshot.value);
-
-/** Every transition of the machine, each on a path from the initial state. */
-export function modelPaths(): { paths: ModelPath[]; transitions: string[] } {
-  const options = {
-    events: EVENTS,
-    input: { workstreamId: 'model', generation: 0 },
-    serializeState: (s: { value: unknown; context: { openCalls: number } }) =>
-      JSON.stringify([s.value, s.context.openCalls]),
-  };
-  const simple = getSimplePaths(sessionMachine, options as never);
-  const paths: ModelPath[] = [];
-  const transitions = new Set<string>();
-  const seen = new Set<string>();
-  const add = (steps: Step[]) => {
-    const key = steps.map(edgeKey).join(' | ');
-    if (steps.length === 0 || seen.has(key)) return;
-    seen.add(key);
-    paths.push({ steps });
-    for (const s of steps) transitions.add(edgeKey(s));
-  };
-  for (const p of simple) {
-    const steps: Step[] = [];
-    for (let i = 1; i < p.steps.length; i++) {
-      const prev = p.steps[i - 1]!.state;
-      const cur = p.steps[i]!;
-      steps.push({ event: cur.event.type, from: stateOf(prev), to: stateOf(cur.state) });
-    }
-    add(steps);
-    // One more event from the path's end reaches the transitions a simple path cannot take
-    // (they return to a state already on the path, such as tool-debt → claimed).
-    for (const event of EVENTS) {
-      const [next] = transition(sessionMachine, p.state as never, event as never);
-      const changed =
-        stateOf(next) !== stateOf(p.state) || next.context.openCalls !== p.state.context.openCalls;
-      if (changed) add([...steps, { event: event.type, from: stateOf(p.state), to: stateOf(next) }]);
-    }
-  }
-  return { paths, transitions: [...transitions].sort() };
+interface TransitionLog {
+  readonly msg: string;
+  readonly workstreamId?: string;
+  readonly from?: string;
+  readonly to?: string;
+  readonly via?: string;
 }
 
-interface TurnPlan {
-  readonly segments: unknown[][];
-  /** Force-cancel when the session reaches this state for the n-th time in the turn (tool-debt: once a tool started). */
-  cancelAt?: { readonly state: string; readonly nth: number };
-  /** Reject the journal write of this call's result (FAIL in tool-debt). */
-  journalFaultAt?: number;
-}
+const JOURNEY_TIMEOUT_MS = 5_000;
 
-interface Plan {
-  readonly turns: readonly TurnPlan[];
-  readonly close: boolean;
-}
-
-const FAIL_STEP = { fail: 'model failure (coverage)' };
-const HOLD_STEP = { sleep: 60_000 };
-
-/** Turns a path into what makes a real session walk it. */
-export function planFor(path: ModelPath): Plan {
-  const turns: TurnPlan[] = [];
-  let close = false;
-  let visits = new Map<string, number>();
-  const turn = () => turns[turns.length - 1]!;
-  const seg = () => turn().segments[turn().segments.length - 1]!;
-  path.steps.forEach((step, i) => {
-    const next = path.steps[i + 1];
-    if (step.event === 'CLAIM') {
-      turns.push({ segments: [[]] });
-      visits = new Map();
-    }
-    visits.set(step.to, (visits.get(step.to) ?? 0) + 1);
-    switch (step.event) {
-      case 'CLAIM':
-      case 'DEBT_PAID':
-        if (step.event === 'DEBT_PAID') turn().segments.push([]);
-        if (next?.event === 'ABORT') seg().push(HOLD_STEP);
-        if (next?.event === 'FAIL') seg().push(FAIL_STEP);
-        break;
-      case 'STREAM_START':
-        seg().push({ text: 'token', chunks: 1 });
-        if (next?.event === 'ABORT') seg().push(HOLD_STEP);
-        if (next?.event === 'FAIL') seg().push(FAIL_STEP);
-        break;
-      case 'ASSISTANT_TOOLS': {
-        // The results that follow, then what ends the debt: one more call if a FAIL or an ABORT
-        // comes after some results (the failing or held call), else exactly the results.
-        let results = 0;
-        while (path.steps[i + 1 + results]?.event === 'TOOL_RESULT') results++;
-        const after = path.steps[i + 1 + results]?.event;
-        const calls: unknown[] = [];
-        for (let c = 0; c < results; c++) calls.push({ name: 'echo', args: { text: `result ${c}` } });
-        if (after === 'ABORT') calls.push({ name: 'sleep', args: { ms: 60_000 } });
-        if (after === 'FAIL') {
-          calls.push({ name: 'echo', args: { text: 'unjournaled' } });
-          turn().journalFaultAt = calls.length - 1;
-        }
-        if (calls.length === 0) calls.push({ name: 'echo', args: { text: 'covered' } });
-        seg().push({ tools: calls });
-        break;
-      }
-      case 'ABORT':
-        turn().cancelAt = { state: step.from, nth: visits.get(step.from) ?? 1 };
-        break;
-      case 'CLOSE':
-        close = true;
-        break;
-    }
-  });
-  return { turns, close };
-}
-
-function scriptOf(plan: TurnPlan): string {
-  const steps: unknown[] = [];
-  plan.segments.forEach((segment, i) => {
-    steps.push(...segment);
-    // A segment that did not end in tool calls ends the assistant message; one that did is
-    // followed by the next segment's model call.
-    if (
-      i < plan.segments.length - 1 &&
-      !segment.some((s) => typeof s === 'object' && s !== null && 'tools' in s)
-    ) {
-      steps.push({ tools: [{ name: 'echo', args: { text: 'bridge' } }] });
-    }
-  });
-  return JSON.stringify({ script: steps });
-}
-
-/** Drives every model path through a real supervisor and worker and reports what was covered. */
+/** Drives every journey through a real supervisor and worker and reports what was covered. */
 export async function modelCoverage(): Promise<CoverageReport> {
-  const { paths, transitions } = modelPaths();
-  let journalFaultAt: number | undefined;
+  const transitions = modelEdges();
+  const logs: TransitionLog[] = [];
+  let toolFault: SeamFault | undefined;
+  let dispatchHold: ((release: () => void) => void) | undefined;
   const link: HarnessLink = {
-    controller: { mutations: new Set(), reach: () => undefined },
-    workerArrived: (_id, arrival, release) => {
-      const fault: SeamFault | undefined =
-        arrival.name === SeamName.workerToolToJournal && arrival.ctx.detail === journalFaultAt
-          ? { kind: 'throw', message: 'journal rejected (coverage)' }
-          : undefined;
-      release(fault);
+    controller: {
+      mutations: new Set(),
+      reach: (name) => {
+        if (name !== SeamName.claimCaptureToDispatch || dispatchHold === undefined) return undefined;
+        const hold = dispatchHold;
+        dispatchHold = undefined;
+        return new Promise((resolve) => hold(() => resolve(undefined)));
+      },
     },
+    workerArrived: (_id, arrival, release) =>
+      release(arrival.name === SeamName.workerToolToJournal ? toolFault : undefined),
   };
-  const store = openSqliteStore({ path: ':memory:' });
+  const inner = openSqliteStore({ path: ':memory:' });
+  let rejectRepair = false;
+  const store: Store = new Proxy(inner, {
+    get(target, key, receiver) {
+      const value = Reflect.get(target, key, receiver) as unknown;
+      if (typeof value !== 'function') return value;
+      if (key !== 'appendMessages') return (value as (...a: unknown[]) => unknown).bind(target);
+      return (input: Parameters<Store['appendMessages']>[0]) => {
+        if (rejectRepair && input.entries.some((e) => e.message.role === 'tool' && e.message.synthesized)) {
+          rejectRepair = false;
+          return Promise.reject(new Error('repair write rejected (coverage)'));
+        }
+        return target.appendMessages(input);
+      };
+    },
+  });
+  const time = { now: 0 };
+  const timers = new ManualTimers();
+  const config = {
+    watchdog: { timeoutMs: 1_000, pollMs: 100, graceMs: 500 },
+    lease: { ttlMs: 60_000, renewMs: 1_000 },
+  };
   const tw = await Turnwarden.start({
     store,
-    logger: pino({ level: 'silent' }),
+    logger: pino(
+      { level: 'debug' },
+      { write: (s: string) => void logs.push(JSON.parse(s) as TransitionLog) },
+    ),
     harness: link,
-    watchdog: { timeoutMs: 60_000, pollMs: 1_000, graceMs: 2_000 },
-    lease: { ttlMs: 120_000, renewMs: 10_000 },
+    manualWatchdog: true,
+    now: () => time.now,
+    timers,
+    ...config,
     pool: { maxWorkers: 2, warmWorkers: 1 },
+    limits: { maxModelSteps: 2 },
   });
   const covered = new Set<string>();
-  const deviations: { path: string; observed: string }[] = [];
+  const deviations: { journey: string; expected: string; observed: string }[] = [];
   try {
     let n = 0;
-    for (const path of paths) {
-      const plan = planFor(path);
+    for (const journey of JOURNEYS) {
       const workstreamId = `model-${++n}`;
       await tw.createWorkstream({ tenantId: 'model', workstreamId });
-      const observed: string[] = ['idle'];
-      const note = (state: string) => {
-        if (observed[observed.length - 1] !== state) observed.push(state);
-      };
-      let current: TurnPlan | undefined;
-      let visits = new Map<string, number>();
-      const cancel = () => void tw.cancel('model', workstreamId).catch(() => {});
-      await tw.subscribe({ tenantId: 'model', workstreamId }, (e: TurnwardenEvent) => {
-        if (e.type === 'state') {
-          const state = String(e.data.state);
-          if (state !== observed[observed.length - 1]) visits.set(state, (visits.get(state) ?? 0) + 1);
-          note(state);
-          const at = current?.cancelAt;
-          if (at && at.state === state && at.state !== 'tool-debt' && visits.get(state) === at.nth) cancel();
-        } else if (e.type === 'tool_started') {
-          if (current?.cancelAt?.state === 'tool-debt') cancel();
-        } else if (e.type === 'idle') {
-          note('idle');
-        } else if (e.type === 'ws_closed') {
-          note('closed');
+      const waiters: { type: string; state: string | undefined; resolve: () => void }[] = [];
+      await tw.subscribe({ tenantId: 'model', workstreamId }, (e) => {
+        for (const w of waiters.splice(0)) {
+          if (w.type === e.type && (w.state === undefined || w.state === e.data.state)) w.resolve();
+          else waiters.push(w);
         }
       });
-      for (const turnPlan of plan.turns) {
-        current = turnPlan;
-        visits = new Map();
-        journalFaultAt = turnPlan.journalFaultAt;
-        const handle = await tw.send({ tenantId: 'model', workstreamId, content: scriptOf(turnPlan) });
-        await handle.done;
+      const world: World = {
+        tw,
+        store,
+        workstreamId,
+        send: async (content) => {
+          await (await tw.send({ tenantId: 'model', workstreamId, content })).done;
+        },
+        next: (type, state) => new Promise((resolve) => waiters.push({ type, state, resolve })),
+        faultAtToolJournal: (fault) => {
+          toolFault = fault;
+        },
+        holdDispatch: async () => {
+          let go: (() => void) | undefined;
+          let released = false;
+          dispatchHold = (proceed) => {
+            if (released) proceed();
+            else go = proceed;
+          };
+          return () => {
+            released = true;
+            go?.();
+          };
+        },
+        failNextRepair: () => {
+          rejectRepair = true;
+        },
+        stall: () => {
+          // A poll sees the turn's last stamps; no progress for longer than the timeout; a poll
+          // commits the abort; the grace period passes without the wedged worker unwinding.
+          tw.pollWatchdog();
+          time.now += config.watchdog.timeoutMs + config.watchdog.pollMs;
+          tw.pollWatchdog();
+          timers.advance(config.watchdog.graceMs);
+        },
+      };
+      const expected = expectedPath(journey.events);
+      let timer: NodeJS.Timeout | undefined;
+      const finished = await Promise.race([
+        journey.run(world).then(() => true),
+        new Promise<false>((resolve) => {
+          timer = setTimeout(() => resolve(false), JOURNEY_TIMEOUT_MS);
+        }),
+      ]);
+      clearTimeout(timer);
+      const observed = logs
+        .filter((l) => l.msg === 'session transition' && l.workstreamId === workstreamId)
+        .map((l) => ({ from: l.from!, via: l.via!, to: l.to! }));
+      const same =
+        finished &&
+        observed.length === expected.length &&
+        observed.every((o, i) => edgeKey(o) === edgeKey(expected[i]!));
+      if (same) for (const e of observed) covered.add(edgeKey(e));
+      else {
+        deviations.push({
+          journey: journey.name,
+          expected: expected.map(edgeKey).join(' | '),
+          observed: `${observed.map(edgeKey).join(' | ')}${finished ? '' : ` … (unfinished after ${JOURNEY_TIMEOUT_MS} ms)`}`,
+        });
       }
-      current = undefined;
-      journalFaultAt = undefined;
-      if (plan.close) await tw.close('model', workstreamId);
-      const expected = [path.steps[0]!.from, ...path.steps.map((s) => s.to)].filter(
-        (s, i, all) => i === 0 || s !== all[i - 1],
-      );
-      const ok = expected.every((s, i) => observed[i] === s);
-      if (ok) for (const s of path.steps) covered.add(edgeKey(s));
-      else
-        deviations.push({ path: path.steps.map((s) => s.event).join(' '), observed: observed.join(' → ') });
     }
   } finally {
     await tw.shutdown();
-    await store.close();
+    await inner.close();
   }
   return {
     transitions: transitions.length,
     covered: transitions.filter((t) => covered.has(t)).length,
     missing: transitions.filter((t) => !covered.has(t)),
-    paths: paths.length,
+    journeys: JOURNEYS.length,
     deviations,
   };
 }

@@ -1,7 +1,7 @@
 export type { Parked } from './controller.js';
 export { SeamHarness } from './controller.js';
-export type { CoverageReport, ModelPath } from './coverage.js';
-export { modelCoverage, modelPaths, planFor } from './coverage.js';
+export type { CoverageReport, Edge } from './coverage.js';
+export { expectedPath, JOURNEYS, modelCoverage, modelEdges } from './coverage.js';
 export type { ExploreOptions, ExploreProgress, ExploreReport, RunOutcome, Violation } from './explore.js';
 export { explore, replay, runSchedule, schedulerFor } from './explore.js';
 export type { Invariant } from './invariants.js';

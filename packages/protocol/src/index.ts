@@ -19,6 +19,7 @@ export type {
   JournalAck,
   JournalEntry,
   JournalRequest,
+  SessionSnapshotData,
   TurnLimits,
   TurnOutcome,
   TurnRequest,

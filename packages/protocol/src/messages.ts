@@ -23,6 +23,16 @@ export const SessionState = {
 } as const;
 export type SessionState = (typeof SessionState)[keyof typeof SessionState];
 
+/**
+ * A persisted snapshot of a session's machine (packages/session/src/machine.ts), without child
+ * actors: durable with the workstream, and sent between the supervisor and the worker. Opaque
+ * outside the session package, except its `value` (the state).
+ */
+export interface SessionSnapshotData {
+  readonly value: unknown;
+  readonly [key: string]: unknown;
+}
+
 /** Why a turn was aborted. */
 export type AbortReason = 'watchdog' | 'deadline' | 'cancel' | 'shutdown' | 'lease_lost';
 
@@ -45,6 +55,8 @@ export interface TurnRequest {
   /** Name of the model provider (the built-in one is `scripted`). */
   readonly model: string;
   readonly limits: TurnLimits;
+  /** The session's machine, claimed for this turn: the worker restores it and drives it. */
+  readonly snapshot: SessionSnapshotData;
 }
 
 export type TurnStatus = 'completed' | 'interrupted' | 'failed';
@@ -64,6 +76,8 @@ export interface TurnOutcome {
   readonly modelSteps: number;
   /** Control-port events the worker had posted when it returned (see `JournalRequest.eventsPosted`). */
   readonly eventsPosted: number;
+  /** The machine where the worker left it: idle, or force-abandoning for the supervisor to finish. */
+  readonly snapshot: SessionSnapshotData;
 }
 
 /** A row the worker asks the supervisor to make durable. */
@@ -112,7 +126,15 @@ export type ControlMessage = {
 export type WorkerEvent =
   /** The worker loaded its registry and serves WorkerApi. */
   | { readonly t: 'ready'; readonly workerId: number }
-  | { readonly t: 'state'; readonly generation: number; readonly state: SessionState }
+  | {
+      readonly t: 'state';
+      readonly generation: number;
+      readonly state: SessionState;
+      readonly snapshot: SessionSnapshotData;
+      /** The full state it left (`tool-debt`, `force-abandoning.pending` …) and the event's type. */
+      readonly from: string;
+      readonly via: string;
+    }
   | { readonly t: 'token'; readonly generation: number; readonly text: string }
   | {
       readonly t: 'tool_started';

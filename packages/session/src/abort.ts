@@ -1,6 +1,6 @@
 import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
 
-export function abortError(signal: AbortSignal): TurnwardenError {
+function abortError(signal: AbortSignal): TurnwardenError {
   const r: unknown = signal.reason;
   if (r instanceof TurnwardenError) return r;
   return new TurnwardenError(ErrorCode.TURN_ABORTED, 'turn aborted');

@@ -7,7 +7,16 @@ export type {
   ToolSpec,
   TurnSignals,
 } from './contracts.js';
-export type { SessionContext, SessionEvent, SessionInput, SessionMachine } from './machine.js';
+export type { Abandoned, RepairFn } from './lifecycle.js';
+export { contextOf, finishAbandoning, newSession, offer, stateNameOf, stateOf } from './lifecycle.js';
+export type {
+  SessionContext,
+  SessionEvent,
+  SessionInput,
+  SessionMachine,
+  StreamOutput,
+  Transition,
+} from './machine.js';
 export { sessionMachine } from './machine.js';
 export type { Script, ScriptSegment, ScriptStep, ScriptStepKind } from './scripted/index.js';
 export { createScriptedModel, parseScript, SCRIPT_DONE_TEXT, SCRIPT_LIMITS } from './scripted/index.js';

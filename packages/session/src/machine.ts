@@ -1,46 +1,72 @@
 /**
- * The session state machine (XState v5). One actor per turn runs inside the session worker;
- * the supervisor mirrors its state from the `state` events the worker posts, and drives
- * `force-abandoning` itself when the worker is gone.
+ * The session machine (XState v5): the one authority on what a session may do next. Each
+ * session is a virtual actor of this machine. While a turn runs, the actor runs in the session's
+ * worker and its invoked actors do the work: the model stream in `streaming`, one tool call
+ * occurrence at a time in `tool-debt`. Between turns its snapshot is durable with the
+ * workstream and no thread holds it. When an abort commits or the worker dies, the supervisor
+ * restores the same machine from the last snapshot and finishes `force-abandoning`: its
+ * `repair` actor synthesizes the missing results (S2), and only then is the session idle.
  *
- *   idle ──CLAIM──▶ claimed ──STREAM_START──▶ streaming ──ASSISTANT_FINAL──▶ idle
- *                     ▲                          │
- *                     └──DEBT_PAID── tool-debt ◀─┘ASSISTANT_TOOLS
- *   claimed | streaming | tool-debt ──ABORT──▶ force-abandoning ──SETTLED──▶ idle
- *   claimed | streaming ──FAIL──▶ idle          tool-debt ──FAIL──▶ force-abandoning
- *   idle ──CLOSE──▶ closed
+ *   idle ──CLAIM──▶ claimed ──STREAM──▶ streaming ──(answer)──▶ idle
+ *                     ▲  │                  │ (tool calls)
+ *                     │  └─FAIL─▶ idle       ▼
+ *                     └──(debt paid)──── tool-debt ⟲ (one occurrence answered)
+ *   claimed | streaming | tool-debt ──ABORT──▶ force-abandoning.pending
+ *   streaming ──(the model or the answer's write failed)──▶ force-abandoning.pending
+ *   tool-debt ──(a result cannot be journaled, S5)──▶ force-abandoning.pending
+ *   force-abandoning.pending ──REPAIR──▶ repairing ──(repaired)──▶ idle
+ *                                                 └─(repair failed, S3)──▶ pending
+ *   idle ──CLOSE──▶ closed (final)
  *
- * tool-debt refuses CLAIM (S3) and pays its debt only when every call occurrence has its
- * result (S1). Deadlines live in context, not in `after` delays, because `after` is not re-armed
- * when an actor is restored from a persisted snapshot.
+ * Only `idle` takes CLAIM: a session with unanswered calls (tool-debt) or unrepaired debt
+ * (force-abandoning) refuses every claim (S3). Which actor implementations run depends on the
+ * side: the worker provides `streamModel` and `runTool`, the supervisor provides `repair`
+ * (`sessionMachine.provide`); the states and transitions are the same everywhere. Durable
+ * snapshots carry no child actors (see `persistable`): a restored session never resumes a
+ * half-run model call or tool — it abandons them. Deadlines are not `after` delays (they are
+ * not re-armed on restore); the watchdog owns them.
  */
-import { assign, setup } from 'xstate';
+import type { SessionSnapshotData, SessionState } from '@turnwarden/protocol';
+import { assign, fromPromise, type SnapshotFrom, setup } from 'xstate';
 
 export interface SessionContext {
   readonly workstreamId: string;
+  /** Generation of the current (or last) turn. */
   readonly generation: number;
-  /** Call occurrences of the last assistant message still without a result. */
-  readonly openCalls: number;
-  /** Monotonic ms after which the turn must end (L11); undefined when unbounded. */
-  readonly deadlineAt: number | undefined;
+  /** Call occurrences (indexes into the last assistant message's calls) still without a result (S1). */
+  readonly openCalls: readonly number[];
+  /** Why the turn is being abandoned (an abort reason, or `failure`). */
   readonly abortReason: string | undefined;
+  /** Why the last repair failed, while the debt stays unrepaired (S3). */
+  readonly repairError: string | undefined;
 }
 
 export type SessionEvent =
-  | { type: 'CLAIM'; generation: number; deadlineAt?: number }
-  | { type: 'STREAM_START' }
-  | { type: 'ASSISTANT_FINAL' }
-  | { type: 'ASSISTANT_TOOLS'; calls: number }
-  | { type: 'TOOL_RESULT' }
-  | { type: 'DEBT_PAID' }
-  | { type: 'ABORT'; reason: string }
-  | { type: 'FAIL' }
-  | { type: 'SETTLED' }
-  | { type: 'CLOSE' };
+  /** A turn is admitted (supervisor): only `idle` takes it. */
+  | { readonly type: 'CLAIM'; readonly generation: number }
+  /** The worker asks the model (again): the response streams. */
+  | { readonly type: 'STREAM' }
+  /** The turn cannot go on before asking the model (step limit): nothing is open. */
+  | { readonly type: 'FAIL'; readonly reason: string }
+  /** The turn is abandoned: abort committed, force cancel, worker death, lease loss. */
+  | { readonly type: 'ABORT'; readonly reason: string }
+  /** Synthesize the missing results (supervisor); again after a failed repair. */
+  | { readonly type: 'REPAIR' }
+  | { readonly type: 'CLOSE' };
 
 export interface SessionInput {
   readonly workstreamId: string;
-  readonly generation: number;
+}
+
+/** What the streamed assistant message asked for: how many tool call occurrences. */
+export interface StreamOutput {
+  readonly calls: number;
+}
+
+function unprovided<Output, Input>(name: string) {
+  return fromPromise<Output, Input>(async () => {
+    throw new Error(`session actor ${name} is not provided on this side`);
+  });
 }
 
 export const sessionMachine = setup({
@@ -49,21 +75,31 @@ export const sessionMachine = setup({
     events: {} as SessionEvent,
     input: {} as SessionInput,
   },
+  actors: {
+    /** Worker: streams one assistant message and journals it (S4); resolves with its call count. */
+    streamModel: unprovided<StreamOutput, { generation: number }>('streamModel'),
+    /** Worker: runs one call occurrence and journals its result. */
+    runTool: unprovided<void, { generation: number; callIndex: number }>('runTool'),
+    /** Supervisor: journals a synthesized result for every open occurrence (S2). */
+    repair: unprovided<number, { generation: number; reason: string | undefined }>('repair'),
+  },
   guards: {
-    debtPaid: ({ context }) => context.openCalls === 0,
+    askedForTools: (_, output: StreamOutput) => output.calls > 0,
+    lastOpenCall: ({ context }) => context.openCalls.length <= 1,
   },
   actions: {
     recordAbort: assign({ abortReason: (_, params: { reason: string }) => params.reason }),
+    answerFirstOpenCall: assign({ openCalls: ({ context }) => context.openCalls.slice(1) }),
   },
 }).createMachine({
   id: 'session',
   initial: 'idle',
   context: ({ input }) => ({
     workstreamId: input.workstreamId,
-    generation: input.generation,
-    openCalls: 0,
-    deadlineAt: undefined,
+    generation: 0,
+    openCalls: [],
     abortReason: undefined,
+    repairError: undefined,
   }),
   states: {
     idle: {
@@ -72,8 +108,7 @@ export const sessionMachine = setup({
           target: 'claimed',
           actions: assign({
             generation: ({ event }) => event.generation,
-            deadlineAt: ({ event }) => event.deadlineAt,
-            openCalls: 0,
+            openCalls: [],
             abortReason: undefined,
           }),
         },
@@ -82,32 +117,134 @@ export const sessionMachine = setup({
     },
     claimed: {
       on: {
-        STREAM_START: 'streaming',
+        STREAM: 'streaming',
+        FAIL: { target: 'idle', actions: { type: 'recordAbort', params: ({ event }) => event } },
         ABORT: { target: 'force-abandoning', actions: { type: 'recordAbort', params: ({ event }) => event } },
-        FAIL: 'idle',
       },
     },
     streaming: {
+      invoke: {
+        id: 'stream',
+        src: 'streamModel',
+        input: ({ context }) => ({ generation: context.generation }),
+        onDone: [
+          {
+            guard: { type: 'askedForTools', params: ({ event }) => event.output },
+            target: 'tool-debt',
+            actions: assign({
+              openCalls: ({ event }) => Array.from({ length: event.output.calls }, (_, i) => i),
+            }),
+          },
+          { target: 'idle' },
+        ],
+        // The model failed, or its answer's write failed. A rejected write left nothing (S4), but
+        // a write whose acknowledgement was lost may have landed with its calls (S6): the turn
+        // is abandoned, and the repair — which reads the durable history — decides.
+        onError: { target: 'force-abandoning', actions: assign({ abortReason: 'failure' }) },
+      },
       on: {
-        ASSISTANT_FINAL: 'idle',
-        ASSISTANT_TOOLS: { target: 'tool-debt', actions: assign({ openCalls: ({ event }) => event.calls }) },
         ABORT: { target: 'force-abandoning', actions: { type: 'recordAbort', params: ({ event }) => event } },
-        FAIL: 'idle',
       },
     },
     'tool-debt': {
+      invoke: {
+        id: 'tool',
+        src: 'runTool',
+        input: ({ context }) => ({ generation: context.generation, callIndex: context.openCalls[0] ?? -1 }),
+        onDone: [
+          { guard: 'lastOpenCall', target: 'claimed', actions: 'answerFirstOpenCall' },
+          { target: 'tool-debt', reenter: true, actions: 'answerFirstOpenCall' },
+        ],
+        // A result that cannot be journaled leaves the debt in place (S5).
+        onError: { target: 'force-abandoning', actions: assign({ abortReason: 'failure' }) },
+      },
       on: {
-        TOOL_RESULT: { actions: assign({ openCalls: ({ context }) => Math.max(0, context.openCalls - 1) }) },
-        DEBT_PAID: { guard: 'debtPaid', target: 'claimed' },
         ABORT: { target: 'force-abandoning', actions: { type: 'recordAbort', params: ({ event }) => event } },
-        FAIL: { target: 'force-abandoning', actions: { type: 'recordAbort', params: { reason: 'failure' } } },
       },
     },
     'force-abandoning': {
-      on: { SETTLED: 'idle' },
+      initial: 'pending',
+      states: {
+        pending: {
+          on: { REPAIR: 'repairing' },
+        },
+        repairing: {
+          invoke: {
+            id: 'repair',
+            src: 'repair',
+            input: ({ context }) => ({ generation: context.generation, reason: context.abortReason }),
+            onDone: {
+              target: '#session.idle',
+              actions: assign({ openCalls: [], repairError: undefined }),
+            },
+            onError: {
+              target: 'pending',
+              actions: assign({
+                repairError: ({ event }) => String((event.error as Error)?.message ?? event.error),
+              }),
+            },
+          },
+        },
+      },
     },
     closed: { type: 'final' },
   },
 });
 
 export type SessionMachine = typeof sessionMachine;
+export type SessionSnapshot = SnapshotFrom<SessionMachine>;
+
+/** The full state, substates included (`force-abandoning.pending`), for transition reports. */
+export function stateName(snapshot: { readonly value: unknown }): string {
+  const v = snapshot.value;
+  if (typeof v === 'string') return v;
+  const [top, sub] = Object.entries(v as Record<string, unknown>)[0]!;
+  return `${top}.${stateName({ value: sub })}`;
+}
+
+/** One step of a session's machine, as reported for operators and model-based coverage. */
+export interface Transition {
+  readonly from: string;
+  readonly to: string;
+  /** The event's type (`CLAIM`, `xstate.done.actor.tool`, …). */
+  readonly via: string;
+}
+
+/**
+ * Watches an actor's steps: calls `report` for every event that moved it — to another state, or
+ * back into the same one (tool-debt re-entered for the next occurrence).
+ */
+export function watchTransitions(
+  initial: { readonly value: unknown },
+  root: () => unknown,
+  report: (t: Transition, snapshot: SessionSnapshot) => void,
+): (event: { type: string; event?: { type: string }; snapshot?: unknown; actorRef?: unknown }) => void {
+  let from = stateName(initial);
+  return (ev) => {
+    if (ev.type !== '@xstate.snapshot' || ev.event === undefined) return;
+    if (ev.actorRef !== root()) return; // a child actor's own snapshot
+    const snapshot = ev.snapshot as SessionSnapshot;
+    const to = stateName(snapshot);
+    const via = ev.event.type;
+    if (via === 'xstate.init') return;
+    if (to === from && !via.startsWith('xstate.done.actor.')) return;
+    const step = { from, to, via };
+    from = to;
+    report(step, snapshot);
+  };
+}
+
+/** The six lifecycle states, from a snapshot (force-abandoning's substates fold into it). */
+export function sessionState(snapshot: { readonly value: unknown }): SessionState {
+  const v = snapshot.value;
+  return (typeof v === 'string' ? v : Object.keys(v as object)[0]) as SessionState;
+}
+
+/**
+ * A persisted snapshot without child actors: what is stored and sent between threads. Restoring
+ * it starts no invoked actor; the next event decides what runs.
+ */
+export function persistable(snapshot: SessionSnapshot): SessionSnapshotData {
+  const persisted = snapshot.machine.getPersistedSnapshot(snapshot) as unknown as SessionSnapshotData;
+  return { ...persisted, children: {} };
+}

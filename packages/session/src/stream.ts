@@ -8,8 +8,6 @@ export interface StreamedAssistant {
 }
 
 export interface StreamHooks {
-  /** First event of the message (the machine enters `streaming`). */
-  readonly onFirstEvent: () => void;
   /** Every event is progress; text is also forwarded to listeners. */
   readonly onText: (text: string) => void;
   readonly onToolCall: () => void;
@@ -29,15 +27,10 @@ export async function streamAssistant(
   const iterator = model.stream(req, signals)[Symbol.asyncIterator]();
   let content = '';
   const calls: ToolCall[] = [];
-  let first = true;
   try {
     for (;;) {
       const step = await raceAbort(iterator.next(), signals.signal);
       if (step.done) break;
-      if (first) {
-        first = false;
-        hooks.onFirstEvent();
-      }
       const event = step.value;
       if (event.type === 'text') {
         content += event.text;
@@ -51,6 +44,5 @@ export async function streamAssistant(
     iterator.return?.(undefined)?.catch(() => {});
     throw e;
   }
-  if (first) hooks.onFirstEvent();
   return { content, calls };
 }

@@ -8,6 +8,7 @@ import type { HistoryMessage, JournalRequest, ToolResultMessage, TurnRequest } f
 import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
 import { describe, expect, it } from 'vitest';
 import type { ModelEvent, ModelProvider, Tool } from './contracts.js';
+import { newSession, offer } from './lifecycle.js';
 import { runTurn } from './turn.js';
 
 type Trace = (string | number)[];
@@ -23,6 +24,7 @@ function request(overrides: Partial<TurnRequest> = {}): TurnRequest {
     input,
     model: 'stub',
     limits: { maxModelSteps: 4, maxToolArgBytes: 64 },
+    snapshot: offer(newSession('ws'), { type: 'CLAIM', generation: 3 })!,
     ...overrides,
   };
 }

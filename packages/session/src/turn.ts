@@ -1,8 +1,13 @@
 /**
- * The turn loop, run inside the session worker: model stream → assistant message → tool calls
- * → tool results → again, until the model answers without tools. Every step stamps the
- * activity clock; every durable row goes through the supervisor's `journal`, which refuses
- * rows from a turn whose abort has committed (L3).
+ * One turn, inside the session worker: the session's machine, restored from the claimed
+ * snapshot the supervisor sent, runs the turn. Its invoked actors do the work — `streamModel`
+ * streams the model's answer and journals it, `runTool` runs one call occurrence and journals
+ * its result — and the machine decides what comes next: another occurrence, another model
+ * call, or the end. This file provides those actors for the worker and returns when the machine
+ * is idle (the turn completed or failed with nothing open) or force-abandoning (aborted, or a
+ * result could not be journaled: the supervisor finishes it). Every step stamps the activity
+ * clock; every durable row goes through the supervisor's journal gate, which refuses rows from a
+ * turn whose abort has committed (L3).
  */
 import { Activity } from '@turnwarden/clock';
 import type {
@@ -11,8 +16,10 @@ import type {
   HistoryMessage,
   JournalAck,
   JournalRequest,
+  ToolCall,
   TurnOutcome,
   TurnRequest,
+  WireError,
   WorkerEvent,
 } from '@turnwarden/protocol';
 import {
@@ -23,10 +30,15 @@ import {
   TurnwardenError,
   toWire,
 } from '@turnwarden/protocol';
-import { createActor } from 'xstate';
-import { abortError } from './abort.js';
-import type { ModelProvider, Tool, ToolSpec, TurnSignals } from './contracts.js';
-import { sessionMachine } from './machine.js';
+import { createActor, fromPromise } from 'xstate';
+import type { ModelProvider, Tool, ToolSpec } from './contracts.js';
+import {
+  persistable,
+  type SessionSnapshot,
+  sessionMachine,
+  sessionState,
+  watchTransitions,
+} from './machine.js';
 import { streamAssistant } from './stream.js';
 import { runToolCall } from './tool-call.js';
 
@@ -50,39 +62,32 @@ export function commitKey(generation: number, step: number, callIndex?: number):
 /** The turn's outcome, before the worker adds its event count. */
 export type LoopOutcome = Omit<TurnOutcome, 'eventsPosted'>;
 
+const asError = (e: unknown): TurnwardenError =>
+  isTurnwardenError(e) ? e : new TurnwardenError(ErrorCode.MODEL_ERROR, (e as Error)?.message ?? String(e));
+
 export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<LoopOutcome> {
   const { generation } = req;
-  const signal = deps.abort.signal;
+  const turnSignal = deps.abort.signal;
   let alive = true;
-  // Progress from this turn only: a tool that leaks past the turn cannot stamp the next one.
-  const progress = (code: number) => {
-    if (!alive) return;
-    if (!deps.touch(code) && !signal.aborted) {
-      deps.abort.abort(new TurnwardenError(ErrorCode.TURN_ABORTED, 'turn aborted: abort committed'));
-    }
-  };
-  const signals: TurnSignals = { signal, heartbeat: () => progress(Activity.toolHeartbeat) };
-
-  const actor = createActor(sessionMachine, { input: { workstreamId: req.workstreamId, generation } });
-  let lastState: string | undefined;
-  actor.subscribe((snap) => {
-    const state = snap.value;
-    if (state === lastState) return;
-    lastState = state;
-    deps.emit({ t: 'state', generation, state });
-  });
-  actor.start();
-
-  progress(Activity.turnEntry); // L9: idle time before this turn never counts
-  actor.send({ type: 'CLAIM', generation });
-
   const history: HistoryMessage[] = [...req.history];
   const toolSpecs: ToolSpec[] = [...deps.tools.values()].map((t) => ({
     name: t.name,
     description: t.description,
   }));
+  let calls: readonly ToolCall[] = [];
   const started: number[] = [];
   let steps = 0;
+  let finalText: string | undefined;
+  let failure: WireError | undefined;
+
+  // Progress from this turn only: a tool that leaks past the turn cannot stamp the next one.
+  const progress = (code: number) => {
+    if (!alive) return;
+    if (!deps.touch(code) && !turnSignal.aborted) {
+      deps.abort.abort(new TurnwardenError(ErrorCode.TURN_ABORTED, 'turn aborted: abort committed'));
+    }
+  };
+  const heartbeat = () => progress(Activity.toolHeartbeat);
   const journal = (key: string, message: HistoryMessage) =>
     deps.journal({
       workstreamId: req.workstreamId,
@@ -90,91 +95,158 @@ export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<LoopOut
       fencingToken: req.fencingToken,
       entries: [{ commitKey: key, message }],
     });
-  const outcome = (status: TurnOutcome['status'], extra: Partial<LoopOutcome> = {}): LoopOutcome => ({
-    generation,
-    status,
-    startedCalls: [...started],
-    modelSteps: steps,
-    ...extra,
+  // An invoked actor starts inside the machine's step, before the step is reported; waiting one
+  // microtask lets the report (the `state` event) go first.
+  const reported = Promise.resolve();
+  /** Records why the step failed (for the outcome), then fails the invoked actor with it. */
+  const failing = async <T>(work: () => Promise<T>): Promise<T> => {
+    try {
+      return await work();
+    } catch (e) {
+      if (!turnSignal.aborted) failure = toWire(asError(e));
+      throw e;
+    }
+  };
+
+  const machine = sessionMachine.provide({
+    actors: {
+      // streaming: one assistant message; S4 — it joins live history only once it is durable.
+      streamModel: fromPromise(({ signal }) =>
+        failing(async () => {
+          await reported; // listeners hear of `streaming` before its first token
+          progress(Activity.modelRequest);
+          const streamed = await streamAssistant(
+            deps.model,
+            { history, tools: toolSpecs },
+            { signal, heartbeat },
+            {
+              onText: (text) => {
+                seamSync(SeamName.workerStreamEvent, generation, 'text');
+                progress(Activity.streamToken);
+                deps.emit({ t: 'token', generation, text });
+              },
+              onToolCall: () => {
+                seamSync(SeamName.workerStreamEvent, generation, 'tool_call');
+                progress(Activity.streamToken);
+              },
+            },
+          );
+          steps++;
+          const assistant: AssistantMessage =
+            streamed.calls.length > 0
+              ? { role: 'assistant', content: streamed.content, toolCalls: streamed.calls }
+              : { role: 'assistant', content: streamed.content };
+          await journal(commitKey(generation, steps), assistant);
+          history.push(assistant);
+          if (streamed.calls.length === 0) {
+            finalText = streamed.content;
+          } else {
+            calls = streamed.calls;
+            started.length = 0;
+          }
+          return { calls: streamed.calls.length };
+        }),
+      ),
+      // tool-debt: one call occurrence, by index (S1); its result joins history once durable.
+      runTool: fromPromise(({ input, signal }) =>
+        failing(async () => {
+          await reported; // listeners hear of `tool-debt` before the tool starts
+          const { callIndex } = input;
+          const call = calls[callIndex];
+          if (call === undefined) throw new TurnwardenError(ErrorCode.INTERNAL, `no call #${callIndex}`);
+          const result = await runToolCall(call, callIndex, {
+            tools: deps.tools,
+            maxToolArgBytes: req.limits.maxToolArgBytes,
+            workstreamId: req.workstreamId,
+            signal,
+            heartbeat,
+            onStart: () => {
+              started.push(callIndex);
+              progress(Activity.toolStart);
+              deps.emit({ t: 'tool_started', generation, callIndex, id: call.id, name: call.name });
+            },
+          });
+          progress(Activity.toolResult);
+          seamSync(SeamName.workerToolToJournal, generation, callIndex);
+          await journal(commitKey(generation, steps, callIndex), result);
+          history.push(result);
+          deps.emit({ t: 'tool_finished', generation, callIndex, isError: result.isError });
+        }),
+      ),
+    },
   });
 
-  try {
-    for (;;) {
-      if (signal.aborted) throw abortError(signal);
-      if (steps >= req.limits.maxModelSteps) {
-        throw new TurnwardenError(
-          ErrorCode.MODEL_ERROR,
-          `model exceeded ${req.limits.maxModelSteps} steps in one turn`,
-        );
-      }
-      progress(Activity.modelRequest);
-      const streamed = await streamAssistant(deps.model, { history, tools: toolSpecs }, signals, {
-        onFirstEvent: () => actor.send({ type: 'STREAM_START' }),
-        onText: (text) => {
-          seamSync(SeamName.workerStreamEvent, generation, 'text');
-          progress(Activity.streamToken);
-          deps.emit({ t: 'token', generation, text });
-        },
-        onToolCall: () => {
-          seamSync(SeamName.workerStreamEvent, generation, 'tool_call');
-          progress(Activity.streamToken);
-        },
-      });
-      steps++;
-      const assistant: AssistantMessage =
-        streamed.calls.length > 0
-          ? { role: 'assistant', content: streamed.content, toolCalls: streamed.calls }
-          : { role: 'assistant', content: streamed.content };
-      // S4: the row joins live history only once it is durable.
-      await journal(commitKey(generation, steps), assistant);
-      history.push(assistant);
-      if (streamed.calls.length === 0) {
-        actor.send({ type: 'ASSISTANT_FINAL' });
-        return outcome('completed', { finalText: streamed.content });
-      }
-
-      actor.send({ type: 'ASSISTANT_TOOLS', calls: streamed.calls.length });
-      started.length = 0;
-      for (const [callIndex, call] of streamed.calls.entries()) {
-        if (signal.aborted) throw abortError(signal);
-        const result = await runToolCall(call, callIndex, {
-          tools: deps.tools,
-          maxToolArgBytes: req.limits.maxToolArgBytes,
-          workstreamId: req.workstreamId,
-          signal,
-          heartbeat: signals.heartbeat,
-          onStart: () => {
-            started.push(callIndex);
-            progress(Activity.toolStart);
-            deps.emit({ t: 'tool_started', generation, callIndex, id: call.id, name: call.name });
-          },
+  let settle!: (snapshot: SessionSnapshot) => void;
+  const settled = new Promise<SessionSnapshot>((resolve) => {
+    settle = resolve;
+  });
+  // Every step of the machine is reported (with the event that caused it) and made durable by
+  // the supervisor; the machine's state decides what this loop does next.
+  let self: unknown;
+  const actor = createActor(machine, {
+    snapshot: req.snapshot as unknown as SessionSnapshot,
+    input: { workstreamId: req.workstreamId },
+    inspect: watchTransitions(
+      req.snapshot,
+      () => self,
+      (step, snap) => {
+        const state = sessionState(snap);
+        deps.emit({
+          t: 'state',
+          generation,
+          state,
+          snapshot: persistable(snap),
+          from: step.from,
+          via: step.via,
         });
-        progress(Activity.toolResult);
-        seamSync(SeamName.workerToolToJournal, generation, callIndex);
-        await journal(commitKey(generation, steps, callIndex), result);
-        history.push(result);
-        actor.send({ type: 'TOOL_RESULT' });
-        deps.emit({ t: 'tool_finished', generation, callIndex, isError: result.isError });
-      }
-      actor.send({ type: 'DEBT_PAID' });
+        if (state === 'claimed') next();
+        else if (state === 'idle' || state === 'force-abandoning') settle(snap);
+      },
+    ),
+  });
+  self = actor;
+  /** In `claimed`: ask the model again, unless the turn is out of model steps. */
+  const next = () => {
+    if (steps >= req.limits.maxModelSteps) {
+      const reason = `model exceeded ${req.limits.maxModelSteps} steps in one turn`;
+      failure = toWire(new TurnwardenError(ErrorCode.MODEL_ERROR, reason));
+      actor.send({ type: 'FAIL', reason });
+    } else {
+      actor.send({ type: 'STREAM' });
     }
-  } catch (e) {
-    if (signal.aborted) {
-      const reason = deps.abortReason();
-      actor.send({ type: 'ABORT', reason: reason ?? 'aborted' });
-      return outcome('interrupted', {
-        ...(reason === undefined ? {} : { abortReason: reason }),
-        error: toWire(e),
-      });
-    }
-    // A failure in tool-debt leaves the debt for the supervisor to repair (S2, S5).
-    actor.send({ type: 'FAIL' });
-    const error = isTurnwardenError(e)
-      ? e
-      : new TurnwardenError(ErrorCode.MODEL_ERROR, (e as Error).message ?? String(e));
-    return outcome('failed', { error: toWire(error) });
-  } finally {
-    alive = false;
-    actor.stop();
+  };
+  const onAbort = () => actor.send({ type: 'ABORT', reason: deps.abortReason() ?? 'aborted' });
+
+  actor.start();
+  progress(Activity.turnEntry); // L9: the turn is measured from its own entry
+  turnSignal.addEventListener('abort', onAbort, { once: true });
+  if (sessionState(actor.getSnapshot()) !== 'claimed') {
+    // Only a claimed session runs a turn; anything else is handed back as it is.
+    failure = toWire(new TurnwardenError(ErrorCode.INTERNAL, `the session is not claimed`));
+    settle(actor.getSnapshot());
+  } else if (turnSignal.aborted) onAbort();
+  else next();
+  const end = await settled;
+  alive = false;
+  turnSignal.removeEventListener('abort', onAbort);
+  actor.stop();
+
+  const snapshot = persistable(end);
+  const base = { generation, startedCalls: [...started], modelSteps: steps, snapshot };
+  if (sessionState(end) === 'idle') {
+    return finalText !== undefined
+      ? { ...base, status: 'completed', finalText }
+      : { ...base, status: 'failed', ...(failure ? { error: failure } : {}) };
   }
+  // force-abandoning: aborted, or a result could not be journaled (S5) — the supervisor repairs.
+  const reason = deps.abortReason();
+  if (end.context.abortReason === 'failure' || !turnSignal.aborted) {
+    return { ...base, status: 'failed', ...(failure ? { error: failure } : {}) };
+  }
+  return {
+    ...base,
+    status: 'interrupted',
+    ...(reason === undefined ? {} : { abortReason: reason }),
+    error: toWire(turnSignal.reason instanceof Error ? turnSignal.reason : asError(turnSignal.reason)),
+  };
 }

@@ -6,13 +6,16 @@ export type { SqliteStoreOptions } from './options.js';
 export type { SqlitePragmas } from './sqlite-store.js';
 export { openSqliteStore, SqliteStore } from './sqlite-store.js';
 export type {
+  AdminStore,
   AppendInput,
   CompactInput,
   CompactResult,
   CreateWorkstreamInput,
   Lease,
+  SaveSessionInput,
   Store,
   StoreStats,
+  TurnStore,
   WorkstreamDebt,
   WorkstreamFilter,
   WorkstreamRecord,

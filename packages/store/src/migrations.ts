@@ -54,6 +54,14 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX turn_leases_by_expiry ON turn_leases (released, expires_at);
     `,
   },
+  {
+    version: 2,
+    name: 'session machine snapshots',
+    sql: `
+      -- The session machine's persisted snapshot (JSON); NULL: never claimed, an idle session.
+      ALTER TABLE workstreams ADD COLUMN session TEXT;
+    `,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

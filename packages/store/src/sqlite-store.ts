@@ -4,7 +4,13 @@
  * refusal or a failure leaves nothing behind. Use one instance per thread.
  */
 
-import { ErrorCode, type HistoryRow, openToolCalls, TurnwardenError } from '@turnwarden/protocol';
+import {
+  ErrorCode,
+  type HistoryRow,
+  openToolCalls,
+  type SessionSnapshotData,
+  TurnwardenError,
+} from '@turnwarden/protocol';
 import type Database from 'better-sqlite3';
 import { checkEntries } from './entries.js';
 import { invalidConfig, invalidInput, toStoreError } from './errors.js';
@@ -19,13 +25,14 @@ import type {
   CompactResult,
   CreateWorkstreamInput,
   Lease,
+  SaveSessionInput,
   Store,
   StoreStats,
   WorkstreamDebt,
   WorkstreamFilter,
   WorkstreamRecord,
 } from './types.js';
-import { checkId, checkInteger, checkKeys, checkObject, checkText } from './validate.js';
+import { checkId, checkInteger, checkKeys, checkObject, checkSession, checkText } from './validate.js';
 import { WorkstreamTable } from './workstreams.js';
 
 const MAX_HOLDER_LENGTH = 256;
@@ -102,9 +109,10 @@ export class SqliteStore implements Store {
     });
   }
 
-  closeWorkstream(id: string): Promise<WorkstreamRecord> {
+  closeWorkstream(id: string, session?: SessionSnapshotData): Promise<WorkstreamRecord> {
     return this.#run('closeWorkstream', () => {
       checkId('id', id);
+      const json = session === undefined ? undefined : checkSession('session', session);
       return this.#write(() => {
         const ws = this.#workstreams.require(id);
         if (ws.status === 'closed') return ws;
@@ -117,6 +125,7 @@ export class SqliteStore implements Store {
           );
         }
         this.#workstreams.close(id, this.#clock());
+        if (json !== undefined) this.#workstreams.saveSession(id, json);
         return this.#workstreams.require(id);
       });
     });
@@ -135,12 +144,13 @@ export class SqliteStore implements Store {
   appendMessages(input: AppendInput): Promise<number[]> {
     return this.#run('appendMessages', () => {
       const i = checkObject('input', input);
-      checkKeys('input', i, ['workstreamId', 'generation', 'fencingToken', 'entries']);
+      checkKeys('input', i, ['workstreamId', 'generation', 'fencingToken', 'entries', 'session']);
       const workstreamId = checkId('workstreamId', i.workstreamId);
       const generation = checkInteger('generation', i.generation, 0);
       const token =
         i.fencingToken === undefined ? undefined : checkInteger('fencingToken', i.fencingToken, 1);
       const entries = checkEntries(i.entries);
+      const session = i.session === undefined ? undefined : checkSession('session', i.session);
       return this.#write(() => {
         const ws = this.#workstreams.requireOpen(workstreamId);
         const now = this.#clock();
@@ -151,7 +161,25 @@ export class SqliteStore implements Store {
             `${generation} was never issued (durable generation ${ws.generation})`,
           );
         }
-        return this.#messages.append(workstreamId, generation, entries, now);
+        const seqs = this.#messages.append(workstreamId, generation, entries, now);
+        if (session !== undefined) this.#workstreams.saveSession(workstreamId, session);
+        return seqs;
+      });
+    });
+  }
+
+  saveSession(input: SaveSessionInput): Promise<void> {
+    return this.#run('saveSession', () => {
+      const i = checkObject('input', input);
+      checkKeys('input', i, ['workstreamId', 'fencingToken', 'session']);
+      const workstreamId = checkId('workstreamId', i.workstreamId);
+      const token =
+        i.fencingToken === undefined ? undefined : checkInteger('fencingToken', i.fencingToken, 1);
+      const session = checkSession('session', i.session);
+      this.#write(() => {
+        this.#workstreams.requireOpen(workstreamId);
+        if (token !== undefined) this.#leases.assertFence(workstreamId, token, this.#clock());
+        this.#workstreams.saveSession(workstreamId, session);
       });
     });
   }

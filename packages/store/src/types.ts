@@ -2,7 +2,7 @@
  * The store's public face: an async interface, so that a PostgreSQL implementation can
  * replace the SQLite one without changing any caller.
  */
-import type { HistoryRow, JournalEntry, OpenToolCall } from '@turnwarden/protocol';
+import type { HistoryRow, JournalEntry, OpenToolCall, SessionSnapshotData } from '@turnwarden/protocol';
 
 export type WorkstreamStatus = 'open' | 'closed';
 
@@ -18,6 +18,8 @@ export interface WorkstreamRecord {
   readonly createdAt: number;
   /** Set once closed. */
   readonly closedAt?: number;
+  /** The session machine's last durable snapshot; absent until the first claim (an idle session). */
+  readonly session?: SessionSnapshotData;
 }
 
 export interface CreateWorkstreamInput {
@@ -38,6 +40,16 @@ export interface AppendInput {
   /** The writer's lease token (P6). When given, the write is refused unless it is the live lease. */
   readonly fencingToken?: number;
   readonly entries: readonly JournalEntry[];
+  /** The session machine's snapshot after these rows, stored in the same transaction. */
+  readonly session?: SessionSnapshotData;
+}
+
+/** A session machine snapshot to make durable on its own (a transition that writes no row). */
+export interface SaveSessionInput {
+  readonly workstreamId: string;
+  /** The writer's lease token (P6). When given, the write is refused unless it is the live lease. */
+  readonly fencingToken?: number;
+  readonly session: SessionSnapshotData;
 }
 
 /**
@@ -87,30 +99,38 @@ export interface StoreStats {
 }
 
 /**
- * Durable truth for workstreams, their history and their turn leases. Every refusal is a
- * `TurnwardenError` (INVALID_INPUT, WORKSTREAM_NOT_FOUND, WORKSTREAM_EXISTS, WORKSTREAM_CLOSED,
+ * What the turn engine needs: one workstream's generation, history, session snapshot and lease.
+ *
+ * Every refusal is a `TurnwardenError` (INVALID_INPUT, WORKSTREAM_NOT_FOUND, WORKSTREAM_CLOSED,
  * TOOL_CLEANUP_PENDING, COMMIT_CONFLICT, STRUCTURE_VIOLATION, FENCED); an unexpected failure of
- * the database is STORE_ERROR. A refused call writes nothing.
+ * the database is STORE_ERROR. What any implementation — synchronous like SQLite or asynchronous
+ * like PostgreSQL — must guarantee, because the engine relies on it:
+ *
+ * - **Fencing (P6).** A write that carries a fencing token is applied only if that token is the
+ *   workstream's live lease when the write is applied — checked in the same transaction as the
+ *   write, never before it — and is otherwise refused with FENCED, writing nothing.
+ * - **All or nothing.** Each call is one transaction: a refused or failed call writes nothing.
+ * - **Settled means durable.** A write's promise resolves only once the write is durable, and
+ *   rejects only when nothing was written — or, after a lost acknowledgement, when the caller
+ *   cannot know: a retry with the same commit keys is then idempotent (P1).
+ * - **No ordering is assumed between calls in flight.** The engine issues at most one write per
+ *   workstream at a time and waits for it to settle before the next (journal rows, snapshots,
+ *   repairs, rewrites), so acceptance order is durable order (P2) whatever the store does with
+ *   concurrent calls; it reads history for a repair only after every admitted write settled.
  */
-export interface Store {
-  /** Creates an open workstream with a fresh incarnation. Refuses an existing id (open or closed). */
-  createWorkstream(input: CreateWorkstreamInput): Promise<WorkstreamRecord>;
+export interface TurnStore {
   getWorkstream(id: string): Promise<WorkstreamRecord | undefined>;
-  /** Ordered by id. */
-  listWorkstreams(filter?: WorkstreamFilter): Promise<WorkstreamRecord[]>;
-  /**
-   * Closes a workstream (terminal; idempotent). Refused with TOOL_CLEANUP_PENDING while its
-   * history ends with unanswered tool calls: a closed workstream can no longer be repaired.
-   */
-  closeWorkstream(id: string): Promise<WorkstreamRecord>;
   /** Atomically increments and returns the durable turn generation of an open workstream. */
   nextGeneration(id: string): Promise<number>;
   /**
    * Appends rows in order, all or nothing, and returns their seqs. Idempotent on
    * (workstream, commitKey): a retry with the same message returns the existing seq; a
-   * different message under the same key is a COMMIT_CONFLICT (P1).
+   * different message under the same key is a COMMIT_CONFLICT (P1). With `session`, the session
+   * snapshot is stored in the same transaction.
    */
   appendMessages(input: AppendInput): Promise<number[]>;
+  /** Stores the session machine's snapshot (a transition that writes no row). */
+  saveSession(input: SaveSessionInput): Promise<void>;
   /** History rewrite (L8); refused if the cut would split a tool call from its results (S1). */
   compactHistory(input: CompactInput): Promise<CompactResult>;
   /** The whole history in seq order. */
@@ -125,6 +145,20 @@ export interface Store {
   /** Releases the lease if holder and token match and it is not released yet. */
   releaseLease(workstreamId: string, holder: string, token: number): Promise<boolean>;
   getLease(workstreamId: string): Promise<Lease | undefined>;
+}
+
+/** Workstream administration, recovery scans and the connection itself. Same error rules. */
+export interface AdminStore {
+  /** Creates an open workstream with a fresh incarnation. Refuses an existing id (open or closed). */
+  createWorkstream(input: CreateWorkstreamInput): Promise<WorkstreamRecord>;
+  /** Ordered by id. */
+  listWorkstreams(filter?: WorkstreamFilter): Promise<WorkstreamRecord[]>;
+  /**
+   * Closes a workstream (terminal; idempotent), storing its final session snapshot when given.
+   * Refused with TOOL_CLEANUP_PENDING while its history ends with unanswered tool calls: a
+   * closed workstream can no longer be repaired.
+   */
+  closeWorkstream(id: string, session?: SessionSnapshotData): Promise<WorkstreamRecord>;
   /** Unreleased leases whose expiry has passed (S7). Ordered by workstream id. */
   expiredLeases(): Promise<Lease[]>;
   /** Open workstreams whose history ends with unanswered tool call occurrences (S7). */
@@ -133,3 +167,6 @@ export interface Store {
   /** Closes the connection; idempotent. Later calls reject with STORE_ERROR. */
   close(): Promise<void>;
 }
+
+/** Durable truth for workstreams, their history, their session snapshots and their turn leases. */
+export interface Store extends TurnStore, AdminStore {}

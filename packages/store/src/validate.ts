@@ -43,3 +43,20 @@ export function checkKeys(field: string, value: Record<string, unknown>, allowed
     if (!allowed.includes(key)) throw invalidInput(`${field}.${key}`, 'is not a known field');
   }
 }
+
+/** Largest stored session snapshot (JSON characters); a snapshot is a few hundred. */
+const MAX_SESSION_LENGTH = 65_536;
+
+/** A session machine snapshot: a JSON object with a state `value`. Returns its JSON. */
+export function checkSession(field: string, value: unknown): string {
+  const o = checkObject(field, value);
+  if (!('value' in o)) throw invalidInput(field, 'must be a session snapshot (no value)');
+  let json: string;
+  try {
+    json = JSON.stringify(o);
+  } catch {
+    throw invalidInput(field, 'must be JSON');
+  }
+  if (json.length > MAX_SESSION_LENGTH) throw invalidInput(field, `exceeds ${MAX_SESSION_LENGTH} characters`);
+  return json;
+}

@@ -1,5 +1,6 @@
 /** The `workstreams` table: creation with a fresh incarnation (D1), generation, close. */
 import { randomUUID } from 'node:crypto';
+import type { SessionSnapshotData } from '@turnwarden/protocol';
 import type Database from 'better-sqlite3';
 import { workstreamClosed, workstreamNotFound } from './errors.js';
 import type { WorkstreamFilter, WorkstreamRecord, WorkstreamStatus } from './types.js';
@@ -12,6 +13,7 @@ interface WorkstreamRow {
   status: WorkstreamStatus;
   created_at: number;
   closed_at: number | null;
+  session: string | null;
 }
 
 function toRecord(r: WorkstreamRow): WorkstreamRecord {
@@ -23,6 +25,7 @@ function toRecord(r: WorkstreamRow): WorkstreamRecord {
     status: r.status,
     createdAt: r.created_at,
     ...(r.closed_at === null ? {} : { closedAt: r.closed_at }),
+    ...(r.session === null ? {} : { session: JSON.parse(r.session) as SessionSnapshotData }),
   };
 }
 
@@ -32,6 +35,7 @@ export class WorkstreamTable {
   readonly #insert;
   readonly #close;
   readonly #bump;
+  readonly #session;
 
   constructor(db: Database.Database) {
     this.#get = db.prepare<[string], WorkstreamRow>('SELECT * FROM workstreams WHERE id = ?');
@@ -50,6 +54,7 @@ export class WorkstreamTable {
     this.#bump = db.prepare<[string], { generation: number }>(
       'UPDATE workstreams SET generation = generation + 1 WHERE id = ? RETURNING generation',
     );
+    this.#session = db.prepare<[string, string]>('UPDATE workstreams SET session = ? WHERE id = ?');
   }
 
   get(id: string): WorkstreamRecord | undefined {
@@ -86,5 +91,10 @@ export class WorkstreamTable {
 
   bumpGeneration(id: string): number {
     return this.#bump.get(id)!.generation;
+  }
+
+  /** Stores the session machine's snapshot (already validated JSON). */
+  saveSession(id: string, json: string): void {
+    this.#session.run(json, id);
   }
 }

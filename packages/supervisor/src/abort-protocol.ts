@@ -6,7 +6,7 @@
  */
 import type { ActivityClock } from '@turnwarden/clock';
 import { type AbortReason, Mutation, mutated, SeamName, seam } from '@turnwarden/protocol';
-import type { Store } from '@turnwarden/store';
+import type { TurnStore } from '@turnwarden/store';
 import type { Logger } from 'pino';
 import type { ActiveTurn } from './active-turn.js';
 import type { SupervisorConfig } from './config.js';
@@ -23,12 +23,14 @@ export interface AbortHost {
   readonly clock: ActivityClock;
   readonly events: EventHub;
   readonly counters: RuntimeCounters;
-  readonly pool: WorkerPool;
-  readonly store: Store;
+  readonly pool: Pick<WorkerPool, 'terminate'>;
+  readonly store: Pick<TurnStore, 'refreshLease'>;
   readonly logger: Logger;
   readonly holder: string;
   readonly timers: Timers;
   turnOnSlot(slot: number): ActiveTurn | undefined;
+  /** The abort committed: the session's machine leaves the turn (ABORT → force-abandoning). */
+  abandoning(turn: ActiveTurn, reason: AbortReason): void;
 }
 
 export class AbortProtocol implements WatchdogDelegate {
@@ -90,7 +92,6 @@ export class AbortProtocol implements WatchdogDelegate {
     turn.abort = { reason, at: this.host.clock.nowMs() };
     this.host.counters.abortsCommitted++;
     if (!mutated(Mutation.renewAfterAbort)) this.stopRenewal(turn);
-    turn.state = 'force-abandoning';
     const step = (fn: () => void) => {
       try {
         fn();
@@ -109,9 +110,7 @@ export class AbortProtocol implements WatchdogDelegate {
       }
     });
     step(() => this.host.events.emit(turn.workstreamId, 'turn_aborted', turn.generation, { reason }));
-    step(() =>
-      this.host.events.emit(turn.workstreamId, 'state', turn.generation, { state: 'force-abandoning' }),
-    );
+    step(() => this.host.abandoning(turn, reason));
     if (reason === 'watchdog' || reason === 'deadline') {
       step(() =>
         this.host.events.emit(turn.workstreamId, 'warning', turn.generation, {
@@ -172,21 +171,5 @@ export class AbortProtocol implements WatchdogDelegate {
   /** An unconditional abort commit (cancel, shutdown, lease loss). */
   abort(turn: ActiveTurn, reason: AbortReason): void {
     if (!turn.abort && this.host.clock.fence(turn.worker.slot)) this.commit(turn, reason);
-  }
-
-  /**
-   * Escalates every committed abort now instead of after `graceMs`. For harness schedules,
-   * where time is a scheduled step, not a timer.
-   */
-  expireGraceTimers(turns: Iterable<ActiveTurn>): number {
-    let n = 0;
-    for (const turn of turns) {
-      if (turn.abort && !turn.finished && !turn.workerTerminated) {
-        turn.cancelGrace?.();
-        this.escalate(turn);
-        n++;
-      }
-    }
-    return n;
   }
 }

@@ -1,4 +1,4 @@
-import type { AbortReason, SessionState } from '@turnwarden/protocol';
+import type { AbortReason } from '@turnwarden/protocol';
 import type { Lease } from '@turnwarden/store';
 import type { Logger } from 'pino';
 import type { WorkerHandle } from './pool.js';
@@ -6,7 +6,14 @@ import type { CancelTimer } from './timers.js';
 import type { TurnResult } from './types.js';
 import type { WatchedTurn } from './watchdog.js';
 
-/** The supervisor's record of one running turn (exists from claim until idle again). */
+/** Why a turn is being abandoned: an abort reason, or the death of its worker. */
+export type AbandonReason = AbortReason | 'crash';
+
+/**
+ * The supervisor's record of one running turn, from dispatch until the session is idle again.
+ * It holds what the supervisor owns for the turn — its lease, worker, watched slot, timers and
+ * the abort commit — and no lifecycle state: that is the session machine's (sessions.ts).
+ */
 export interface ActiveTurn {
   readonly workstreamId: string;
   readonly tenantId: string;
@@ -15,9 +22,8 @@ export interface ActiveTurn {
   readonly worker: WorkerHandle;
   readonly watched: WatchedTurn;
   readonly log: Logger;
-  state: SessionState;
   /** Set the moment an abort commits; from then on the turn's journal writes are refused (L3). */
-  abort: { readonly reason: AbortReason | 'crash'; readonly at: number } | undefined;
+  abort: { readonly reason: AbandonReason; readonly at: number } | undefined;
   /** History rewrites in flight under this turn's lease: an abort waits for them, never tears them (L8). */
   readonly rewrites: Set<Promise<unknown>>;
   /** Stops lease renewal; set while renewal runs. */

@@ -1,15 +1,16 @@
 /**
  * Structural repair (S2): synthesizes a result for every tool call occurrence that has none,
  * with effect `unknown` — or `none` when the call provably never started — and a message
- * saying why. Written under the turn's lease (P6) with the commit key the tool's own result
- * would have had, so a retry is idempotent (P1).
+ * saying why. Written under a lease (P6) with the commit key the tool's own result would have
+ * had, so a retry is idempotent (P1). This is the session machine's `repair` actor on the
+ * supervisor's side: the one place results are synthesized.
  */
 import type { JournalEntry, OpenToolCall, ToolResultMessage } from '@turnwarden/protocol';
 import { openToolCalls } from '@turnwarden/protocol';
-import type { Store } from '@turnwarden/store';
+import type { TurnStore } from '@turnwarden/store';
 
 export interface RepairInput {
-  readonly store: Store;
+  readonly store: Pick<TurnStore, 'readHistory' | 'appendMessages'>;
   readonly workstreamId: string;
   readonly generation: number;
   readonly fencingToken: number;

@@ -118,6 +118,13 @@ export class Turnwarden {
         { cause: e },
       );
     }
+    try {
+      const repaired = await tw.engine.recoverLeftovers();
+      if (repaired > 0) logger.warn({ repaired }, 'sessions left mid-turn by an earlier process repaired');
+    } catch (e) {
+      await tw.shutdown();
+      throw e;
+    }
     if (!manualWatchdog) tw.engine.watchdog.start();
     logger.info(
       { holder: tw.engine.holder, workers: config.pool.maxWorkers, watchdog: config.watchdog },
@@ -185,29 +192,25 @@ export class Turnwarden {
     return this.store.readHistory(workstreamId);
   }
 
+  /** The session machine's state (idle, claimed, streaming, tool-debt, force-abandoning, closed). */
   async status(tenantId: string, workstreamId: string): Promise<WorkstreamStatus> {
     const ws = await this.owned(tenantId, workstreamId);
-    const { state, ...live } = this.engine.liveStatus(workstreamId);
     return {
       workstreamId,
       tenantId,
-      state: ws.status === 'closed' ? 'closed' : (state ?? 'idle'),
       generation: ws.generation,
-      ...live,
+      ...this.engine.status(workstreamId, ws.session),
     };
   }
 
-  /** Closes an idle workstream; listeners receive `ws_closed` and are removed. */
+  /**
+   * Closes an idle workstream (the machine's CLOSE; closed is final). Refused while a turn runs
+   * (TURN_IN_PROGRESS) or while debt is unrepaired (TOOL_CLEANUP_PENDING). Listeners receive
+   * `ws_closed` and are removed.
+   */
   async close(tenantId: string, workstreamId: string): Promise<void> {
     await this.owned(tenantId, workstreamId);
-    if (this.engine.busy(workstreamId)) {
-      throw new TurnwardenError(
-        ErrorCode.TURN_IN_PROGRESS,
-        `cannot close ${workstreamId} while a turn runs; cancel first`,
-      );
-    }
-    await this.store.closeWorkstream(workstreamId);
-    this.engine.events.closeWorkstream(workstreamId, { reason: 'closed' });
+    await this.engine.close(workstreamId);
     this.logger.info({ workstreamId }, 'workstream closed');
   }
 
@@ -221,10 +224,7 @@ export class Turnwarden {
   async send(input: SendInput): Promise<TurnHandle> {
     this.assertOpen();
     checkSendInput(input, this.config.limits, this.config.model);
-    const ws = await this.owned(input.tenantId, input.workstreamId);
-    if (ws.status === 'closed') {
-      throw new TurnwardenError(ErrorCode.WORKSTREAM_CLOSED, `workstream ${input.workstreamId} is closed`);
-    }
+    await this.owned(input.tenantId, input.workstreamId);
     return this.engine.claim(input);
   }
 
@@ -280,11 +280,6 @@ export class Turnwarden {
   /** One watchdog sampling pass, for harness schedules started with `manualWatchdog`. */
   pollWatchdog(): void {
     this.engine.watchdog.poll();
-  }
-
-  /** Escalates every committed abort now instead of after `graceMs` (harness schedules). */
-  expireGraceTimers(): number {
-    return this.engine.expireGraceTimers();
   }
 
   /** The activity clock's shared buffer, for the interleaving harness and tests. */

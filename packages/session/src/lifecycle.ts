@@ -1,0 +1,126 @@
+/**
+ * The session machine as the supervisor uses it: on persisted snapshots, between turns and after
+ * a worker is gone. Every lifecycle decision the supervisor makes is an event the machine
+ * accepts or refuses here; nothing else holds a session's state.
+ */
+import type { SessionSnapshotData, SessionState } from '@turnwarden/protocol';
+import { createActor, fromPromise, initialTransition, transition } from 'xstate';
+import {
+  persistable,
+  type SessionContext,
+  type SessionEvent,
+  type SessionSnapshot,
+  sessionMachine,
+  sessionState,
+  stateName,
+  type Transition,
+  watchTransitions,
+} from './machine.js';
+
+/** A brand-new session: idle, no turn yet. */
+export function newSession(workstreamId: string): SessionSnapshotData {
+  const [snapshot] = initialTransition(sessionMachine, { workstreamId });
+  return persistable(snapshot);
+}
+
+function resolve(data: SessionSnapshotData): SessionSnapshot {
+  return sessionMachine.resolveState({
+    value: data.value as SessionSnapshot['value'],
+    context: data.context as SessionContext,
+  });
+}
+
+export function stateOf(data: SessionSnapshotData): SessionState {
+  return sessionState(data);
+}
+
+export function contextOf(data: SessionSnapshotData): SessionContext {
+  return data.context as SessionContext;
+}
+
+/**
+ * Offers an event to the machine. `next` is the snapshot after it, when the machine takes it;
+ * undefined when the machine refuses it in its state.
+ */
+export function offer(data: SessionSnapshotData, event: SessionEvent): SessionSnapshotData | undefined {
+  const snapshot = resolve(data);
+  if (!snapshot.can(event)) return undefined;
+  const [next] = transition(sessionMachine, snapshot, event);
+  return persistable(next);
+}
+
+/** What repairing a session's history does (the supervisor's writer provides it). */
+export type RepairFn = (input: { generation: number; reason: string | undefined }) => Promise<number>;
+
+export interface Abandoned {
+  /** idle once repaired; force-abandoning when the repair failed (claims stay refused, S3). */
+  readonly snapshot: SessionSnapshotData;
+  /** Results the repair synthesized (0 when the repair failed or nothing was open). */
+  readonly synthesized: number;
+  /** Why the repair failed. */
+  readonly error: unknown;
+}
+
+/**
+ * Finishes force-abandoning with the same machine: from `data` (the worker's last snapshot, or
+ * the last durable one when the worker is gone), ABORT if the session is still mid-turn, then
+ * REPAIR — the `repair` actor runs `repairFn` — until the machine is idle (repaired) or back in
+ * force-abandoning (the repair failed).
+ */
+export async function finishAbandoning(
+  data: SessionSnapshotData,
+  reason: string,
+  repairFn: RepairFn,
+  onTransition?: (t: Transition) => void,
+): Promise<Abandoned> {
+  let synthesized = 0;
+  let error: unknown;
+  const state = stateOf(data);
+  if (state === 'idle' || state === 'closed') return { snapshot: data, synthesized, error };
+  const machine = sessionMachine.provide({
+    actors: {
+      repair: fromPromise(async ({ input }) => {
+        try {
+          synthesized = await repairFn(input);
+          return synthesized;
+        } catch (e) {
+          error = e;
+          throw e;
+        }
+      }),
+    },
+  });
+  let self: unknown;
+  const actor = createActor(machine, {
+    snapshot: data as unknown as SessionSnapshot,
+    input: { workstreamId: contextOf(data).workstreamId },
+    ...(onTransition
+      ? {
+          inspect: watchTransitions(
+            data,
+            () => self,
+            (t) => onTransition(t),
+          ),
+        }
+      : {}),
+  });
+  self = actor;
+  const done = new Promise<SessionSnapshot>((resolveDone) => {
+    actor.subscribe((snap) => {
+      if (snap.matches('idle') || snap.matches({ 'force-abandoning': 'pending' })) {
+        if (snap.matches('idle') || error !== undefined) resolveDone(snap);
+      }
+    });
+  });
+  actor.start();
+  if (state !== 'force-abandoning') actor.send({ type: 'ABORT', reason });
+  actor.send({ type: 'REPAIR' });
+  const end = await done;
+  actor.stop();
+  return { snapshot: persistable(end), synthesized, error };
+}
+
+/** The full state of a persisted snapshot (`force-abandoning.pending`), for transition reports. */
+export function stateNameOf(data: SessionSnapshotData): string {
+  return stateName(data);
+}

@@ -1,0 +1,215 @@
+/**
+ * Claim and dispatch. A claim is admitted only where the session's machine takes CLAIM — idle;
+ * a running turn, unanswered calls or unrepaired debt refuse it with a typed error (S3, T3) —
+ * and runs in the session's mailbox: restore the machine (the durable snapshot; debt a crashed
+ * process left is repaired first, S7), take a warm worker, the lease with a fresh fencing token,
+ * the next generation; then the user row and the claimed snapshot become durable in one write,
+ * the clock slot is armed, and the claimed machine is sent to the worker, which drives the turn.
+ */
+import { randomUUID } from 'node:crypto';
+import type { ActivityClock } from '@turnwarden/clock';
+import type { HistoryMessage, SessionSnapshotData, TurnOutcome, UserMessage } from '@turnwarden/protocol';
+import { SeamName, seam, toWire } from '@turnwarden/protocol';
+import { offer } from '@turnwarden/session';
+import type { TurnStore } from '@turnwarden/store';
+import type { ActiveTurn } from './active-turn.js';
+import type { SupervisorConfig } from './config.js';
+import type { EventHub } from './events.js';
+import { acquireLease, leftover, type MaintenanceHost, repairLeftover } from './maintenance.js';
+import type { WorkerHandle, WorkerPool } from './pool.js';
+import { claimRefusal, type SessionRecord } from './sessions.js';
+import type { TurnHandle, TurnResult } from './types.js';
+import type { Watchdog } from './watchdog.js';
+
+export interface ClaimHost extends MaintenanceHost {
+  readonly store: MaintenanceHost['store'] & Pick<TurnStore, 'nextGeneration' | 'readHistory'>;
+  readonly config: SupervisorConfig;
+  readonly clock: ActivityClock;
+  readonly watchdog: Watchdog;
+  readonly pool: WorkerPool;
+  readonly events: EventHub;
+  /** The turn holds its slot: events and journal requests from its worker find it. */
+  attach(turn: ActiveTurn): void;
+  startRenewal(turn: ActiveTurn): void;
+  /** Ends the turn (in the session's mailbox) when its worker returned or died. */
+  settleLater(rec: SessionRecord, turn: ActiveTurn, outcome: TurnOutcome | undefined, err: unknown): void;
+}
+
+export interface ClaimInput {
+  readonly tenantId: string;
+  readonly workstreamId: string;
+  readonly content: string;
+  readonly principal?: string;
+}
+
+function deferred<T>(): { promise: Promise<T>; resolve: (v: T) => void } {
+  let resolve!: (v: T) => void;
+  const promise = new Promise<T>((r) => {
+    resolve = r;
+  });
+  return { promise, resolve };
+}
+
+/** Claims a turn (input and ownership already checked) and dispatches it. */
+export async function claim(host: ClaimHost, rec: SessionRecord, input: ClaimInput): Promise<TurnHandle> {
+  const admitted = await rec.run(() => admit(host, rec, input));
+  dispatch(host, rec, admitted);
+  return { workstreamId: input.workstreamId, generation: admitted.turn.generation, done: admitted.turn.done };
+}
+
+/**
+ * `repaired`: debt found in the history was repaired once already; if the history still ends
+ * with open calls, the claim is refused (S3) instead of repairing again.
+ */
+async function admit(
+  host: ClaimHost,
+  rec: SessionRecord,
+  input: ClaimInput,
+  repaired = false,
+): Promise<Admitted> {
+  const { workstreamId, tenantId } = input;
+  await host.sessions.load(rec);
+  if (rec.turn === undefined && leftover(rec, undefined) && rec.state !== 'force-abandoning') {
+    // The machine is mid-turn with no turn running here: a crashed process left it (S7).
+    await repairLeftover(host, rec, 'interrupted by a crash');
+  }
+  // The machine decides: only idle takes CLAIM (the generation is not known yet).
+  if (offer(rec.snapshot!, { type: 'CLAIM', generation: 0 }) === undefined) {
+    throw claimRefusal(workstreamId, rec.state!, rec.turn !== undefined);
+  }
+  const worker = await host.pool.acquire();
+  try {
+    const lease = await acquireLease(host, workstreamId);
+    try {
+      const generation = await host.store.nextGeneration(workstreamId);
+      const rows = await host.store.readHistory(workstreamId);
+      if (leftover(rec, rows)) {
+        // Open calls the machine did not account for (an older store, a lost acknowledgement):
+        // repaired once before any new turn (S7); debt that survives a repair refuses the claim (S3).
+        if (repaired) throw claimRefusal(workstreamId, 'tool-debt', false);
+        await host.store.releaseLease(workstreamId, host.holder, lease.token).catch(() => false);
+        await repairLeftover(host, rec, 'interrupted by a crash');
+        throw new RetryClaim();
+      }
+      const claimed = offer(rec.snapshot!, { type: 'CLAIM', generation })!;
+      const user: UserMessage =
+        input.principal === undefined
+          ? { role: 'user', content: input.content }
+          : { role: 'user', content: input.content, principal: input.principal };
+      await host.gate.write(workstreamId, () =>
+        host.store.appendMessages({
+          workstreamId,
+          generation,
+          fencingToken: lease.token,
+          entries: [{ commitKey: `g${generation}:u`, message: user }],
+          session: claimed,
+        }),
+      );
+      const history: HistoryMessage[] = [...rows.map((r) => r.message), user];
+      host.sessions.set(rec, claimed, generation, { from: 'idle', via: 'CLAIM' });
+      const turn = arm(host, rec, worker, lease, tenantId, generation);
+      return { turn, history, user, claimed };
+    } catch (e) {
+      await host.store.releaseLease(workstreamId, host.holder, lease.token).catch(() => false);
+      throw e;
+    }
+  } catch (e) {
+    host.pool.release(worker);
+    if (e instanceof RetryClaim) return admit(host, rec, input, true);
+    throw e;
+  }
+}
+
+/** The history had debt the machine never saw; it was repaired: claim again from the start. */
+class RetryClaim extends Error {}
+
+function arm(
+  host: ClaimHost,
+  rec: SessionRecord,
+  worker: WorkerHandle,
+  lease: ActiveTurn['lease'],
+  tenantId: string,
+  generation: number,
+): ActiveTurn {
+  const { workstreamId } = rec;
+  host.clock.arm(worker.slot, generation);
+  const watched = host.watchdog.watch({ slot: worker.slot, workstreamId, tenantId, generation });
+  const { promise, resolve } = deferred<TurnResult>();
+  const turn: ActiveTurn = {
+    workstreamId,
+    tenantId,
+    generation,
+    lease,
+    worker,
+    watched,
+    log: host.logger.child({ workstreamId, tenantId, generation }),
+    abort: undefined,
+    rewrites: new Set(),
+    stopRenewal: undefined,
+    cancelGrace: undefined,
+    workerTerminated: false,
+    finished: false,
+    resolve,
+    done: promise,
+  };
+  rec.turn = turn;
+  host.attach(turn);
+  host.counters.turnsStarted++;
+  host.startRenewal(turn);
+  return turn;
+}
+
+interface Admitted {
+  readonly turn: ActiveTurn;
+  readonly history: HistoryMessage[];
+  readonly user: UserMessage;
+  /** The machine as the claim left it; the worker restores it (an abort may move the session meanwhile). */
+  readonly claimed: SessionSnapshotData;
+}
+
+function dispatch(host: ClaimHost, rec: SessionRecord, admitted: Admitted): void {
+  const { turn, history, user, claimed } = admitted;
+  const { workstreamId, generation } = turn;
+  host.events.emit(workstreamId, 'turn_started', generation, { workerId: turn.worker.id });
+  turn.log.info({ workerId: turn.worker.id, slot: turn.worker.slot }, 'turn started');
+  const captured = seam(SeamName.claimCaptureToDispatch, { workstreamId, generation });
+  (captured ?? Promise.resolve())
+    .then(() =>
+      turn.worker.api.runTurn({
+        workstreamId,
+        tenantId: turn.tenantId,
+        generation,
+        fencingToken: turn.lease.token,
+        history,
+        input: user,
+        model: host.config.model,
+        limits: {
+          maxModelSteps: host.config.limits.maxModelSteps,
+          maxToolArgBytes: host.config.limits.maxToolArgBytes,
+        },
+        snapshot: claimed,
+      }),
+    )
+    .then(
+      // Every event the worker posted before returning is delivered before the turn ends.
+      (outcome) =>
+        turn.worker
+          .caughtUp(outcome.eventsPosted)
+          .then(() => host.settleLater(rec, turn, outcome, undefined)),
+      (err: unknown) => host.settleLater(rec, turn, undefined, err),
+    )
+    .catch((err: unknown) => {
+      // Never leave `done` (and so shutdown) hanging on an unexpected failure.
+      turn.log.error({ err }, 'turn dispatch failed');
+      turn.resolve({
+        workstreamId,
+        generation,
+        status: 'failed',
+        error: toWire(err),
+        synthesized: 0,
+        workerTerminated: turn.workerTerminated,
+      });
+    });
+}
+
+export const newHolder = (): string => `tw-${randomUUID()}`;

@@ -1,0 +1,120 @@
+/**
+ * Work on sessions without a running turn, each under a lease of its own (P6) and in the
+ * session's mailbox: repairing debt a crashed process or a failed repair left behind (S7, C5),
+ * the startup sweep over such sessions, closing (the machine's CLOSE), and history rewrites of
+ * an idle session.
+ */
+import type { HistoryRow } from '@turnwarden/protocol';
+import { ErrorCode, openToolCalls, TurnwardenError } from '@turnwarden/protocol';
+import { offer, stateOf } from '@turnwarden/session';
+import type { AdminStore, CompactInput, CompactResult, Lease, TurnStore } from '@turnwarden/store';
+import type { Logger } from 'pino';
+import { type AbandonHost, type Abandonment, abandon } from './abandon.js';
+import { claimRefusal, type SessionRecord } from './sessions.js';
+
+export interface MaintenanceHost extends AbandonHost {
+  readonly store: AbandonHost['store'] &
+    Pick<TurnStore, 'acquireLease' | 'releaseLease' | 'getWorkstream' | 'compactHistory'> &
+    Pick<AdminStore, 'closeWorkstream' | 'listWorkstreams'>;
+  readonly holder: string;
+  readonly leaseTtlMs: number;
+  readonly logger: Logger;
+}
+
+export async function acquireLease(host: MaintenanceHost, workstreamId: string): Promise<Lease> {
+  const lease = await host.store.acquireLease(workstreamId, host.holder, host.leaseTtlMs);
+  if (!lease) {
+    throw new TurnwardenError(
+      ErrorCode.TURN_IN_PROGRESS,
+      `the turn lease of ${workstreamId} is held elsewhere`,
+    );
+  }
+  return lease;
+}
+
+/** Runs `fn` under a lease of its own, then releases it. */
+async function withIdleLease<T>(
+  host: MaintenanceHost,
+  workstreamId: string,
+  fn: (lease: Lease, generation: number) => Promise<T>,
+): Promise<T> {
+  const lease = await acquireLease(host, workstreamId);
+  try {
+    const ws = await host.store.getWorkstream(workstreamId);
+    return await fn(lease, ws?.generation ?? 0);
+  } finally {
+    await host.store.releaseLease(workstreamId, host.holder, lease.token).catch(() => false);
+  }
+}
+
+/** Whether a session without a running turn holds debt: a machine mid-turn or unrepaired, or open calls. */
+export function leftover(rec: SessionRecord, rows: readonly HistoryRow[] | undefined): boolean {
+  const state = rec.state;
+  if (state === 'idle') return rows !== undefined && openToolCalls(rows).length > 0;
+  return state !== 'closed';
+}
+
+/**
+ * Repairs what a session without a running turn was left with: a machine mid-turn (a crashed
+ * process, S7) or still force-abandoning (a failed repair, S3), or — in a store written before
+ * machine snapshots — an idle session whose history ends with open calls. The machine takes it
+ * to idle through force-abandoning, like any abandoned turn. The caller loaded the record and
+ * runs this in the session's mailbox.
+ */
+export async function repairLeftover(
+  host: MaintenanceHost,
+  rec: SessionRecord,
+  why: string,
+): Promise<Abandonment> {
+  const { workstreamId } = rec;
+  return withIdleLease(host, workstreamId, async (lease, generation) => {
+    let from = rec.snapshot!;
+    if (stateOf(from) === 'idle') {
+      // Debt the machine never saw (an older store): the turn that left it is abandoned now.
+      const claimed = offer(from, { type: 'CLAIM', generation });
+      if (claimed !== undefined)
+        host.sessions.logTransition(rec, { from: 'idle', to: 'claimed', via: 'CLAIM' }, generation);
+      from = claimed ?? from;
+    }
+    const log = host.logger.child({ workstreamId, generation });
+    const result = await abandon(host, rec, {
+      from,
+      reason: 'crash',
+      why,
+      lease,
+      generation,
+      startedCalls: undefined,
+      log,
+    });
+    if (!result.repaired) {
+      throw new TurnwardenError(
+        ErrorCode.STORE_ERROR,
+        `repair of ${workstreamId} failed; it refuses claims until repaired`,
+      );
+    }
+    log.warn({ count: result.synthesized }, 'repaired a session left with debt');
+    return result;
+  });
+}
+
+/** Closes an idle session: the machine's CLOSE, then the store (closed is final). */
+export async function closeSession(host: MaintenanceHost, rec: SessionRecord): Promise<void> {
+  const next = offer(rec.snapshot!, { type: 'CLOSE' });
+  if (next === undefined)
+    throw claimRefusal(rec.workstreamId, stateOf(rec.snapshot!), rec.turn !== undefined);
+  await host.gate.write(rec.workstreamId, () => host.store.closeWorkstream(rec.workstreamId, next));
+  host.sessions.set(rec, next, undefined, { from: 'idle', via: 'CLOSE' });
+}
+
+/** A history rewrite of a session without a running turn, under a lease of its own (L8, P6). */
+export function compactIdle(
+  host: MaintenanceHost,
+  rec: SessionRecord,
+  input: Omit<CompactInput, 'generation' | 'fencingToken'>,
+): Promise<CompactResult> {
+  return withIdleLease(host, rec.workstreamId, (lease, generation) =>
+    host.gate.write(rec.workstreamId, () =>
+      host.store.compactHistory({ ...input, generation, fencingToken: lease.token }),
+    ),
+  );
+}
