@@ -14,5 +14,8 @@ node apps/cli/dist/main.js stress --seconds "${TURNWARDEN_STRESS_SECONDS:-45}"
 echo "== tests (vitest)"
 mkdir -p .turbo
 vitest run --reporter=default --reporter=json --outputFile.json=.turbo/vitest-report.json "$@"
+echo "== supervisor tests on a store that delays every write (an asynchronous store)"
+TURNWARDEN_TEST_STORE=delayed vitest run packages/supervisor --reporter=dot \
+  --reporter=json --outputFile.json=.turbo/vitest-delayed-report.json
 # The plain closing line CI reads: "N passed, N failed".
-node -e 'const r = require("./.turbo/vitest-report.json"); console.log(`vitest: ${r.numPassedTests} passed, ${r.numFailedTests} failed`)'
+node -e 'const a = require("./.turbo/vitest-report.json"), b = require("./.turbo/vitest-delayed-report.json"); console.log(`vitest: ${a.numPassedTests + b.numPassedTests} passed, ${a.numFailedTests + b.numFailedTests} failed (${b.numPassedTests} of them on the delayed-write store)`)'

@@ -41,9 +41,12 @@ export interface RunOutcome {
 export async function runSchedule(
   scenario: Scenario,
   scheduler: Scheduler,
-  options: { seed: number; mutation?: Mutation; runtime?: HarnessRuntime },
+  options: { seed: number; mutation?: Mutation; runtime?: HarnessRuntime; delayedWrites?: boolean },
 ): Promise<RunOutcome> {
-  const own = options.runtime === undefined ? await HarnessRuntime.start(scenario.pluginModules) : undefined;
+  const own =
+    options.runtime === undefined
+      ? await HarnessRuntime.start(scenario.pluginModules, { delayedWrites: options.delayedWrites === true })
+      : undefined;
   try {
     return await runOn(own ?? options.runtime!, scenario, scheduler, options);
   } finally {
@@ -58,6 +61,7 @@ async function runOn(
   options: { seed: number; mutation?: Mutation },
 ): Promise<RunOutcome> {
   const choices: string[] = [];
+  const delayedWrites = runtime.delayedWrites;
   const run = await Run.start(scenario, options.mutation, runtime);
   try {
     for (let step = 0; step < scenario.maxSteps; step++) {
@@ -84,6 +88,7 @@ async function runOn(
     scheduler: scheduler.kind,
     seed: options.seed,
     ...(options.mutation ? { mutation: options.mutation } : {}),
+    ...(delayedWrites ? { delayedWrites } : {}),
     choices,
   };
   const encoded = encodeTrace(trace);
@@ -111,6 +116,7 @@ export async function replay(text: string, scenarios: readonly Scenario[]): Prom
   return runSchedule(scenario, new ScriptedScheduler(trace.choices), {
     seed: trace.seed,
     ...(trace.mutation ? { mutation: trace.mutation } : {}),
+    ...(trace.delayedWrites ? { delayedWrites: true } : {}),
   });
 }
 
@@ -133,6 +139,8 @@ export interface ExploreOptions {
   readonly mutation?: Mutation;
   /** Stop at the first violation. */
   readonly stopOnViolation?: boolean;
+  /** Run on a store that delays every write by a random time (an asynchronous store). */
+  readonly delayedWrites?: boolean;
   readonly onRun?: (progress: ExploreProgress) => void;
 }
 
@@ -160,7 +168,7 @@ export interface ExploreReport {
 }
 
 export async function explore(options: ExploreOptions): Promise<ExploreReport> {
-  const runtimes = new RuntimeCache();
+  const runtimes = new RuntimeCache(options.delayedWrites === true);
   try {
     return await exploreOn(runtimes, options);
   } finally {
@@ -173,11 +181,13 @@ class RuntimeCache {
   private readonly live = new Map<string, HarnessRuntime>();
   started = 0;
 
+  constructor(private readonly delayedWrites: boolean) {}
+
   async get(scenario: Scenario): Promise<HarnessRuntime> {
     const key = JSON.stringify(scenario.pluginModules ?? []);
     let rt = this.live.get(key);
     if (!rt) {
-      rt = await HarnessRuntime.start(scenario.pluginModules);
+      rt = await HarnessRuntime.start(scenario.pluginModules, { delayedWrites: this.delayedWrites });
       this.started++;
       this.live.set(key, rt);
     }

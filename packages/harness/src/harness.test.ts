@@ -25,6 +25,25 @@ describe('interleaving harness', () => {
     for (const scenario of SCENARIOS) expect(report.perScenario[scenario.id]!.distinct).toBeGreaterThan(1);
   }, 120_000);
 
+  it('L3 L8 S6 T7: every scenario holds on a store that delays every write by a random time (an asynchronous store)', async () => {
+    const report = await explore({
+      scenarios: SCENARIOS,
+      schedulers: ['random', 'pct'],
+      seedsPerScenario: 3,
+      delayedWrites: true,
+    });
+    expect(report.violations).toEqual([]);
+    expect(report.runs).toBe(SCENARIOS.length * 2 * 3);
+    // A trace recorded on such a store replays on one.
+    const first = await runSchedule(l4, new ScriptedScheduler(['W1:worker.stream-event', 'A:advance']), {
+      seed: 1,
+      delayedWrites: true,
+    });
+    const again = await replay(first.encoded, SCENARIOS);
+    expect(again.trace).toEqual(first.trace);
+    expect(again.trace.delayedWrites).toBe(true);
+  }, 120_000);
+
   // Each switch against the scenarios of the crossing it breaks (`stress --mutation` runs them all).
   it.each([
     [Mutation.commitIgnoresActivity, 'no-abort-after-progress', 'L4', ['L4', 'L6']],

@@ -15,6 +15,7 @@ export interface Invariant {
 
 const OBSERVATIONAL = 'turn liveness watchdog fired; attempting recovery';
 const DEFINITIVE = 'watchdog aborted turn; lease renewal stopped';
+const ABORTED_OTHER = 'turn aborted; lease renewal stopped';
 
 const historyComplete: Invariant = {
   id: 'history-complete',
@@ -27,21 +28,31 @@ const historyComplete: Invariant = {
   },
 };
 
+/**
+ * Rows a turn had in flight when its abort committed may still land (admitted before the
+ * commit); a row the journal admitted after the commit must never be durable. The journal's
+ * admissions and the commit are read from the supervisor's own log, in the order they happened
+ * on its thread — which holds for a store that completes writes later, in any order.
+ */
 const noLateRows: Invariant = {
   id: 'no-late-rows',
   guarantee: 'L3',
   check: (r) => {
-    const w = r.watermark;
-    if (!w) return undefined;
-    const late = r.history.filter(
-      (row) =>
-        row.generation === w.generation &&
-        row.seq > w.seq &&
-        !(row.message.role === 'tool' && row.message.synthesized === true),
+    const commitAt = r.logs.findIndex((l) => l.msg === DEFINITIVE || l.msg === ABORTED_OTHER);
+    if (commitAt < 0) return undefined;
+    const aborted = r.logs[commitAt]!.generation;
+    const late = new Set(
+      r.logs
+        .slice(commitAt)
+        .filter((l) => l.msg === 'journal admitted' && l.generation === aborted)
+        .flatMap((l) => l.commitKeys as string[]),
     );
-    return late.length === 0
+    const landed = r.history.filter(
+      (row) => late.has(row.commitKey) && !(row.message.role === 'tool' && row.message.synthesized === true),
+    );
+    return landed.length === 0
       ? undefined
-      : `turn ${w.generation} wrote ${late.length} row(s) after its abort committed (seq ${late.map((x) => x.seq).join(', ')})`;
+      : `turn ${String(aborted)} wrote ${landed.length} row(s) admitted after its abort committed (${landed.map((x) => x.commitKey).join(', ')})`;
   },
 };
 

@@ -31,8 +31,6 @@ export interface RunRecord {
   readonly journalReleases: { readonly afterCommit: boolean }[];
   history: HistoryRow[];
   result: TurnResult | undefined;
-  /** Highest seq in durable history at the moment the abort committed. */
-  watermark: { readonly generation: number; readonly seq: number } | undefined;
   renewalsAtCommit: number | undefined;
   renewalsAtEnd: number;
   /** A plain turn sent after the run completed (the workstream recovered). */
@@ -52,7 +50,6 @@ export function newRecord(): RunRecord {
     journalReleases: [],
     history: [],
     result: undefined,
-    watermark: undefined,
     renewalsAtCommit: undefined,
     renewalsAtEnd: 0,
     recovered: undefined,

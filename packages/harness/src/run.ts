@@ -65,13 +65,8 @@ export class Run {
         });
       }
       run.record.events.push(e);
-      if (e.type === 'turn_aborted' && run.record.watermark === undefined) {
+      if (e.type === 'turn_aborted' && run.record.renewalsAtCommit === undefined) {
         run.record.renewalsAtCommit = tw.stats().leaseRenewals;
-        const generation = e.generation ?? 0;
-        // The SQLite store reads synchronously inside this call: the snapshot is of this instant.
-        void store.readHistory(workstreamId).then((rows) => {
-          run.record.watermark = { generation, seq: rows.length === 0 ? 0 : rows[rows.length - 1]!.seq };
-        });
       }
     });
     if (scenario.prelude) {

@@ -7,6 +7,7 @@
  */
 import type { Mutation, SeamName } from '@turnwarden/protocol';
 import { openSqliteStore, type Store } from '@turnwarden/store';
+import { delayedStore } from '@turnwarden/store/testing';
 import { Turnwarden } from '@turnwarden/supervisor';
 import { pino } from 'pino';
 import { SeamHarness } from './controller.js';
@@ -34,11 +35,21 @@ export class HarnessRuntime {
     readonly time: { now: number },
     /** Lease renewal and grace: they fire when a schedule moves them. */
     readonly timers: ManualTimers,
+    /** The store delays every write (an asynchronous store). */
+    readonly delayedWrites: boolean,
   ) {}
 
-  static async start(pluginModules?: readonly string[]): Promise<HarnessRuntime> {
+  /**
+   * `delayedWrites`: the store delays every write by a random time (seeded), like a remote
+   * asynchronous store — the scenarios must hold all the same.
+   */
+  static async start(
+    pluginModules?: readonly string[],
+    options: { readonly delayedWrites?: boolean } = {},
+  ): Promise<HarnessRuntime> {
     const harness = new SeamHarness(new Set(), new Set());
-    const store = openSqliteStore({ path: ':memory:' });
+    const sqlite = openSqliteStore({ path: ':memory:' });
+    const store = options.delayedWrites ? delayedStore(sqlite, { maxDelayMs: 3, seed: 11 }).store : sqlite;
     let runtime: HarnessRuntime | undefined;
     const logger = pino(
       { level: 'debug' },
@@ -56,7 +67,7 @@ export class HarnessRuntime {
       now: () => time.now,
       ...(pluginModules ? { pluginModules } : {}),
     });
-    runtime = new HarnessRuntime(tw, store, harness, time, timers);
+    runtime = new HarnessRuntime(tw, store, harness, time, timers, options.delayedWrites === true);
     return runtime;
   }
 

@@ -7,6 +7,8 @@ export interface Trace {
   readonly scheduler: SchedulerKind;
   readonly seed: number;
   readonly mutation?: Mutation;
+  /** The run's store delayed every write (see `HarnessRuntime.start`). */
+  readonly delayedWrites?: boolean;
   readonly choices: readonly string[];
 }
 

@@ -57,8 +57,8 @@ export async function settle(
     log.info({ rewrites: turn.rewrites.size }, 'turn end waiting for history rewrite in flight');
     await Promise.allSettled([...turn.rewrites]);
   }
-  // Everything the turn had admitted is durable (or refused) before its end is decided.
-  await host.gate.settled(workstreamId);
+  // Everything the turn had admitted is ahead of the repair and the snapshot in the
+  // workstream's write queue: repair reads history only once those rows are durable.
 
   // A committed abort decides the status unless the turn completed first; a crash is a failure.
   const status: TurnStatus =

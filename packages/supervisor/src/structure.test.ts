@@ -1,7 +1,9 @@
 /** Structural debt after failures (S3, S4, C5): repair, poison, rollback. */
 import { ErrorCode, isTurnwardenError, openToolCalls } from '@turnwarden/protocol';
 import { afterEach, describe, expect, it } from 'vitest';
+import { within } from './test-support/bounded.js';
 import { assistantRow, faultyStore, synthesized } from './test-support/faulty-store.js';
+import { leaseStore } from './test-support/lease-store.js';
 import { nextEvent, script, startRuntime } from './test-support/runtime.js';
 
 type Rt = Awaited<ReturnType<typeof startRuntime>>;
@@ -89,6 +91,33 @@ describe('structural debt', () => {
       ['dup', 2, 'none', true], // provably never started
     ]);
     expect((await (await rt.send('next')).done).status).toBe('completed');
+  });
+
+  it('P2 L3: a row admitted before the abort committed is durable before repair reads history, however late the store completes it', async () => {
+    const leases = leaseStore();
+    rt = await startRuntime({ store: leases.store });
+    const r = rt;
+    let readWhileHeld = false;
+    // The tool's result is admitted (the turn is live) but the store holds its write; meanwhile
+    // the turn is cancelled. Repair must not read history until that write has landed.
+    leases.beforeAppend(
+      (e) => e.message.role === 'tool' && e.message.synthesized !== true,
+      async () => {
+        const aborted = nextEvent(r.tw, r.workstreamId, 'turn_aborted');
+        void r.tw.cancel('tenant-a', r.workstreamId);
+        await aborted;
+        readWhileHeld = await leases.nextRead(300);
+      },
+    );
+    const turn = await r.send(
+      script({ tools: [{ name: 'echo', args: { text: 'landed' } }] }, { text: 'after' }),
+    );
+    const result = await within(turn.done, 10_000, 'the cancelled turn settles');
+    expect(readWhileHeld).toBe(false);
+    expect(result).toMatchObject({ status: 'interrupted', abortReason: 'cancel', synthesized: 0 });
+    const tools = (await r.history()).flatMap((row) => (row.message.role === 'tool' ? [row.message] : []));
+    expect(tools).toEqual([expect.objectContaining({ content: 'landed', effect: 'applied' })]);
+    expect((await r.tw.status('tenant-a', r.workstreamId)).cleanupPending).toBe(false);
   });
 
   it('C5: force cancel on an idle, clean workstream is a silent no-op', async () => {

@@ -19,7 +19,8 @@ import type { Output } from '../output.js';
 const STRESS_USAGE = `turnwarden stress — explore the crossings under random and PCT schedules
 
 usage: turnwarden stress [--seconds N | --seeds N] [--scheduler random|pct|both]
-                         [--scenario ID[,ID]] [--mutation NAME] [--first-seed N] [--json]
+                         [--scenario ID[,ID]] [--mutation NAME] [--first-seed N]
+                         [--delayed-writes] [--json]
        turnwarden stress --replay TRACE
 
   --seconds N      time budget (default 60)
@@ -28,6 +29,7 @@ usage: turnwarden stress [--seconds N | --seeds N] [--scheduler random|pct|both]
   --scenario IDS   only these scenarios (${SCENARIOS.map((s) => s.id).join(', ')})
   --mutation NAME  break one mechanism on purpose (${Object.values(Mutation).join(', ')})
   --first-seed N   the first seed (default 1); each schedule's seed is in its trace
+  --delayed-writes the store delays every write by a random time (an asynchronous store)
   --replay TRACE   rerun one recorded run exactly and judge it again
   --json           print only a JSON report
 Exit code: 0 when every run satisfied every invariant, 1 on a violation, 2 on bad flags.
@@ -61,6 +63,7 @@ export async function runStress(argv: readonly string[], output: Output): Promis
         scenario: { type: 'string' },
         mutation: { type: 'string' },
         'first-seed': { type: 'string' },
+        'delayed-writes': { type: 'boolean' },
         replay: { type: 'string' },
         json: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
@@ -107,6 +110,7 @@ export async function runStress(argv: readonly string[], output: Output): Promis
       ...(budgetMs === undefined ? {} : { budgetMs }),
       ...(seeds === undefined ? {} : { seedsPerScenario: seeds }),
       ...(mutation === undefined ? {} : { mutation: mutation as Mutation }),
+      ...(values['delayed-writes'] === true ? { delayedWrites: true } : {}),
       onRun: (p) => {
         if (json) return;
         const line = `stress: ${p.runs} schedules (${p.rate.toFixed(1)}/s), ${p.distinct} distinct interleavings, ${p.violations} violation(s), ${(p.elapsedMs / 1000).toFixed(1)} s — last ${p.last.scenario} ${p.last.scheduler} seed ${p.last.seed}`;

@@ -12,6 +12,8 @@ export function leaseStore() {
   const refreshes: { readonly ok: boolean }[] = [];
   let refreshWaiters: { n: number; resolve: () => void }[] = [];
   const holds: { match: (e: JournalEntry) => boolean; before: () => Promise<unknown> }[] = [];
+  let historyReads = 0;
+  let onRead = () => {};
 
   const store: Store = new Proxy(inner, {
     get(target, key, receiver) {
@@ -25,6 +27,13 @@ export function leaseStore() {
           refreshWaiters = refreshWaiters.filter((w) => w.n > refreshes.length);
           for (const w of ready) w.resolve();
           return ok;
+        };
+      }
+      if (key === 'readHistory') {
+        return (...args: Parameters<Store['readHistory']>) => {
+          historyReads++;
+          onRead();
+          return target.readHistory(...args);
         };
       }
       if (key === 'appendMessages') {
@@ -47,6 +56,18 @@ export function leaseStore() {
       const target = refreshes.length + n;
       return new Promise((resolve) => refreshWaiters.push({ n: target, resolve }));
     },
+    /** Resolves at the next history read through the store (or after `ms`, with false). */
+    nextRead(ms: number): Promise<boolean> {
+      return new Promise((resolve) => {
+        const timer = setTimeout(() => resolve(false), ms);
+        onRead = () => {
+          clearTimeout(timer);
+          onRead = () => {};
+          resolve(true);
+        };
+      });
+    },
+    historyReads: () => historyReads,
     /** Runs `before` ahead of the first append containing a matching entry (once). */
     beforeAppend(match: (e: JournalEntry) => boolean, before: () => Promise<unknown>): void {
       holds.push({ match, before });

@@ -1,5 +1,23 @@
+import { openSqliteStore, type Store } from '@turnwarden/store';
+import { delayedStore } from '@turnwarden/store/testing';
 import { pino } from 'pino';
 import { Turnwarden, type TurnwardenEvent, type TurnwardenOptions } from '../index.js';
+
+/**
+ * `TURNWARDEN_TEST_STORE=delayed`: every store a test starts the runtime with delays every
+ * write by a random time — the suite then runs against an asynchronous store (check.sh runs the
+ * supervisor tests both ways).
+ */
+export const DELAYED = process.env.TURNWARDEN_TEST_STORE === 'delayed';
+
+function testStore(option: TurnwardenOptions['store']): Store | { path: string } | undefined {
+  if (!DELAYED) return option;
+  const inner =
+    option !== undefined && 'appendMessages' in option
+      ? option
+      : openSqliteStore({ path: option?.path ?? ':memory:' });
+  return delayedStore(inner, { maxDelayMs: 4, seed: 7 }).store;
+}
 
 export interface LogLine {
   readonly level: number;
@@ -38,7 +56,14 @@ export async function startRuntime(options: TurnwardenOptions = {}) {
   );
   /** Resolves when a log line with this message is written (deterministic: no polling). */
   const waitForLog = (msg: string) => new Promise<LogLine>((resolve) => logWaiters.push({ msg, resolve }));
-  const tw = await Turnwarden.start({ ...FAST, pluginModules: [PLUGIN], ...options, logger });
+  const store = testStore(options.store);
+  const tw = await Turnwarden.start({
+    ...FAST,
+    pluginModules: [PLUGIN],
+    ...options,
+    ...(store === undefined ? {} : { store }),
+    logger,
+  });
   const { workstreamId } = await tw.createWorkstream({ tenantId: 'tenant-a', workstreamId: 'ws-1' });
   const events: TurnwardenEvent[] = [];
   await tw.subscribe({ tenantId: 'tenant-a', workstreamId }, (e) => events.push(e));
