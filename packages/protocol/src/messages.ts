@@ -34,7 +34,7 @@ export interface SessionSnapshotData {
 }
 
 /** Why a turn was aborted. */
-export type AbortReason = 'watchdog' | 'deadline' | 'cancel' | 'shutdown' | 'lease_lost';
+export type AbortReason = 'watchdog' | 'deadline' | 'dispatch' | 'cancel' | 'shutdown' | 'lease_lost';
 
 export interface TurnLimits {
   /** Model round-trips (assistant messages) allowed in one turn. */

@@ -88,13 +88,24 @@ export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<LoopOut
     }
   };
   const heartbeat = () => progress(Activity.toolHeartbeat);
-  const journal = (key: string, message: HistoryMessage) =>
-    deps.journal({
+  // Journal requests in flight. An aborted step is abandoned, but the turn answers only once
+  // every request it made has its answer: the supervisor then learns the outcome after the rows
+  // (on another port, so otherwise in either order).
+  const inFlight = new Set<Promise<unknown>>();
+  const journal = (key: string, message: HistoryMessage) => {
+    const request = deps.journal({
       workstreamId: req.workstreamId,
       generation,
       fencingToken: req.fencingToken,
       entries: [{ commitKey: key, message }],
     });
+    const tracked: Promise<unknown> = request.then(
+      () => inFlight.delete(tracked),
+      () => inFlight.delete(tracked),
+    );
+    inFlight.add(tracked);
+    return request;
+  };
   // An invoked actor starts inside the machine's step, before the step is reported; waiting one
   // microtask lets the report (the `state` event) go first.
   const reported = Promise.resolve();
@@ -228,6 +239,7 @@ export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<LoopOut
   else next();
   const end = await settled;
   alive = false;
+  await Promise.all([...inFlight]);
   turnSignal.removeEventListener('abort', onAbort);
   actor.stop();
 

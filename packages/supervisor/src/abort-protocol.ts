@@ -79,7 +79,7 @@ export class AbortProtocol implements WatchdogDelegate {
   committed(w: WatchedTurn, info: StallInfo): void {
     const turn = this.host.turnOnSlot(w.slot);
     if (!turn || turn.watched !== w) return;
-    this.commit(turn, info.bound === 'deadline' ? 'deadline' : 'watchdog', info);
+    this.commit(turn, info.bound === 'idle' ? 'watchdog' : info.bound, info);
   }
 
   /**
@@ -100,7 +100,7 @@ export class AbortProtocol implements WatchdogDelegate {
       }
     };
     step(() => {
-      if (reason === 'watchdog' || reason === 'deadline') {
+      if (reason === 'watchdog' || reason === 'deadline' || reason === 'dispatch') {
         turn.log.error(
           { idleMs: info?.idleMs, lastActivity: info?.lastActivity, bound: info?.bound },
           LogMessage.aborted,
@@ -111,7 +111,7 @@ export class AbortProtocol implements WatchdogDelegate {
     });
     step(() => this.host.events.emit(turn.workstreamId, 'turn_aborted', turn.generation, { reason }));
     step(() => this.host.abandoning(turn, reason));
-    if (reason === 'watchdog' || reason === 'deadline') {
+    if (reason === 'watchdog' || reason === 'deadline' || reason === 'dispatch') {
       step(() =>
         this.host.events.emit(turn.workstreamId, 'warning', turn.generation, {
           stage: 'definitive',

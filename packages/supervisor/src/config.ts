@@ -15,6 +15,11 @@ export interface WatchdogConfig {
   readonly graceMs: number;
   /** Optional start-to-close bound per turn, even for a turn that heartbeats forever (L11). */
   readonly turnDeadlineMs?: number;
+  /**
+   * From dispatch until the worker's first stamp — the turn's entry — the idle bound does not
+   * run: a turn is never charged for time its worker had not received it. This bound does.
+   */
+  readonly dispatchMs: number;
 }
 
 export interface LeaseConfig {
@@ -29,6 +34,12 @@ export interface PoolConfig {
   readonly warmWorkers: number;
   /** Per-worker heap limit (T7); the worker is treated as crashed when it exceeds it. */
   readonly maxOldGenerationSizeMb?: number;
+  /** A worker not ready this long after its spawn (a plugin import that hangs) is terminated. */
+  readonly startTimeoutMs: number;
+  /** How long a claim waits for a worker that is starting or exiting before CAPACITY_EXHAUSTED. */
+  readonly acquireTimeoutMs: number;
+  /** Workers starting at once: spawns after an abort storm queue instead of starving the host. */
+  readonly maxConcurrentSpawns: number;
 }
 
 export interface LimitsConfig {
@@ -76,9 +87,15 @@ export function checkPluginModules(specifiers: readonly string[]): void {
 }
 
 export const DEFAULT_CONFIG: SupervisorConfig = {
-  watchdog: { timeoutMs: 30_000, pollMs: 1_000, graceMs: 2_000 },
+  watchdog: { timeoutMs: 30_000, pollMs: 1_000, graceMs: 2_000, dispatchMs: 60_000 },
   lease: { ttlMs: 30_000, renewMs: 10_000 },
-  pool: { maxWorkers: 8, warmWorkers: 2 },
+  pool: {
+    maxWorkers: 8,
+    warmWorkers: 2,
+    startTimeoutMs: 30_000,
+    acquireTimeoutMs: 10_000,
+    maxConcurrentSpawns: 2,
+  },
   limits: { maxModelSteps: 32, maxToolArgBytes: 64 * 1024, maxMessageBytes: 256 * 1024 },
   model: 'scripted',
   pluginModules: [],
@@ -118,7 +135,13 @@ export function resolveConfig(input: unknown = {}): SupervisorConfig {
   const top = section('config', input, ['watchdog', 'lease', 'pool', 'limits', 'model', 'pluginModules']);
   const d = DEFAULT_CONFIG;
 
-  const w = section('watchdog', top.watchdog, ['timeoutMs', 'pollMs', 'graceMs', 'turnDeadlineMs']);
+  const w = section('watchdog', top.watchdog, [
+    'timeoutMs',
+    'pollMs',
+    'graceMs',
+    'turnDeadlineMs',
+    'dispatchMs',
+  ]);
   const timeoutMs = int('watchdog.timeoutMs', w.timeoutMs ?? d.watchdog.timeoutMs, 10, DAY_MS);
   const pollMs = int('watchdog.pollMs', w.pollMs ?? d.watchdog.pollMs, 2, 60_000);
   if (pollMs > timeoutMs)
@@ -128,6 +151,12 @@ export function resolveConfig(input: unknown = {}): SupervisorConfig {
     w.turnDeadlineMs === undefined
       ? undefined
       : int('watchdog.turnDeadlineMs', w.turnDeadlineMs, 10, 7 * DAY_MS);
+  const dispatchMs = int(
+    'watchdog.dispatchMs',
+    w.dispatchMs ?? Math.max(d.watchdog.dispatchMs, 2 * timeoutMs),
+    10,
+    DAY_MS,
+  );
 
   const l = section('lease', top.lease, ['ttlMs', 'renewMs']);
   const ttlMs = int('lease.ttlMs', l.ttlMs ?? d.lease.ttlMs, 100, DAY_MS);
@@ -146,7 +175,27 @@ export function resolveConfig(input: unknown = {}): SupervisorConfig {
     );
   }
 
-  const p = section('pool', top.pool, ['maxWorkers', 'warmWorkers', 'maxOldGenerationSizeMb']);
+  const p = section('pool', top.pool, [
+    'maxWorkers',
+    'warmWorkers',
+    'maxOldGenerationSizeMb',
+    'startTimeoutMs',
+    'acquireTimeoutMs',
+    'maxConcurrentSpawns',
+  ]);
+  const startTimeoutMs = int('pool.startTimeoutMs', p.startTimeoutMs ?? d.pool.startTimeoutMs, 100, DAY_MS);
+  const acquireTimeoutMs = int(
+    'pool.acquireTimeoutMs',
+    p.acquireTimeoutMs ?? d.pool.acquireTimeoutMs,
+    0,
+    DAY_MS,
+  );
+  const maxConcurrentSpawns = int(
+    'pool.maxConcurrentSpawns',
+    p.maxConcurrentSpawns ?? d.pool.maxConcurrentSpawns,
+    1,
+    256,
+  );
   const maxWorkers = int('pool.maxWorkers', p.maxWorkers ?? d.pool.maxWorkers, 1, 4096);
   const warmWorkers = int(
     'pool.warmWorkers',
@@ -185,9 +234,22 @@ export function resolveConfig(input: unknown = {}): SupervisorConfig {
   }
 
   return {
-    watchdog: { timeoutMs, pollMs, graceMs, ...(deadline === undefined ? {} : { turnDeadlineMs: deadline }) },
+    watchdog: {
+      timeoutMs,
+      pollMs,
+      graceMs,
+      dispatchMs,
+      ...(deadline === undefined ? {} : { turnDeadlineMs: deadline }),
+    },
     lease: { ttlMs, renewMs },
-    pool: { maxWorkers, warmWorkers, ...(heap === undefined ? {} : { maxOldGenerationSizeMb: heap }) },
+    pool: {
+      maxWorkers,
+      warmWorkers,
+      startTimeoutMs,
+      acquireTimeoutMs,
+      maxConcurrentSpawns,
+      ...(heap === undefined ? {} : { maxOldGenerationSizeMb: heap }),
+    },
     limits,
     model,
     pluginModules: [...(plugins as string[])],

@@ -3,6 +3,7 @@ import { ErrorCode, isTurnwardenError, openToolCalls } from '@turnwarden/protoco
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { resolveConfig, Turnwarden } from './index.js';
+import { within } from './test-support/bounded.js';
 import { nextEvent, script, startRuntime } from './test-support/runtime.js';
 
 type Rt = Awaited<ReturnType<typeof startRuntime>>;
@@ -272,5 +273,52 @@ describe('worker death', () => {
     expect((await refusal(tw.send({ tenantId: 'tenant-a', workstreamId: 'ws-1', content: 'x' }))).code).toBe(
       ErrorCode.SHUTTING_DOWN,
     );
+  });
+});
+
+describe('nothing waits forever', () => {
+  it('a worker that never becomes ready (a plugin import that hangs) fails start() with TIMEOUT', async () => {
+    const started = performance.now();
+    const e = await refusal(
+      Turnwarden.start({
+        pluginModules: [new URL('./test-support/hanging-plugin.mjs', import.meta.url).href],
+        pool: { maxWorkers: 1, warmWorkers: 1, startTimeoutMs: 300 },
+        logger: pino({ level: 'silent' }),
+      }),
+    );
+    expect(e.code).toBe(ErrorCode.TIMEOUT);
+    expect((e.cause as Error).message).toMatch(/did not become ready within 300 ms/);
+    expect(performance.now() - started).toBeLessThan(10_000);
+  });
+
+  it('T4: a claim waits for a starting worker at most acquireTimeoutMs, then gets CAPACITY_EXHAUSTED', async () => {
+    rt = await startRuntime({ pool: { maxWorkers: 1, warmWorkers: 1, acquireTimeoutMs: 0 } });
+    const turn = await rt.send(script({ heartbeat: 300, everyMs: 20 }, { text: 'ok' }));
+    const other = await rt.tw.createWorkstream({ tenantId: 'tenant-a', workstreamId: 'ws-2' });
+    const e = await refusal(
+      rt.tw.send({ tenantId: 'tenant-a', workstreamId: other.workstreamId, content: 'hi' }),
+    );
+    expect(e.code).toBe(ErrorCode.CAPACITY_EXHAUSTED);
+    expect((await turn.done).status).toBe('completed');
+  });
+
+  it('shutdown settles a claim in flight: it is refused or its turn ends, and shutdown returns', async () => {
+    // No warm worker: the claim waits for a spawn when shutdown begins.
+    rt = await startRuntime({ pool: { maxWorkers: 2, warmWorkers: 0 } });
+    const tw = rt.tw;
+    const claim = tw.send({ tenantId: 'tenant-a', workstreamId: rt.workstreamId, content: 'hi' });
+    const shutdown = tw.shutdown();
+    const outcome = await within(
+      claim.then(
+        (t) => t.done.then((r) => r.status),
+        (err: unknown) => (isTurnwardenError(err) ? err.code : String(err)),
+      ),
+      10_000,
+      'the claim in flight settles',
+    );
+    await within(shutdown, 10_000, 'shutdown returns');
+    rt = undefined;
+    expect(['SHUTTING_DOWN', 'interrupted', 'completed']).toContain(outcome);
+    expect(tw.stats().activeTurns).toBe(0);
   });
 });

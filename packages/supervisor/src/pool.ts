@@ -76,6 +76,12 @@ export interface PoolOptions {
   readonly host: HostApi;
   readonly logger: Logger;
   readonly maxOldGenerationSizeMb?: number;
+  /** A worker not ready this long after its spawn is terminated (its start fails with TIMEOUT). */
+  readonly startTimeoutMs: number;
+  /** How long `acquire` waits for a worker that is starting or exiting. */
+  readonly acquireTimeoutMs: number;
+  /** Workers starting at once. */
+  readonly maxConcurrentSpawns: number;
   /** The interleaving harness, when attached: every worker gets a seam channel. */
   readonly harness?: HarnessLink;
 }
@@ -115,13 +121,19 @@ export class WorkerPool {
 
   /** Spawns the warm workers and waits until they serve. */
   async start(): Promise<void> {
-    const starting: Promise<void>[] = [];
-    while (this.warm.length + starting.length < this.opts.warmWorkers && this.freeSlots.length > 0) {
-      const h = this.spawn();
-      starting.push(h.ready.then(() => this.makeWarm(h)));
-    }
     try {
-      await Promise.all(starting);
+      while (this.warm.length < this.opts.warmWorkers && this.freeSlots.length > 0) {
+        const batch: Promise<void>[] = [];
+        while (
+          this.warm.length + batch.length < this.opts.warmWorkers &&
+          batch.length < this.opts.maxConcurrentSpawns &&
+          this.freeSlots.length > 0
+        ) {
+          const h = this.spawn();
+          batch.push(h.ready.then(() => this.makeWarm(h)));
+        }
+        await Promise.all(batch);
+      }
     } catch (e) {
       // A worker that cannot even start (a broken plugin module) would fail the same way on
       // every respawn: close instead of looping, and let the caller see why.
@@ -132,9 +144,11 @@ export class WorkerPool {
 
   /**
    * A worker for one turn: a warm one when there is one (no spawn on the hot path), else a
-   * fresh spawn while under capacity, else a typed retryable refusal (T4).
+   * fresh spawn while under capacity, else a typed retryable refusal (T4). It waits only for a
+   * worker that is starting or exiting, and at most `acquireTimeoutMs`.
    */
   async acquire(): Promise<WorkerHandle> {
+    const deadline = Date.now() + this.opts.acquireTimeoutMs;
     for (;;) {
       if (this.closed) throw new TurnwardenError(ErrorCode.SHUTTING_DOWN, 'the worker pool is closed');
       const warm = this.warm.pop();
@@ -143,24 +157,41 @@ export class WorkerPool {
         this.replenish();
         return warm;
       }
-      if (this.freeSlots.length > 0) {
+      if (this.freeSlots.length > 0 && this.starting() < this.opts.maxConcurrentSpawns) {
         const h = this.spawn();
         h.state = 'busy';
         await h.ready;
         this.replenish();
         return h;
       }
-      // No warm worker and no free slot. Capacity is only exhausted if every worker is busy
-      // with a turn: a worker being retired or warming up frees or fills a slot shortly.
+      // No warm worker to take. Capacity is only exhausted if every worker is busy with a turn:
+      // a worker being retired or warming up frees or fills a slot shortly.
       const pending = [...this.workers].filter((w) => w.terminating || w.state === 'starting');
-      if (pending.length === 0) {
+      const left = deadline - Date.now();
+      if (pending.length === 0 || left <= 0) {
         throw new TurnwardenError(
           ErrorCode.CAPACITY_EXHAUSTED,
-          `all ${this.opts.maxWorkers} session workers are busy; retry later`,
+          pending.length === 0
+            ? `all ${this.opts.maxWorkers} session workers are busy; retry later`
+            : `no session worker became free within ${this.opts.acquireTimeoutMs} ms; retry later`,
         );
       }
-      await Promise.race(pending.map((w) => (w.terminating ? w.exited : w.ready.catch(() => undefined))));
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        ...pending.map((w) => (w.terminating ? w.exited : w.ready.catch(() => undefined))),
+        new Promise((resolve) => {
+          timer = setTimeout(resolve, left);
+        }),
+      ]);
+      clearTimeout(timer);
     }
+  }
+
+  /** Workers spawned and not yet ready. */
+  private starting(): number {
+    let n = 0;
+    for (const h of this.workers) if (h.state === 'starting' && !h.terminating) n++;
+    return n;
   }
 
   /** Returns a worker whose turn unwound to the pool. */
@@ -230,17 +261,22 @@ export class WorkerPool {
     this.warm.push(h);
   }
 
+  /** Keeps `warmWorkers` ready, starting at most `maxConcurrentSpawns` at once. */
   private replenish(): void {
     if (this.closed) return;
     if (this.failedStarts >= MAX_FAILED_STARTS) return; // crash loop: spawn on demand only
-    let starting = 0;
-    for (const h of this.workers) if (h.state === 'starting') starting++;
-    while (this.warm.length + starting < this.opts.warmWorkers && this.freeSlots.length > 0) {
+    let starting = this.starting();
+    while (
+      this.warm.length + starting < this.opts.warmWorkers &&
+      starting < this.opts.maxConcurrentSpawns &&
+      this.freeSlots.length > 0
+    ) {
       const h = this.spawn();
       starting++;
       h.ready.then(
         () => {
           if (h.state === 'starting') this.makeWarm(h);
+          this.replenish();
         },
         () => {},
       );
@@ -314,6 +350,25 @@ export class WorkerPool {
     });
     ready.catch(() => {});
     const exited = new Promise<number>((resolve) => worker.once('exit', resolve));
+    // A worker that never becomes ready (a plugin module whose import hangs) holds its slot
+    // forever otherwise: it is terminated and its start fails with a typed error.
+    const startTimer = setTimeout(() => {
+      if (h.state !== 'starting' || h.terminating) return;
+      log.error(
+        { startTimeoutMs: this.opts.startTimeoutMs },
+        'session worker did not become ready; terminating it',
+      );
+      failReady(
+        new TurnwardenError(
+          ErrorCode.TIMEOUT,
+          `session worker ${id} did not become ready within ${this.opts.startTimeoutMs} ms (check pluginModules)`,
+        ),
+      );
+      this.failedStarts++;
+      h.terminating = true;
+      void worker.terminate();
+    }, this.opts.startTimeoutMs);
+    startTimer.unref();
     const h = new WorkerHandle(
       id,
       slot,
@@ -330,6 +385,7 @@ export class WorkerPool {
     control.port1.on('message', (event: WorkerEvent) => {
       h.received();
       if (event.t === 'ready') {
+        clearTimeout(startTimer);
         this.failedStarts = 0;
         markReady();
         return;
@@ -345,6 +401,7 @@ export class WorkerPool {
       if (!h.terminating) this.crashed++;
     });
     void exited.then((code) => {
+      clearTimeout(startTimer);
       const wasTerminating = h.terminating;
       if (!wasTerminating && h.state === 'starting') {
         this.failedStarts++;

@@ -22,15 +22,21 @@ export const LogMessage = {
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)}s`;
 
 export function observationalWarning(info: StallInfo, turnDeadlineMs: number | undefined): string {
-  return info.bound === 'deadline'
-    ? `The turn exceeded its deadline of ${turnDeadlineMs} ms; attempting recovery.`
-    : `No progress for ${seconds(info.idleMs)} (last: ${info.lastActivity}); attempting recovery.`;
+  if (info.bound === 'deadline')
+    return `The turn exceeded its deadline of ${turnDeadlineMs} ms; attempting recovery.`;
+  if (info.bound === 'dispatch') {
+    return `The turn was not started by a worker within ${seconds(info.idleMs)}; attempting recovery.`;
+  }
+  return `No progress for ${seconds(info.idleMs)} (last: ${info.lastActivity}); attempting recovery.`;
 }
 
-export function definitiveWarning(reason: 'watchdog' | 'deadline', idleMs: number): string {
-  return reason === 'deadline'
-    ? 'Turn aborted by the liveness watchdog: it exceeded its deadline. You can retry.'
-    : `Turn aborted by the liveness watchdog after ${seconds(idleMs)} without progress. You can retry.`;
+export function definitiveWarning(reason: 'watchdog' | 'deadline' | 'dispatch', idleMs: number): string {
+  if (reason === 'deadline')
+    return 'Turn aborted by the liveness watchdog: it exceeded its deadline. You can retry.';
+  if (reason === 'dispatch') {
+    return `Turn aborted by the liveness watchdog: no worker started it within ${seconds(idleMs)}. You can retry.`;
+  }
+  return `Turn aborted by the liveness watchdog after ${seconds(idleMs)} without progress. You can retry.`;
 }
 
 /** Why a turn's tool calls did not complete, for the synthesized results (S2). */
@@ -43,6 +49,8 @@ export function describeAbort(
       return 'aborted by the liveness watchdog';
     case 'deadline':
       return 'aborted at its deadline';
+    case 'dispatch':
+      return 'aborted before its worker started it';
     case 'cancel':
       return 'cancelled';
     case 'shutdown':

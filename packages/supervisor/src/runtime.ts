@@ -14,6 +14,7 @@ import {
   detachSeamController,
   ErrorCode,
   type HarnessLink,
+  isTurnwardenError,
   TurnwardenError,
 } from '@turnwarden/protocol';
 import { openSqliteStore, type Store } from '@turnwarden/store';
@@ -112,8 +113,9 @@ export class Turnwarden {
       // Nothing may keep running after a failed start: the pool closed itself; undo the rest.
       if (harness) detachSeamController(harness.controller);
       if (given === undefined) await store.close();
+      // A worker that exits is WORKER_EXITED; one that never becomes ready is TIMEOUT.
       throw new TurnwardenError(
-        ErrorCode.WORKER_EXITED,
+        isTurnwardenError(e, ErrorCode.TIMEOUT) ? ErrorCode.TIMEOUT : ErrorCode.WORKER_EXITED,
         'session workers fail to start (the worker error is logged; check pluginModules)',
         { cause: e },
       );

@@ -55,7 +55,33 @@ afterEach(() => {
 
 describe('watchdog detection bounds', () => {
   // A timeout that is not a multiple of the poll period exposes a coarser sampling period.
-  const config = { timeoutMs: 250, pollMs: 100, graceMs: 1_000 };
+  const config = { timeoutMs: 250, pollMs: 100, graceMs: 1_000, dispatchMs: 5_000 };
+
+  it('L9: a turn is not charged for time before its worker entered it; the dispatch bound ends one never entered', () => {
+    const h = harness({ ...config, dispatchMs: 4_000 });
+    h.start();
+    // The worker has not stamped the turn's entry: ten times timeoutMs pass without an abort.
+    h.run(10 * config.timeoutMs);
+    expect(h.seen).toEqual([]);
+    h.run(4_000 - 10 * config.timeoutMs + config.pollMs);
+    const committed = h.seen.find((s) => s.stage === 'committed');
+    expect(committed?.info.bound).toBe('dispatch');
+    expect(committed!.at).toBeGreaterThanOrEqual(4_000);
+    expect(committed!.at).toBeLessThanOrEqual(4_000 + config.pollMs);
+  });
+
+  it('L9: once the worker entered the turn, the idle bound counts from the entry', () => {
+    const h = harness(config);
+    h.start();
+    h.run(3 * config.timeoutMs); // queued behind a spawn storm, say
+    h.stamp.touch(Activity.turnEntry);
+    const enteredAt = h.now();
+    h.run(config.timeoutMs + 2 * config.pollMs);
+    const committed = h.seen.find((s) => s.stage === 'committed');
+    expect(committed?.info.bound).toBe('idle');
+    expect(committed!.at - enteredAt).toBeGreaterThanOrEqual(config.timeoutMs);
+    expect(committed!.at - enteredAt).toBeLessThanOrEqual(config.timeoutMs + config.pollMs);
+  });
 
   it('L1 L2: a stall is committed no earlier than timeoutMs and no later than timeoutMs + pollMs after the last progress, wherever it falls in the poll period', () => {
     const delays: number[] = [];
@@ -85,6 +111,7 @@ describe('watchdog detection bounds', () => {
   it('L1: the fired report carries the idle time and the last activity, and precedes the commit', () => {
     const h = harness(config);
     h.start();
+    h.stamp.touch(Activity.turnEntry);
     h.run(30);
     h.stamp.touch(Activity.toolStart);
     h.run(config.timeoutMs + config.pollMs);
@@ -99,6 +126,7 @@ describe('watchdog detection bounds', () => {
   it('L2: a turn that stamps every timeoutMs - 1 ms is never fired at', () => {
     const h = harness(config);
     h.start();
+    h.stamp.touch(Activity.turnEntry);
     for (let i = 0; i < 20; i++) {
       h.run(config.timeoutMs - 1);
       h.stamp.touch(Activity.toolHeartbeat);

@@ -19,7 +19,12 @@ import type { Logger } from 'pino';
 import type { WatchdogConfig } from './config.js';
 import { LatencyHistogram } from './latency.js';
 
-export type StallBound = 'idle' | 'deadline';
+/**
+ * Which bound fired: `idle` (no progress for timeoutMs since the last stamp, L1), `deadline`
+ * (turnDeadlineMs since the turn started, L11), `dispatch` (dispatchMs without the worker's
+ * first stamp: the worker never received or entered the turn).
+ */
+export type StallBound = 'idle' | 'deadline' | 'dispatch';
 
 /**
  * One watched turn. A class (one hidden class for every instance) because `poll` reads these
@@ -29,6 +34,8 @@ export type StallBound = 'idle' | 'deadline';
 export class WatchedTurn {
   lastVersion: number;
   lastChangeAt: number;
+  /** The worker stamped the turn's entry: from here the idle bound runs (before, the dispatch bound). */
+  entered = false;
   attempting = false;
   committed = false;
 
@@ -167,7 +174,7 @@ export class Watchdog {
   poll(): void {
     this.polls++;
     const now = this.clock.advance();
-    const { timeoutMs, turnDeadlineMs } = this.config;
+    const { timeoutMs, turnDeadlineMs, dispatchMs } = this.config;
     for (const turn of this.turns.values()) {
       if (turn.attempting || turn.committed) continue;
       const version = this.clock.sample(turn.slot);
@@ -175,6 +182,14 @@ export class Watchdog {
       if (version !== turn.lastVersion) {
         turn.lastVersion = version;
         turn.lastChangeAt = now;
+        turn.entered = true;
+      } else if (!turn.entered) {
+        // Not yet received by its worker (a spawn storm, a busy thread): never charged to the
+        // turn's idle bound; the dispatch bound ends a turn whose worker never takes it.
+        if (now - turn.startedAt >= dispatchMs) {
+          this.attempt(turn, version, 'dispatch', now);
+          continue;
+        }
       } else if (now - turn.lastChangeAt >= timeoutMs) {
         this.attempt(turn, version, 'idle', now);
         continue;
@@ -234,7 +249,8 @@ export class Watchdog {
     let won: boolean;
     try {
       // L6: one CAS checks the sampled version and publishes the fence. The deadline bound
-      // ignores activity by definition (L11), so it fences unconditionally.
+      // ignores activity by definition (L11), so it fences unconditionally. The dispatch bound
+      // uses the CAS: a first stamp that lands meanwhile means the worker did take the turn.
       won =
         info.bound === 'deadline' || mutated(Mutation.commitIgnoresActivity)
           ? this.clock.fence(turn.slot)

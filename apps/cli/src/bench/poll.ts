@@ -27,7 +27,7 @@ function fixture(n: number, ctx: BenchContext): Fixture {
   const day = 24 * 60 * 60 * 1000;
   const watchdog = new Watchdog(
     clock,
-    { timeoutMs: day, pollMs: 1000, graceMs: 1000 },
+    { timeoutMs: day, pollMs: 1000, graceMs: 1000, dispatchMs: day },
     { fired: () => {}, committed: () => {}, declined: () => {} },
     ctx.logger,
   );

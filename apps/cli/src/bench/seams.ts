@@ -44,7 +44,7 @@ function pollWatchdog(n: number, ctx: BenchContext) {
   const clock = ActivityClock.create(n);
   const watchdog = new Watchdog(
     clock,
-    { timeoutMs: 24 * 60 * 60 * 1000, pollMs: 1000, graceMs: 1000 },
+    { timeoutMs: 24 * 60 * 60 * 1000, pollMs: 1000, graceMs: 1000, dispatchMs: 24 * 60 * 60 * 1000 },
     { fired: () => {}, committed: () => {}, declined: () => {} },
     ctx.logger,
   );

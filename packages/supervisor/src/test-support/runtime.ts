@@ -37,8 +37,11 @@ export function script(...steps: unknown[]): string {
   return JSON.stringify({ script: steps });
 }
 
-/** Starts a runtime with fast watchdog settings, capturing logs and events. */
-export async function startRuntime(options: TurnwardenOptions = {}) {
+/**
+ * Starts a runtime with fast watchdog settings, capturing logs and events, on workstream ws-1 of
+ * tenant-a (created, unless `existing`: a store that already has it).
+ */
+export async function startRuntime(options: TurnwardenOptions = {}, { existing = false } = {}) {
   const logs: LogLine[] = [];
   const logWaiters: { msg: string; resolve: (l: LogLine) => void }[] = [];
   const logger = pino(
@@ -64,7 +67,8 @@ export async function startRuntime(options: TurnwardenOptions = {}) {
     ...(store === undefined ? {} : { store }),
     logger,
   });
-  const { workstreamId } = await tw.createWorkstream({ tenantId: 'tenant-a', workstreamId: 'ws-1' });
+  const workstreamId = 'ws-1';
+  if (!existing) await tw.createWorkstream({ tenantId: 'tenant-a', workstreamId });
   const events: TurnwardenEvent[] = [];
   await tw.subscribe({ tenantId: 'tenant-a', workstreamId }, (e) => events.push(e));
   const send = (content: string) => tw.send({ tenantId: 'tenant-a', workstreamId, content });

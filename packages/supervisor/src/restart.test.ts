@@ -1,0 +1,91 @@
+/**
+ * A supervisor killed mid-turn (SIGKILL, no cleanup) and a new one started on the same file:
+ * the session machine is restored from its last durable snapshot — tool-debt — and brought to
+ * idle through force-abandoning with a repaired history before any new turn (S7, T7).
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { openToolCalls } from '@turnwarden/protocol';
+import { openSqliteStore } from '@turnwarden/store';
+import { afterEach, describe, expect, it } from 'vitest';
+import { within } from './test-support/bounded.js';
+import { startRuntime } from './test-support/runtime.js';
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+/** Runs the crash host until it reports tool-debt, then kills it with SIGKILL. */
+async function killInToolDebt(dbPath: string): Promise<void> {
+  const child = spawn(
+    process.execPath,
+    [new URL('./test-support/crash-host.mjs', import.meta.url).pathname, dbPath],
+    {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
+  const exited = new Promise<NodeJS.Signals | null>((resolve) =>
+    child.once('exit', (_code, signal) => resolve(signal)),
+  );
+  await within(
+    new Promise<void>((resolve) => {
+      child.stdout.on('data', (chunk: Buffer) => {
+        if (chunk.toString().includes('IN_TOOL_DEBT')) resolve();
+      });
+    }),
+    20_000,
+    'the host process reaches tool-debt',
+  );
+  child.kill('SIGKILL');
+  expect(await exited).toBe('SIGKILL');
+}
+
+describe('restart after a crash', () => {
+  it('S7 T7: killed in tool-debt, the session is restored from its snapshot, repaired through force-abandoning, and idle before the next turn', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'turnwarden-restart-'));
+    dirs.push(dir);
+    const dbPath = join(dir, 'turnwarden.db');
+    await killInToolDebt(dbPath);
+
+    // What the killed process left: the machine in tool-debt, one open call, a live lease.
+    const store = openSqliteStore({ path: dbPath });
+    const left = await store.getWorkstream('ws-1');
+    expect(left?.session?.value).toBe('tool-debt');
+    expect(openToolCalls(await store.readHistory('ws-1'))).toHaveLength(1);
+    const lease = await store.getLease('ws-1');
+    expect(lease?.released).toBe(false);
+    await store.close();
+    // The lease must expire before anyone else may write (P6): wait for it, bounded.
+    const waitMs = Math.max(0, lease!.expiresAt - Date.now()) + 50;
+    await new Promise((resolve) => setTimeout(resolve, waitMs));
+
+    const rt = await startRuntime({ store: { path: dbPath } }, { existing: true });
+    try {
+      const status = await rt.tw.status('tenant-a', 'ws-1');
+      expect(status).toMatchObject({ state: 'idle', cleanupPending: false });
+      const steps = rt
+        .logged('session transition')
+        .filter((l) => l.workstreamId === 'ws-1')
+        .map((l) => `${String(l.from)} --${String(l.via)}--> ${String(l.to)}`);
+      expect(steps).toEqual([
+        'tool-debt --ABORT--> force-abandoning.pending',
+        'force-abandoning.pending --REPAIR--> force-abandoning.repairing',
+        'force-abandoning.repairing --xstate.done.actor.repair--> idle',
+      ]);
+      const rows = await rt.tw.history('tenant-a', 'ws-1');
+      expect(openToolCalls(rows)).toEqual([]);
+      const tools = rows.flatMap((r) => (r.message.role === 'tool' ? [r.message] : []));
+      expect(tools).toEqual([
+        expect.objectContaining({ content: 'done before', effect: 'applied' }),
+        expect.objectContaining({ effect: 'unknown', synthesized: true }),
+      ]);
+      const next = await rt.tw.send({ tenantId: 'tenant-a', workstreamId: 'ws-1', content: 'back?' });
+      expect((await within(next.done, 10_000, 'the next turn completes')).status).toBe('completed');
+    } finally {
+      await rt.tw.shutdown();
+    }
+  }, 60_000);
+});
