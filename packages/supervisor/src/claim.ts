@@ -9,7 +9,7 @@
 import { randomUUID } from 'node:crypto';
 import type { ActivityClock } from '@turnwarden/clock';
 import type { HistoryMessage, SessionSnapshotData, TurnOutcome, UserMessage } from '@turnwarden/protocol';
-import { SeamName, seam, toWire } from '@turnwarden/protocol';
+import { ErrorCode, SeamName, seam, TurnwardenError, toWire } from '@turnwarden/protocol';
 import { offer } from '@turnwarden/session';
 import type { TurnStore } from '@turnwarden/store';
 import type { ActiveTurn } from './active-turn.js';
@@ -31,6 +31,8 @@ export interface ClaimHost extends MaintenanceHost {
   /** The turn holds its slot: events and journal requests from its worker find it. */
   attach(turn: ActiveTurn): void;
   startRenewal(turn: ActiveTurn): void;
+  /** Shutdown began: no new turn is admitted. */
+  readonly closing: boolean;
   /** Ends the turn (in the session's mailbox) when its worker returned or died. */
   settleLater(rec: SessionRecord, turn: ActiveTurn, outcome: TurnOutcome | undefined, err: unknown): void;
 }
@@ -68,6 +70,7 @@ async function admit(
   repaired = false,
 ): Promise<Admitted> {
   const { workstreamId, tenantId } = input;
+  if (host.closing) throw new TurnwardenError(ErrorCode.SHUTTING_DOWN, 'turnwarden is shutting down');
   await host.sessions.load(rec);
   if (rec.turn === undefined && leftover(rec, undefined) && rec.state !== 'force-abandoning') {
     // The machine is mid-turn with no turn running here: a crashed process left it (S7).

@@ -14,9 +14,9 @@ import type {
   SessionSnapshotData,
   TurnOutcome,
 } from '@turnwarden/protocol';
-import { ErrorCode, Mutation, mutated, SeamName, seam, TurnwardenError, toWire } from '@turnwarden/protocol';
+import { toWire } from '@turnwarden/protocol';
 import { sessionWorkerUrl, stateOf } from '@turnwarden/session';
-import type { CompactResult, Store } from '@turnwarden/store';
+import type { Store } from '@turnwarden/store';
 import type { Logger } from 'pino';
 import { AbortProtocol } from './abort-protocol.js';
 import type { ActiveTurn } from './active-turn.js';
@@ -26,6 +26,7 @@ import { EventHub } from './events.js';
 import { JournalGate } from './journal-gate.js';
 import { closeSession, compactIdle, leftover, repairLeftover } from './maintenance.js';
 import { WorkerPool } from './pool.js';
+import { compactLive } from './rewrite.js';
 import { type SessionRecord, Sessions } from './sessions.js';
 import { settle } from './settle.js';
 import { newCounters } from './stats.js';
@@ -59,6 +60,8 @@ export class TurnEngine {
   readonly sessions: Sessions;
   readonly gate: JournalGate;
   readonly leaseTtlMs: number;
+  /** Shutdown began: claims still queued are refused. */
+  closing = false;
   private readonly bySlot = new Map<number, ActiveTurn>();
 
   constructor(options: EngineOptions) {
@@ -142,10 +145,10 @@ export class TurnEngine {
     summary: { commitKey: string; message: { role: 'system'; content: string } },
   ): Promise<{ removed: number }> {
     const running = this.sessions.peek(workstreamId)?.turn;
-    if (running) return this.compactLive(running, throughSeq, summary);
+    if (running) return compactLive(this, running, throughSeq, summary);
     return this.idle(workstreamId, (rec) =>
       rec.turn
-        ? this.compactLive(rec.turn, throughSeq, summary)
+        ? compactLive(this, rec.turn, throughSeq, summary)
         : compactIdle(this, rec, { workstreamId, throughSeq, summary }),
     );
   }
@@ -252,6 +255,8 @@ export class TurnEngine {
   }
 
   settleLater(rec: SessionRecord, turn: ActiveTurn, outcome: TurnOutcome | undefined, err: unknown): void {
+    // In the session's mailbox, on a loop turn of its own: an abort storm's turn ends do not
+    // block the watchdog's timer (L12).
     rec
       .run(() => settle(this, rec, turn, outcome, err))
       .catch((e: unknown) => {
@@ -283,40 +288,6 @@ export class TurnEngine {
       });
     } finally {
       this.sessions.release(rec);
-    }
-  }
-
-  /** L8: a rewrite under a running turn, fenced by that turn's abort. */
-  private async compactLive(
-    turn: ActiveTurn,
-    throughSeq: number,
-    summary: { commitKey: string; message: { role: 'system'; content: string } },
-  ): Promise<CompactResult> {
-    const { workstreamId, generation } = turn;
-    if (turn.abort && !mutated(Mutation.rewriteIgnoresAbort)) {
-      throw new TurnwardenError(
-        ErrorCode.FENCED,
-        `history rewrite of ${workstreamId} revoked: the turn's abort (${turn.abort.reason}) has committed`,
-      );
-    }
-    // Admitted: from here the rewrite is in flight and the turn's end waits for it.
-    const held = seam(SeamName.rewriteAdmitToWrite, { workstreamId, generation });
-    const write = () =>
-      this.gate.write(workstreamId, () =>
-        this.store.compactHistory({
-          workstreamId,
-          generation,
-          fencingToken: turn.lease.token,
-          throughSeq,
-          summary,
-        }),
-      );
-    const rewrite = held === undefined ? write() : held.then(write);
-    turn.rewrites.add(rewrite);
-    try {
-      return await rewrite;
-    } finally {
-      turn.rewrites.delete(rewrite);
     }
   }
 }

@@ -4,68 +4,14 @@
  * list only after the thread has exited, so a dying worker can never stamp a slot that a new
  * turn already uses. An idle session holds no worker: workers go back to the pool between turns.
  */
-import { MessageChannel, type MessagePort, Worker } from 'node:worker_threads';
-import type {
-  HarnessLink,
-  HostApi,
-  SeamContext,
-  SeamFault,
-  SeamName,
-  WorkerApi,
-  WorkerEvent,
-} from '@turnwarden/protocol';
-import { client, ErrorCode, goneSignal, serve, TurnwardenError } from '@turnwarden/protocol';
-import { ARG, DECISION, Decision, RELEASED } from '@turnwarden/session';
+import type { HarnessLink, HostApi } from '@turnwarden/protocol';
+import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
 import type { Logger } from 'pino';
+import { spawnSessionWorker } from './spawn.js';
+import { LoopTurns } from './turns.js';
+import type { WorkerHandle } from './worker-handle.js';
 
-export type WorkerState = 'starting' | 'warm' | 'busy' | 'dead';
-
-export class WorkerHandle {
-  state: WorkerState = 'starting';
-  /** Receives the events of the turn the worker is serving. */
-  onEvent: ((event: WorkerEvent) => void) | undefined;
-  /** Set once `terminate` was asked for (escalation or crash cleanup). */
-  terminating = false;
-  /** Control-port events received from the worker (it counts what it posts the same way). */
-  eventsReceived = 0;
-  private waiters: { n: number; resolve: () => void }[] = [];
-
-  constructor(
-    readonly id: number,
-    readonly slot: number,
-    readonly worker: Worker,
-    readonly api: WorkerApi,
-    readonly control: MessagePort,
-    /** Resolves when the thread has exited. */
-    readonly exited: Promise<number>,
-    /** Resolves when the worker serves its API. */
-    readonly ready: Promise<void>,
-  ) {}
-
-  /**
-   * Resolves once `n` control events have been received. Messages on different ports are not
-   * ordered: a request or result that says how many events preceded it waits for them here.
-   * Resolves at once when the worker is gone (nothing more will arrive).
-   */
-  caughtUp(n: number): Promise<void> {
-    if (this.eventsReceived >= n || this.state === 'dead') return Promise.resolve();
-    return new Promise((resolve) => this.waiters.push({ n, resolve }));
-  }
-
-  /** Counts one received event and wakes the waiters it satisfies. */
-  received(): void {
-    this.eventsReceived++;
-    if (this.waiters.length === 0) return;
-    const ready = this.waiters.filter((w) => w.n <= this.eventsReceived);
-    this.waiters = this.waiters.filter((w) => w.n > this.eventsReceived);
-    for (const w of ready) w.resolve();
-  }
-
-  /** The worker exited: no waiter may wait forever. */
-  drainWaiters(): void {
-    for (const w of this.waiters.splice(0)) w.resolve();
-  }
-}
+export type { WorkerHandle } from './worker-handle.js';
 
 export interface PoolOptions {
   readonly clock: SharedArrayBuffer;
@@ -114,6 +60,7 @@ export class WorkerPool {
   private crashed = 0;
   private failedStarts = 0;
   private retired = 0;
+  private readonly loop = new LoopTurns();
 
   constructor(private readonly opts: PoolOptions) {
     this.freeSlots = Array.from({ length: opts.maxWorkers }, (_, i) => opts.maxWorkers - 1 - i);
@@ -225,7 +172,8 @@ export class WorkerPool {
     if (h.state === 'dead' || h.terminating) return;
     h.terminating = true;
     this.retired++;
-    void h.worker.terminate();
+    // Stopping a thread costs the caller a few ms: retirements go one per loop turn (L12).
+    this.loop.run(() => void h.worker.terminate());
   }
 
   stats(): PoolStats {
@@ -283,154 +231,41 @@ export class WorkerPool {
     }
   }
 
-  /** The supervisor's end of a worker's seam channel (see session/src/seam-client.ts). */
-  private harnessChannel(workerId: number, link: HarnessLink) {
-    const buffer = new SharedArrayBuffer(4 * Int32Array.BYTES_PER_ELEMENT);
-    const words = new Int32Array(buffer);
-    const { port1, port2 } = new MessageChannel();
-    port1.on('message', (m: { t: 'seam'; ticket: number; name: SeamName; ctx: SeamContext }) => {
-      let released = false;
-      link.workerArrived(workerId, { name: m.name, ctx: m.ctx }, (fault?: SeamFault) => {
-        if (released) return;
-        released = true;
-        // `lose-ack` applies to the journal seam only: a worker seam proceeds.
-        const decision =
-          fault === undefined || fault.kind === 'lose-ack'
-            ? Decision.proceed
-            : fault.kind === 'crash'
-              ? Decision.crash
-              : fault.kind === 'delay'
-                ? Decision.delay
-                : Decision.throw;
-        Atomics.store(words, DECISION, decision);
-        Atomics.store(words, ARG, fault?.kind === 'delay' ? fault.ms : 0);
-        Atomics.store(words, RELEASED, m.ticket);
-        Atomics.notify(words, RELEASED);
-      });
-    });
-    return { worker: { buffer, port: port2 }, close: () => port1.close() };
-  }
-
   private spawn(): WorkerHandle {
     const slot = this.freeSlots.pop();
     if (slot === undefined) throw new TurnwardenError(ErrorCode.CAPACITY_EXHAUSTED, 'no free clock slot');
     const id = this.nextId++;
-    const control = new MessageChannel();
-    const workerRpc = new MessageChannel();
-    const hostRpc = new MessageChannel();
-    const harness = this.opts.harness ? this.harnessChannel(id, this.opts.harness) : undefined;
-    const worker = new Worker(this.opts.workerUrl, {
-      workerData: {
-        clock: this.opts.clock,
-        slot,
-        workerId: id,
-        pluginModules: this.opts.pluginModules,
-        control: control.port2,
-        workerRpc: workerRpc.port2,
-        hostRpc: hostRpc.port2,
-        ...(harness ? { harness: harness.worker } : {}),
-      },
-      transferList: [
-        control.port2,
-        workerRpc.port2,
-        hostRpc.port2,
-        ...(harness ? [harness.worker.port] : []),
-      ],
-      ...(this.opts.maxOldGenerationSizeMb === undefined
-        ? {}
-        : { resourceLimits: { maxOldGenerationSizeMb: this.opts.maxOldGenerationSizeMb } }),
-    });
     this.spawned++;
-    const { gone, markGone } = goneSignal();
-    let markReady!: () => void;
-    let failReady!: (e: unknown) => void;
-    const ready = new Promise<void>((resolve, reject) => {
-      markReady = resolve;
-      failReady = reject;
-    });
-    ready.catch(() => {});
-    const exited = new Promise<number>((resolve) => worker.once('exit', resolve));
-    // A worker that never becomes ready (a plugin module whose import hangs) holds its slot
-    // forever otherwise: it is terminated and its start fails with a typed error.
-    const startTimer = setTimeout(() => {
-      if (h.state !== 'starting' || h.terminating) return;
-      log.error(
-        { startTimeoutMs: this.opts.startTimeoutMs },
-        'session worker did not become ready; terminating it',
-      );
-      failReady(
-        new TurnwardenError(
-          ErrorCode.TIMEOUT,
-          `session worker ${id} did not become ready within ${this.opts.startTimeoutMs} ms (check pluginModules)`,
-        ),
-      );
-      this.failedStarts++;
-      h.terminating = true;
-      void worker.terminate();
-    }, this.opts.startTimeoutMs);
-    startTimer.unref();
-    const h = new WorkerHandle(
-      id,
-      slot,
-      worker,
-      client<WorkerApi>(workerRpc.port1, gone),
-      control.port1,
-      exited,
-      ready,
-    );
-    this.workers.add(h);
-    serve(hostRpc.port1, this.opts.host);
     const log = this.opts.logger.child({ workerId: id, slot });
-
-    control.port1.on('message', (event: WorkerEvent) => {
-      h.received();
-      if (event.t === 'ready') {
-        clearTimeout(startTimer);
+    const h = spawnSessionWorker(this.opts, id, slot, {
+      ready: () => {
         this.failedStarts = 0;
-        markReady();
-        return;
-      }
-      if (event.t === 'log') {
-        log[event.level](event.data ?? {}, event.msg);
-        return;
-      }
-      h.onEvent?.(event);
-    });
-    worker.on('error', (err) => {
-      log.error({ err }, 'session worker crashed');
-      if (!h.terminating) this.crashed++;
-    });
-    void exited.then((code) => {
-      clearTimeout(startTimer);
-      const wasTerminating = h.terminating;
-      if (!wasTerminating && h.state === 'starting') {
+      },
+      startTimedOut: () => {
         this.failedStarts++;
-        if (this.failedStarts === MAX_FAILED_STARTS) {
-          log.error(
-            { failedStarts: this.failedStarts },
-            'session workers fail to start; background respawn stopped',
-          );
+      },
+      crashed: (handle) => {
+        if (!handle.terminating) this.crashed++;
+      },
+      exited: (handle, how) => {
+        if (!how.terminated && how.beforeReady) {
+          this.failedStarts++;
+          if (this.failedStarts === MAX_FAILED_STARTS) {
+            log.error(
+              { failedStarts: this.failedStarts },
+              'session workers fail to start; background respawn stopped',
+            );
+          }
         }
-      }
-      h.state = 'dead';
-      h.drainWaiters();
-      const reason = wasTerminating
-        ? `worker ${id} was terminated`
-        : `worker ${id} exited unexpectedly with code ${code}`;
-      markGone(reason);
-      failReady(new TurnwardenError(ErrorCode.WORKER_EXITED, reason));
-      this.workers.delete(h);
-      const i = this.warm.indexOf(h);
-      if (i >= 0) this.warm.splice(i, 1);
-      control.port1.close();
-      harness?.close();
-      workerRpc.port1.close();
-      hostRpc.port1.close();
-      // Only now may another worker stamp this slot.
-      this.freeSlots.push(slot);
-      log.debug({ code, terminated: wasTerminating }, 'session worker exited');
-      this.replenish();
+        this.workers.delete(handle);
+        const i = this.warm.indexOf(handle);
+        if (i >= 0) this.warm.splice(i, 1);
+        // Only now may another worker stamp this slot.
+        this.freeSlots.push(slot);
+        this.replenish();
+      },
     });
+    this.workers.add(h);
     return h;
   }
 }

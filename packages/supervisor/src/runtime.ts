@@ -1,4 +1,7 @@
 /**
+ * (Over 300 lines on purpose: this is the whole public API in one class, each method with the
+ * contract a host reads. The work is elsewhere — engine.ts and the parts it wires.)
+ *
  * Turnwarden's embedded API: the supervisor a host runs on its main thread. This facade checks
  * input (T5) and tenancy (T2) and delegates the turn lifecycle to the engine (engine.ts).
  *
@@ -64,6 +67,7 @@ export class Turnwarden {
   readonly config: SupervisorConfig;
   private readonly engine: TurnEngine;
   private closing = false;
+  private readonly inFlight = new Set<Promise<unknown>>();
   private shutdownPromise: Promise<void> | undefined;
 
   private constructor(
@@ -223,11 +227,13 @@ export class Turnwarden {
    * nothing written (T5); a busy workstream with TURN_IN_PROGRESS; unrepaired structural debt
    * with TOOL_CLEANUP_PENDING (S3); no free worker with CAPACITY_EXHAUSTED (T4, retryable).
    */
-  async send(input: SendInput): Promise<TurnHandle> {
-    this.assertOpen();
-    checkSendInput(input, this.config.limits, this.config.model);
-    await this.owned(input.tenantId, input.workstreamId);
-    return this.engine.claim(input);
+  send(input: SendInput): Promise<TurnHandle> {
+    return this.tracked(async () => {
+      this.assertOpen();
+      checkSendInput(input, this.config.limits, this.config.model);
+      await this.owned(input.tenantId, input.workstreamId);
+      return this.engine.claim(input);
+    });
   }
 
   /**
@@ -293,12 +299,24 @@ export class Turnwarden {
 
   private async doShutdown(): Promise<void> {
     this.closing = true;
+    this.engine.closing = true;
+    // Sends already on their way finish their admission (or are refused) before turns are aborted.
+    await Promise.allSettled([...this.inFlight]);
     await this.engine.abortAll('shutdown');
     this.engine.watchdog.stop();
     await this.engine.pool.close();
     if (this.ownsStore) await this.store.close();
     if (this.harness) detachSeamController(this.harness.controller);
     this.logger.info({ ...this.engine.counters }, 'turnwarden supervisor stopped');
+  }
+
+  /** Runs an API call, counted among the calls shutdown waits for. */
+  private tracked<T>(call: () => Promise<T>): Promise<T> {
+    const p = call();
+    this.inFlight.add(p);
+    const done = () => this.inFlight.delete(p);
+    p.then(done, done);
+    return p;
   }
 
   private assertOpen(): void {

@@ -23,6 +23,7 @@ import type { TurnStore } from '@turnwarden/store';
 import type { Logger } from 'pino';
 import type { ActiveTurn } from './active-turn.js';
 import type { EventHub } from './events.js';
+import { LoopTurns } from './turns.js';
 
 export class SessionRecord {
   /** The machine's latest snapshot (undefined until loaded from the store). */
@@ -32,12 +33,20 @@ export class SessionRecord {
   private queue: Promise<unknown> = Promise.resolve();
   private pending = 0;
 
-  constructor(readonly workstreamId: string) {}
+  constructor(
+    readonly workstreamId: string,
+    private readonly loop: LoopTurns,
+  ) {}
 
-  /** Runs `command` after every command queued before it (the session's mailbox). */
+  /**
+   * Runs `command` after every command queued before it (the session's mailbox). Each command
+   * starts on a loop turn of its own (LoopTurns): a burst of claims or turn ends across many
+   * sessions never holds the supervisor's thread in one block (L12).
+   */
   run<T>(command: () => Promise<T>): Promise<T> {
     this.pending++;
-    const result = this.queue.then(command, command);
+    const start = () => new Promise<void>((resolve) => this.loop.run(resolve)).then(command);
+    const result = this.queue.then(start, start);
     this.queue = result.then(
       () => this.pending--,
       () => this.pending--,
@@ -58,6 +67,7 @@ export class SessionRecord {
 
 export class Sessions {
   private readonly records = new Map<string, SessionRecord>();
+  private readonly loop = new LoopTurns();
 
   constructor(
     private readonly store: Pick<TurnStore, 'getWorkstream'>,
@@ -69,7 +79,7 @@ export class Sessions {
   record(workstreamId: string): SessionRecord {
     let rec = this.records.get(workstreamId);
     if (rec === undefined) {
-      rec = new SessionRecord(workstreamId);
+      rec = new SessionRecord(workstreamId, this.loop);
       this.records.set(workstreamId, rec);
     }
     return rec;

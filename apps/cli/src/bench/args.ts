@@ -1,6 +1,17 @@
 /** Flags of `turnwarden bench`. */
 
-const SECTION_NAMES = ['touch', 'seams', 'poll', 'stall', 'wedge', 'activation', 'memory', 'l12'] as const;
+const SECTION_NAMES = [
+  'touch',
+  'seams',
+  'poll',
+  'stall',
+  'wedge',
+  'activation',
+  'spawn',
+  'storm',
+  'memory',
+  'l12',
+] as const;
 export type SectionName = (typeof SECTION_NAMES)[number];
 
 export interface BenchArgs {

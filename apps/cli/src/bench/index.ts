@@ -15,7 +15,9 @@ import { err, out } from './out.js';
 import { benchPoll } from './poll.js';
 import { formatSection, formatSummary, type SectionResult, summarize, toJson } from './report.js';
 import { benchSeams } from './seams.js';
+import { benchSpawn } from './spawn.js';
 import { benchStall } from './stall.js';
+import { benchStorm } from './storm.js';
 import { benchTouch } from './touch.js';
 import { benchWedge } from './wedge.js';
 
@@ -28,6 +30,8 @@ const SECTIONS: Record<SectionName, { readonly title: string; readonly run: Sect
   stall: { title: 'stall detection', run: benchStall },
   wedge: { title: 'wedged turn recovery', run: benchWedge },
   activation: { title: 'activating a session worker', run: benchActivation },
+  spawn: { title: 'spawning a session worker', run: benchSpawn },
+  storm: { title: 'abort storm', run: benchStorm },
   memory: { title: 'memory per workstream', run: benchMemory },
   l12: { title: 'watchdog starvation', run: benchL12 },
 };

@@ -1,0 +1,49 @@
+/**
+ * The history-rewrite fence (L8) under a running turn: a rewrite is refused once the turn's
+ * abort has committed (a rewrite that has not started is revoked); once admitted it is in
+ * flight, queued with the turn's writes under its lease, and the turn's end waits for it — an
+ * abort never tears it; a declined abort changes nothing.
+ */
+import { ErrorCode, Mutation, mutated, SeamName, seam, TurnwardenError } from '@turnwarden/protocol';
+import type { CompactResult, TurnStore } from '@turnwarden/store';
+import type { ActiveTurn } from './active-turn.js';
+import type { JournalGate } from './journal-gate.js';
+
+export interface RewriteHost {
+  readonly store: Pick<TurnStore, 'compactHistory'>;
+  readonly gate: JournalGate;
+}
+
+export async function compactLive(
+  host: RewriteHost,
+  turn: ActiveTurn,
+  throughSeq: number,
+  summary: { commitKey: string; message: { role: 'system'; content: string } },
+): Promise<CompactResult> {
+  const { workstreamId, generation } = turn;
+  if (turn.abort && !mutated(Mutation.rewriteIgnoresAbort)) {
+    throw new TurnwardenError(
+      ErrorCode.FENCED,
+      `history rewrite of ${workstreamId} revoked: the turn's abort (${turn.abort.reason}) has committed`,
+    );
+  }
+  // Admitted: from here the rewrite is in flight and the turn's end waits for it.
+  const held = seam(SeamName.rewriteAdmitToWrite, { workstreamId, generation });
+  const write = () =>
+    host.gate.write(workstreamId, () =>
+      host.store.compactHistory({
+        workstreamId,
+        generation,
+        fencingToken: turn.lease.token,
+        throughSeq,
+        summary,
+      }),
+    );
+  const rewrite = held === undefined ? write() : held.then(write);
+  turn.rewrites.add(rewrite);
+  try {
+    return await rewrite;
+  } finally {
+    turn.rewrites.delete(rewrite);
+  }
+}

@@ -1,0 +1,158 @@
+/**
+ * Spawning one session worker: its thread with the bundled entry, its ports (control, the
+ * worker's API, the supervisor's API), its harness channel when a harness is attached, the
+ * start bound, and what happens when it becomes ready, crashes or exits. The pool keeps the
+ * bookkeeping (slots, warm list, counters) through the callbacks.
+ */
+import { MessageChannel, Worker } from 'node:worker_threads';
+import type {
+  HarnessLink,
+  SeamContext,
+  SeamFault,
+  SeamName,
+  WorkerApi,
+  WorkerEvent,
+} from '@turnwarden/protocol';
+import { client, ErrorCode, goneSignal, serve, TurnwardenError } from '@turnwarden/protocol';
+import { ARG, DECISION, Decision, RELEASED } from '@turnwarden/session';
+import type { PoolOptions } from './pool.js';
+import { WorkerHandle } from './worker-handle.js';
+
+export interface SpawnCallbacks {
+  ready(h: WorkerHandle): void;
+  startTimedOut(h: WorkerHandle): void;
+  crashed(h: WorkerHandle): void;
+  /** After the handle is dead and its ports closed; the slot is free again. */
+  exited(h: WorkerHandle, how: { readonly terminated: boolean; readonly beforeReady: boolean }): void;
+}
+
+/** The supervisor's end of a worker's seam channel (see session/src/seam-client.ts). */
+function harnessChannel(workerId: number, link: HarnessLink) {
+  const buffer = new SharedArrayBuffer(4 * Int32Array.BYTES_PER_ELEMENT);
+  const words = new Int32Array(buffer);
+  const { port1, port2 } = new MessageChannel();
+  port1.on('message', (m: { t: 'seam'; ticket: number; name: SeamName; ctx: SeamContext }) => {
+    let released = false;
+    link.workerArrived(workerId, { name: m.name, ctx: m.ctx }, (fault?: SeamFault) => {
+      if (released) return;
+      released = true;
+      // `lose-ack` applies to the journal seam only: a worker seam proceeds.
+      const decision =
+        fault === undefined || fault.kind === 'lose-ack'
+          ? Decision.proceed
+          : fault.kind === 'crash'
+            ? Decision.crash
+            : fault.kind === 'delay'
+              ? Decision.delay
+              : Decision.throw;
+      Atomics.store(words, DECISION, decision);
+      Atomics.store(words, ARG, fault?.kind === 'delay' ? fault.ms : 0);
+      Atomics.store(words, RELEASED, m.ticket);
+      Atomics.notify(words, RELEASED);
+    });
+  });
+  return { worker: { buffer, port: port2 }, close: () => port1.close() };
+}
+
+export function spawnSessionWorker(
+  opts: PoolOptions,
+  id: number,
+  slot: number,
+  on: SpawnCallbacks,
+): WorkerHandle {
+  const control = new MessageChannel();
+  const workerRpc = new MessageChannel();
+  const hostRpc = new MessageChannel();
+  const harness = opts.harness ? harnessChannel(id, opts.harness) : undefined;
+  const worker = new Worker(opts.workerUrl, {
+    workerData: {
+      clock: opts.clock,
+      slot,
+      workerId: id,
+      pluginModules: opts.pluginModules,
+      control: control.port2,
+      workerRpc: workerRpc.port2,
+      hostRpc: hostRpc.port2,
+      ...(harness ? { harness: harness.worker } : {}),
+    },
+    transferList: [control.port2, workerRpc.port2, hostRpc.port2, ...(harness ? [harness.worker.port] : [])],
+    ...(opts.maxOldGenerationSizeMb === undefined
+      ? {}
+      : { resourceLimits: { maxOldGenerationSizeMb: opts.maxOldGenerationSizeMb } }),
+  });
+  const log = opts.logger.child({ workerId: id, slot });
+  const { gone, markGone } = goneSignal();
+  let markReady!: () => void;
+  let failReady!: (e: unknown) => void;
+  const ready = new Promise<void>((resolve, reject) => {
+    markReady = resolve;
+    failReady = reject;
+  });
+  ready.catch(() => {});
+  const exited = new Promise<number>((resolve) => worker.once('exit', resolve));
+  const h = new WorkerHandle(
+    id,
+    slot,
+    worker,
+    client<WorkerApi>(workerRpc.port1, gone),
+    control.port1,
+    exited,
+    ready,
+  );
+  serve(hostRpc.port1, opts.host);
+
+  // A worker that never becomes ready (a plugin module whose import hangs) would hold its slot
+  // forever: it is terminated and its start fails with a typed error.
+  const startTimer = setTimeout(() => {
+    if (h.state !== 'starting' || h.terminating) return;
+    log.error({ startTimeoutMs: opts.startTimeoutMs }, 'session worker did not become ready; terminating it');
+    failReady(
+      new TurnwardenError(
+        ErrorCode.TIMEOUT,
+        `session worker ${id} did not become ready within ${opts.startTimeoutMs} ms (check pluginModules)`,
+      ),
+    );
+    on.startTimedOut(h);
+    h.terminating = true;
+    void worker.terminate();
+  }, opts.startTimeoutMs);
+  startTimer.unref();
+
+  control.port1.on('message', (event: WorkerEvent) => {
+    h.received();
+    if (event.t === 'ready') {
+      clearTimeout(startTimer);
+      on.ready(h);
+      markReady();
+      return;
+    }
+    if (event.t === 'log') {
+      log[event.level](event.data ?? {}, event.msg);
+      return;
+    }
+    h.onEvent?.(event);
+  });
+  worker.on('error', (err) => {
+    log.error({ err }, 'session worker crashed');
+    on.crashed(h);
+  });
+  void exited.then((code) => {
+    clearTimeout(startTimer);
+    const wasTerminating = h.terminating;
+    const beforeReady = h.state === 'starting';
+    h.state = 'dead';
+    h.drainWaiters();
+    const reason = wasTerminating
+      ? `worker ${id} was terminated`
+      : `worker ${id} exited unexpectedly with code ${code}`;
+    markGone(reason);
+    failReady(new TurnwardenError(ErrorCode.WORKER_EXITED, reason));
+    control.port1.close();
+    harness?.close();
+    workerRpc.port1.close();
+    hostRpc.port1.close();
+    log.debug({ code, terminated: wasTerminating }, 'session worker exited');
+    on.exited(h, { terminated: wasTerminating, beforeReady });
+  });
+  return h;
+}
