@@ -46,6 +46,8 @@ for dirpath, dirnames, filenames in os.walk(work):
 PY
 
 export TURNWARDEN_NODE22_ORIGIN="$root"
+# The copy is no git checkout, so turbo cannot see which inputs changed: always rebuild.
+export TURBO_FORCE=true
 export PATH="$runtime/bin:$PATH"
 export npm_config_nodedir="$runtime"
 cd "$work"
