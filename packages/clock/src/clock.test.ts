@@ -101,10 +101,51 @@ describe('activity clock', () => {
   });
 
   it('refuses out-of-range slots and sizes', () => {
-    expect(() => ActivityClock.create(0)).toThrow(/slots/);
+    for (const n of [0, -1, 1.5, 1_000_001])
+      expect(() => ActivityClock.create(n)).toThrow(/slots must be an integer/);
+    expect(ActivityClock.create(1).slots).toBe(1);
     const { clock } = manualClock(2);
-    expect(() => clock.sample(2)).toThrow(/out of range/);
-    expect(() => new SlotStamp(clock.buffer, 5)).toThrow(/out of range/);
+    for (const slot of [2, -1, 0.5]) expect(() => clock.sample(slot)).toThrow('is out of range 0..1');
+    expect(() => clock.arm(2, 1)).toThrow(/out of range/);
+    expect(() => new SlotStamp(clock.buffer, 2)).toThrow(/out of range/); // one past the last slot
+    expect(() => new SlotStamp(clock.buffer, 1)).not.toThrow();
+  });
+
+  it('L10: the default time source is the monotonic clock, read by nowMs', () => {
+    const before = performance.now();
+    const now = ActivityClock.create(1).nowMs();
+    expect(now).toBeGreaterThanOrEqual(before);
+    expect(now).toBeLessThanOrEqual(performance.now());
+    const { clock, set } = manualClock();
+    set(4_321);
+    expect(clock.nowMs()).toBe(4_321);
+  });
+
+  it('arm starts the slot afresh: no code, no idle time, the generation, and no other slot touched', () => {
+    const { clock, stamp, set } = manualClock(3);
+    stamp(0).touch(Activity.toolHeartbeat);
+    stamp(2).touch(Activity.streamToken);
+    set(9_000);
+    clock.arm(1, 1);
+    stamp(1).touch(Activity.toolStart);
+    set(12_000);
+    expect([clock.lastCode(1), clock.idleMs(1)]).toEqual([Activity.toolStart, 3_000]);
+    clock.arm(1, 42);
+    expect([clock.lastCode(1), clock.idleMs(1), clock.generation(1)]).toEqual([0, 0, 42]);
+    expect([clock.lastCode(0), clock.lastCode(2)]).toEqual([Activity.toolHeartbeat, Activity.streamToken]);
+  });
+
+  it('L6: a commit against an already fenced sample, or a second fence, does nothing', () => {
+    const { clock, stamp } = manualClock();
+    clock.arm(0, 1);
+    stamp(0).touch(Activity.turnEntry);
+    expect(clock.fence(0)).toBe(true);
+    const fencedSample = clock.sample(0);
+    expect(clock.commitAbort(0, fencedSample)).toBe(false);
+    expect(clock.fence(0)).toBe(false);
+    expect(stamp(0).fenced()).toBe(true);
+    clock.arm(0, 2);
+    expect(stamp(0).fenced()).toBe(false);
   });
 });
 

@@ -142,6 +142,7 @@ describe('fencing (P6)', () => {
     expect(second.token).toBe(first.token + 1);
     await expect(write(first.token, 'k2')).rejects.toMatchObject({
       code: 'FENCED',
+      message: `write to workstream w with fencing token ${first.token} refused: superseded`,
       details: { reason: 'superseded', fencingToken: first.token, currentToken: second.token },
     });
     // Even a batch whose rows are fine structurally, and an idempotent retry, are refused whole.
@@ -158,7 +159,11 @@ describe('fencing (P6)', () => {
   });
 
   it('P6: a write is fenced with no lease, a released lease, a lapsed lease or a token never issued', async () => {
-    await expect(write(1, 'a')).rejects.toMatchObject({ code: 'FENCED', details: { reason: 'no_lease' } });
+    await expect(write(1, 'a')).rejects.toMatchObject({
+      code: 'FENCED',
+      message: 'write to workstream w with fencing token 1 refused: no lease',
+      details: { reason: 'no_lease' },
+    });
     const lease = (await store.acquireLease('w', 'h', 1_000))!;
     await expect(write(lease.token + 1, 'b')).rejects.toMatchObject({ details: { reason: 'unknown_token' } });
     clock.advance(1_000);

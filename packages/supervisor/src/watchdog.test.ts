@@ -6,25 +6,37 @@ import { Activity, ActivityClock, SlotStamp } from '@turnwarden/clock';
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { WatchdogConfig } from './config.js';
-import { type StallInfo, Watchdog, type WatchdogDelegate } from './watchdog.js';
+import { type StallInfo, Watchdog, type WatchdogDelegate, type WatchdogHooks } from './watchdog.js';
 
 type Seen = { stage: 'fired' | 'committed' | 'declined'; at: number; info: StallInfo };
 
-function harness(config: WatchdogConfig) {
+function harness(
+  config: WatchdogConfig,
+  options: { hooks?: WatchdogHooks; delegate?: Partial<WatchdogDelegate> } = {},
+) {
   let t = 0;
   const clock = ActivityClock.create(1, () => t);
   const seen: Seen[] = [];
+  const why: string[] = [];
   const delegate: WatchdogDelegate = {
     fired: (_w, info) => void seen.push({ stage: 'fired', at: t, info }),
     committed: (_w, info) => void seen.push({ stage: 'committed', at: t, info }),
-    declined: (_w, info) => void seen.push({ stage: 'declined', at: t, info }),
+    declined: (_w, info, reason) => {
+      why.push(reason);
+      seen.push({ stage: 'declined', at: t, info });
+    },
+    ...options.delegate,
   };
-  const watchdog = new Watchdog(clock, config, delegate, pino({ level: 'silent' }));
+  const logs: { msg: string; [k: string]: unknown }[] = [];
+  const logger = pino({ level: 'debug' }, { write: (s: string) => void logs.push(JSON.parse(s)) });
+  const watchdog = new Watchdog(clock, config, delegate, logger, options.hooks);
   const stamp = new SlotStamp(clock.buffer, 0);
   return {
     clock,
     watchdog,
     seen,
+    why,
+    logs,
     stamp,
     now: () => t,
     /** Real time passes: the monotonic clock and the timers move together, 1 ms at a time. */
@@ -40,8 +52,9 @@ function harness(config: WatchdogConfig) {
     },
     start(generation = 1) {
       clock.arm(0, generation);
-      watchdog.watch({ slot: 0, workstreamId: 'ws', tenantId: 't', generation });
+      const watched = watchdog.watch({ slot: 0, workstreamId: 'ws', tenantId: 't', generation });
       watchdog.start();
+      return watched;
     },
   };
 }
@@ -161,5 +174,169 @@ describe('watchdog detection bounds', () => {
     expect(pollLateness.p50).toBe(0);
     expect(pollLateness.max).toBe(40);
     expect(pollLateness.p99).toBe(40);
+  });
+});
+
+describe('watchdog bookkeeping', () => {
+  const config = { timeoutMs: 250, pollMs: 100, graceMs: 1_000, dispatchMs: 5_000 };
+
+  it('counts fired, committed and declined attempts exactly', () => {
+    const h = harness(config);
+    h.start();
+    h.stamp.touch(Activity.turnEntry);
+    h.run(config.timeoutMs + config.pollMs);
+    expect(h.watchdog.stats()).toMatchObject({ watched: 1, fired: 1, committed: 1, declined: 0 });
+    expect(h.watchdog.active()).toBe(1);
+  });
+
+  it('L4: a commit that finds activity since the sample declines, counts it, and watches on from now', () => {
+    const h = harness(config, {
+      hooks: {
+        beforeCommit: () => {
+          h.stamp.touch(Activity.toolHeartbeat);
+        },
+      },
+    });
+    h.start();
+    h.stamp.touch(Activity.turnEntry);
+    h.run(config.timeoutMs + config.pollMs / 2);
+    expect(h.why).toEqual(['activity']);
+    expect(h.watchdog.stats()).toMatchObject({ fired: 1, committed: 0, declined: 1 });
+    // The decline restarts the idle count: the next attempt comes timeoutMs later, not sooner.
+    h.run(2 * config.timeoutMs);
+    const fired = h.seen.filter((s) => s.stage === 'fired').map((s) => s.at);
+    expect(fired.length).toBeGreaterThan(1);
+    for (let i = 1; i < fired.length; i++)
+      expect(fired[i]! - fired[i - 1]!).toBeGreaterThanOrEqual(config.timeoutMs);
+  });
+
+  it('L7: a beforeCommit that throws or rejects declines fail-closed and counts it', async () => {
+    const h = harness(config, {
+      hooks: {
+        beforeCommit: () => {
+          throw new Error('boom');
+        },
+      },
+    });
+    h.start();
+    h.stamp.touch(Activity.turnEntry);
+    h.run(config.timeoutMs + config.pollMs);
+    expect(h.why).toEqual(['failed']);
+    expect(h.watchdog.stats()).toMatchObject({ committed: 0, declined: 1 });
+    const r = harness(config, { hooks: { beforeCommit: () => Promise.reject(new Error('async boom')) } });
+    r.start();
+    r.stamp.touch(Activity.turnEntry);
+    r.run(config.timeoutMs + config.pollMs);
+    await Promise.resolve();
+    await Promise.resolve();
+    expect(r.why).toEqual(['failed']);
+    expect(r.watchdog.stats().committed).toBe(0);
+  });
+
+  it('an attempt whose turn ended meanwhile declines as ended, without a commit', async () => {
+    let release!: () => void;
+    const h = harness(config, {
+      hooks: {
+        beforeCommit: () =>
+          new Promise<void>((r) => {
+            release = r;
+          }),
+      },
+    });
+    const watched = h.start();
+    h.stamp.touch(Activity.turnEntry);
+    h.run(config.timeoutMs + config.pollMs);
+    h.watchdog.unwatch(watched);
+    release();
+    await Promise.resolve();
+    await Promise.resolve();
+    expect(h.why).toEqual(['ended']);
+    expect(h.watchdog.stats()).toMatchObject({ watched: 0, committed: 0, declined: 1 });
+  });
+
+  it('L11: the deadline fences whatever the activity (the bound is not about progress)', () => {
+    const h = harness(
+      { ...config, timeoutMs: 10_000, turnDeadlineMs: 300 },
+      {
+        hooks: {
+          beforeCommit: () => {
+            h.stamp.touch(Activity.toolHeartbeat);
+          },
+        },
+      },
+    );
+    h.start();
+    h.stamp.touch(Activity.turnEntry);
+    h.run(300 + config.pollMs);
+    expect(h.seen.filter((s) => s.stage === 'committed').map((s) => s.info.bound)).toEqual(['deadline']);
+  });
+
+  it('L11: the deadline and dispatch bounds fire at exactly their bound, not before', () => {
+    const d = harness({ ...config, timeoutMs: 10_000, turnDeadlineMs: 400, pollMs: 200 });
+    d.start();
+    d.stamp.touch(Activity.turnEntry);
+    d.run(399);
+    d.stamp.touch(Activity.toolHeartbeat);
+    expect(d.seen).toEqual([]);
+    d.run(1);
+    expect(d.seen.map((s) => [s.stage, s.at, s.info.bound])).toEqual([
+      ['fired', 400, 'deadline'],
+      ['committed', 400, 'deadline'],
+    ]);
+    const p = harness({ ...config, dispatchMs: 400, pollMs: 200 });
+    p.start();
+    p.run(399);
+    expect(p.seen).toEqual([]);
+    p.run(1);
+    expect(p.seen.map((s) => [s.stage, s.at, s.info.bound])).toEqual([
+      ['fired', 400, 'dispatch'],
+      ['committed', 400, 'dispatch'],
+    ]);
+  });
+
+  it('a slot another path already fenced (cancel, shutdown) is skipped', () => {
+    const h = harness(config);
+    h.start();
+    h.stamp.touch(Activity.turnEntry);
+    h.clock.fence(0);
+    h.run(3 * config.timeoutMs);
+    expect(h.seen).toEqual([]);
+  });
+
+  it('a delegate that throws is logged and the watchdog goes on', () => {
+    const h = harness(config, {
+      delegate: {
+        fired: () => {
+          throw new Error('listener broke');
+        },
+      },
+    });
+    h.start();
+    h.stamp.touch(Activity.turnEntry);
+    h.run(config.timeoutMs + config.pollMs);
+    expect(h.logs).toEqual([
+      expect.objectContaining({
+        msg: 'watchdog delegate threw',
+        stage: 'fired',
+        err: expect.objectContaining({ message: 'listener broke' }),
+      }),
+    ]);
+    expect(h.seen.map((s) => s.stage)).toEqual(['committed']);
+  });
+
+  it('start is idempotent, stop stops the ticks, and unwatch of a replaced turn keeps the new one', () => {
+    const h = harness(config);
+    const first = h.start();
+    h.watchdog.start();
+    h.run(500);
+    expect(h.watchdog.stats().polls).toBe(10);
+    h.watchdog.stop();
+    h.run(500);
+    expect(h.watchdog.stats().polls).toBe(10);
+    const second = h.watchdog.watch({ slot: 0, workstreamId: 'ws', tenantId: 't', generation: 2 });
+    h.watchdog.unwatch(first);
+    expect(h.watchdog.stats().watched).toBe(1);
+    h.watchdog.unwatch(second);
+    expect(h.watchdog.stats().watched).toBe(0);
   });
 });

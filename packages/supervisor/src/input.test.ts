@@ -1,0 +1,90 @@
+/** The request checks of the embedded API (T5): what is refused, with which field and words. */
+import { ErrorCode, isTurnwardenError } from '@turnwarden/protocol';
+import { describe, expect, it } from 'vitest';
+import { checkId, checkSendInput, invalid } from './input.js';
+
+const limits = { maxModelSteps: 4, maxToolArgBytes: 64, maxMessageBytes: 12 };
+const ok = { tenantId: 't', workstreamId: 'w', content: 'hello' };
+
+function refusal(fn: () => unknown) {
+  try {
+    fn();
+  } catch (e) {
+    if (isTurnwardenError(e)) return { code: e.code, message: e.message, details: e.details };
+    throw e;
+  }
+  throw new Error('expected a refusal');
+}
+
+describe('input checks', () => {
+  it('T5: invalid() is INVALID_INPUT naming the field', () => {
+    const e = invalid('bad thing', 'x');
+    expect([e.code, e.message, e.details]).toEqual([ErrorCode.INVALID_INPUT, 'bad thing', { field: 'x' }]);
+  });
+
+  it('T5: ids are 1–128 characters of A–Z a–z 0–9 . _ : -', () => {
+    for (const good of ['a', 'A.b_c:d-9', 'x'.repeat(128)]) expect(() => checkId(good, 'id')).not.toThrow();
+    for (const bad of ['', 'x'.repeat(129), '../etc', 'a b', 42, undefined, null]) {
+      expect(refusal(() => checkId(bad, 'tenantId'))).toEqual({
+        code: ErrorCode.INVALID_INPUT,
+        message: 'tenantId must be 1–128 characters of A–Z a–z 0–9 . _ : -',
+        details: { field: 'tenantId' },
+      });
+    }
+  });
+
+  it('T5: a send must be an object with known fields only', () => {
+    for (const bad of [null, undefined, 'text', 7]) {
+      expect(refusal(() => checkSendInput(bad as never, limits, 'scripted'))).toMatchObject({
+        message: 'send input must be an object',
+        details: { field: 'input' },
+      });
+    }
+    expect(refusal(() => checkSendInput({ ...ok, admin: true } as never, limits, 'scripted'))).toMatchObject({
+      message: 'unknown field admin',
+      details: { field: 'admin' },
+    });
+  });
+
+  it('T5: every id of a send is checked, the principal only when given', () => {
+    expect(refusal(() => checkSendInput({ ...ok, tenantId: '../t' }, limits, 'scripted')).details).toEqual({
+      field: 'tenantId',
+    });
+    expect(refusal(() => checkSendInput({ ...ok, workstreamId: '' }, limits, 'scripted')).details).toEqual({
+      field: 'workstreamId',
+    });
+    expect(refusal(() => checkSendInput({ ...ok, principal: 'a b' }, limits, 'scripted')).details).toEqual({
+      field: 'principal',
+    });
+    expect(() => checkSendInput({ ...ok, principal: 'alice' }, limits, 'scripted')).not.toThrow();
+    expect(() => checkSendInput(ok, limits, 'scripted')).not.toThrow();
+  });
+
+  it('T5: content is a non-empty string of at most maxMessageBytes UTF-8 bytes', () => {
+    for (const content of ['', 3, undefined]) {
+      expect(refusal(() => checkSendInput({ ...ok, content } as never, limits, 'scripted'))).toMatchObject({
+        message: 'content must be a non-empty string',
+        details: { field: 'content' },
+      });
+    }
+    expect(() => checkSendInput({ ...ok, content: 'x'.repeat(12) }, limits, 'scripted')).not.toThrow();
+    expect(() => checkSendInput({ ...ok, content: '€€€€' }, limits, 'scripted')).not.toThrow(); // 12 bytes
+    expect(refusal(() => checkSendInput({ ...ok, content: 'x'.repeat(13) }, limits, 'scripted'))).toEqual({
+      code: ErrorCode.INVALID_INPUT,
+      message: 'content exceeds 12 bytes',
+      details: { field: 'content' },
+    });
+    expect(refusal(() => checkSendInput({ ...ok, content: '€€€€x' }, limits, 'scripted')).message).toBe(
+      'content exceeds 12 bytes',
+    );
+  });
+
+  it('T5: a script is parsed up front for the scripted model only', () => {
+    const bad = JSON.stringify({ script: [{ dance: true }] });
+    const wide = { ...limits, maxMessageBytes: 1_000 };
+    expect(refusal(() => checkSendInput({ ...ok, content: bad }, wide, 'scripted')).code).toBe(
+      ErrorCode.INVALID_SCRIPT,
+    );
+    expect(() => checkSendInput({ ...ok, content: bad }, wide, 'another-model')).not.toThrow();
+  });
+});
