@@ -33,10 +33,10 @@ export const BUGS = [
   {
     id: 'unfenced-write',
     what: "the engine writes a turn's rows without the lease's fencing token (P6)",
-    file: `${S}/engine.ts`,
-    find: '    return this.store.appendMessages(req).then((seqs) => {',
+    file: `${S}/journal-gate.ts`,
+    find: '    return this.write(req.workstreamId, () => this.host.store.appendMessages(req)).then((seqs) => {',
     replace:
-      '    const { fencingToken: _token, ...unfenced } = req;\n    return this.store.appendMessages(unfenced).then((seqs) => {',
+      '    const { fencingToken: _token, ...unfenced } = req;\n    return this.write(req.workstreamId, () => this.host.store.appendMessages(unfenced)).then((seqs) => {',
     tests: [`${S}/leases.test.ts`],
   },
   {
@@ -128,8 +128,8 @@ export const BUGS = [
     id: 'retire-no-terminate',
     what: 'a retired worker is never terminated, so its slot is never freed (L3, T4)',
     file: `${S}/pool.ts`,
-    find: '    this.retired++;\n    void h.worker.terminate();',
-    replace: '    this.retired++;',
+    find: '    this.loop.run(() => void h.worker.terminate());',
+    replace: '    this.loop.run(() => undefined);',
     tests: [`${S}/liveness.test.ts`],
     filter: 'retired',
   },
@@ -221,4 +221,5 @@ function main() {
   return stale > 0 ? 2 : missed > 0 ? 1 : 0;
 }
 
-process.exitCode = main();
+// Run only as a command, so the list can be imported without applying the edits.
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) process.exitCode = main();
