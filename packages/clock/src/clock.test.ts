@@ -98,12 +98,18 @@ describe('activity clock', () => {
     expect(s.touch(Activity.streamToken)).toBe(false);
     expect(Atomics.load(words, i) & HIGH).toBe(0);
     expect(isFenced(Atomics.load(words, i))).toBe(true);
+    // The supervisor's arm also adds 1 and may be the one that reaches HIGH: the worker's next
+    // stamp sees HIGH in the value before its own add and folds.
+    Atomics.store(words, i, HIGH);
+    expect(s.touch(Activity.streamToken)).toBe(true);
+    expect(Atomics.load(words, i)).toBe(1);
   });
 
   it('refuses out-of-range slots and sizes', () => {
     for (const n of [0, -1, 1.5, 1_000_001])
       expect(() => ActivityClock.create(n)).toThrow(/slots must be an integer/);
     expect(ActivityClock.create(1).slots).toBe(1);
+    expect(ActivityClock.create(1_000_000).slots).toBe(1_000_000); // the upper bound is allowed
     const { clock } = manualClock(2);
     for (const slot of [2, -1, 0.5]) expect(() => clock.sample(slot)).toThrow('is out of range 0..1');
     expect(() => clock.arm(2, 1)).toThrow(/out of range/);

@@ -63,6 +63,8 @@ describe('runToolCall', () => {
     const malformed = await runToolCall(call('probe', '{"a": '), 0, e);
     expect(malformed).toMatchObject({ effect: 'none', isError: true });
     expect(malformed.content).toMatch(/^malformed tool arguments: .+/);
+    // The parser's own reason reaches the model, not the generic shape complaint.
+    expect(malformed.content).not.toContain('expected a JSON object');
     for (const text of ['[1,2]', 'null', '7', '"str"', 'true']) {
       expect((await runToolCall(call('probe', text), 0, e)).content).toBe(
         'malformed tool arguments: expected a JSON object',

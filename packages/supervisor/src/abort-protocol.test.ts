@@ -2,7 +2,7 @@
  * The abort protocol alone, with a stub host, a real clock and manual timers: what each stage
  * reports and in which order (L5), what a commit stops (L3), grace escalation, lease renewal.
  */
-import { ActivityClock } from '@turnwarden/clock';
+import { Activity, ActivityClock, SlotStamp } from '@turnwarden/clock';
 import type { AbortReason } from '@turnwarden/protocol';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
@@ -248,6 +248,8 @@ describe('abort protocol', () => {
     const w = world();
     w.protocol.abort(w.turn, 'cancel');
     expect(w.turn.abort?.reason).toBe('cancel');
+    // The fence is set on the clock: the worker's next stamp reports the abort (L6).
+    expect(new SlotStamp(w.clock.buffer, 1).touch(Activity.streamToken)).toBe(false);
     expect(w.logs.map((l) => [l.level, l.msg, l.reason])).toEqual([
       [40, 'turn aborted; lease renewal stopped', 'cancel'],
     ]);
@@ -315,6 +317,18 @@ describe('abort protocol', () => {
     finish(true);
     await settle();
     expect(slow.counters.leaseRenewals).toBe(0);
+    // A refresh in flight when the abort commits (the turn not finished yet): its answer,
+    // granted or refused, is neither a renewal nor a lost lease.
+    for (const ok of [true, false]) {
+      let answer!: (ok: boolean) => void;
+      const late = world({ refresh: () => new Promise((r) => (answer = r)) });
+      late.protocol.renew(late.turn);
+      late.protocol.abort(late.turn, 'cancel');
+      answer(ok);
+      await settle();
+      expect(late.counters).toMatchObject({ leaseRenewals: 0, leaseLosses: 0 });
+      expect(late.turn.abort?.reason).toBe('cancel');
+    }
   });
 
   it('P6: a refused refresh is a lost lease: logged with the token, counted, and the turn aborted', async () => {

@@ -118,8 +118,17 @@ describe('journal gate', () => {
     await tick();
     // The failed write still lets the next one go, after it.
     expect(w.calls.map((c) => c.input.entries[0]!.commitKey)).toEqual(['a', 'b']);
+    // 'a' settling does not forget 'b', still in flight: a third write waits behind it.
+    expect(w.gate.busy).toBe(1);
+    const third = w.gate.journal(w.req('c'), noCatchUp);
+    await tick();
+    expect(w.calls.map((c) => c.input.entries[0]!.commitKey)).toEqual(['a', 'b']);
     w.calls[1]!.resolve([1]);
     await second;
+    await tick();
+    expect(w.calls.map((c) => c.input.entries[0]!.commitKey)).toEqual(['a', 'b', 'c']);
+    w.calls[2]!.resolve([2]);
+    await third;
     await tick();
     expect(w.gate.busy).toBe(0);
   });

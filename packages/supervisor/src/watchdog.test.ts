@@ -174,6 +174,12 @@ describe('watchdog detection bounds', () => {
     expect(pollLateness.p50).toBe(0);
     expect(pollLateness.max).toBe(40);
     expect(pollLateness.p99).toBe(40);
+    // The schedule restarts from the late tick: the ticks after it are punctual again, not
+    // all charged the same 40 ms.
+    h.run(500);
+    expect(h.watchdog.stats().polls).toBe(21);
+    expect(h.watchdog.stats().pollLateness.p99).toBe(40);
+    expect(h.watchdog.stats().pollLateness.p50).toBe(0);
   });
 });
 
@@ -231,6 +237,25 @@ describe('watchdog bookkeeping', () => {
     await Promise.resolve();
     expect(r.why).toEqual(['failed']);
     expect(r.watchdog.stats().committed).toBe(0);
+  });
+
+  it('L7: a commit that throws (the clock itself failing) declines fail-closed: nothing committed, sampling goes on', () => {
+    const h = harness(config);
+    const commitAbort = vi.spyOn(h.clock, 'commitAbort').mockImplementation(() => {
+      throw new Error('clock broken');
+    });
+    h.start();
+    h.stamp.touch(Activity.turnEntry);
+    h.run(config.timeoutMs + config.pollMs);
+    expect(commitAbort).toHaveBeenCalledTimes(1);
+    expect(h.why).toEqual(['failed']);
+    expect(h.watchdog.stats()).toMatchObject({ fired: 1, committed: 0, declined: 1 });
+    // Fail-closed restarts the idle count: the next attempt comes a full timeoutMs later.
+    commitAbort.mockRestore();
+    h.run(config.timeoutMs - config.pollMs);
+    expect(h.watchdog.stats().fired).toBe(1);
+    h.run(2 * config.pollMs);
+    expect(h.watchdog.stats()).toMatchObject({ fired: 2, committed: 1 });
   });
 
   it('an attempt whose turn ended meanwhile declines as ended, without a commit', async () => {
