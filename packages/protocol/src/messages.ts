@@ -163,6 +163,8 @@ export interface WorkerInit {
   readonly workerId: number;
   /** Modules the worker imports for extra tools and model providers (see session README). */
   readonly pluginModules: readonly string[];
+  /** How much to lower the worker thread's scheduling priority (`pool.workerNice`; 0: not at all). */
+  readonly nice?: number;
 }
 
 /** First message on the worker's parentPort: its two ports (transferred). */

@@ -19,6 +19,7 @@ import type {
   WorkerInit,
 } from '@turnwarden/protocol';
 import { client, ErrorCode, goneSignal, serve, TurnwardenError } from '@turnwarden/protocol';
+import { lowerThreadPriority } from './priority.js';
 import { loadRegistry } from './registry.js';
 import { installWorkerSeams, type WorkerHarnessChannel } from './seam-client.js';
 import { runTurn } from './turn.js';
@@ -32,6 +33,8 @@ export interface WorkerBoot extends WorkerInit {
 }
 
 const boot = workerData as WorkerBoot;
+// First, before any plugin runs: a turn that spins must not take the watchdog's CPU (L12).
+if (boot.nice) lowerThreadPriority(boot.nice);
 const stamp = new SlotStamp(boot.clock, boot.slot);
 if (boot.harness) installWorkerSeams(boot.harness);
 const registry = await loadRegistry(boot.pluginModules);

@@ -40,6 +40,13 @@ export interface PoolConfig {
   readonly acquireTimeoutMs: number;
   /** Workers starting at once: spawns after an abort storm queue instead of starving the host. */
   readonly maxConcurrentSpawns: number;
+  /**
+   * How much lower than the supervisor's thread the session workers are scheduled (a nice
+   * increment, 0–19; 0 leaves them equal). On Linux a thread's priority is its own, so turns
+   * that spin on every core still leave the supervisor's thread — the watchdog — the CPU it
+   * needs (L12). Elsewhere the setting is ignored: lowering it would lower the whole process.
+   */
+  readonly workerNice: number;
 }
 
 export interface LimitsConfig {
@@ -95,6 +102,7 @@ export const DEFAULT_CONFIG: SupervisorConfig = {
     startTimeoutMs: 30_000,
     acquireTimeoutMs: 10_000,
     maxConcurrentSpawns: 2,
+    workerNice: 10,
   },
   limits: { maxModelSteps: 32, maxToolArgBytes: 64 * 1024, maxMessageBytes: 256 * 1024 },
   model: 'scripted',
@@ -182,6 +190,7 @@ export function resolveConfig(input: unknown = {}): SupervisorConfig {
     'startTimeoutMs',
     'acquireTimeoutMs',
     'maxConcurrentSpawns',
+    'workerNice',
   ]);
   const startTimeoutMs = int('pool.startTimeoutMs', p.startTimeoutMs ?? d.pool.startTimeoutMs, 100, DAY_MS);
   const acquireTimeoutMs = int(
@@ -196,6 +205,7 @@ export function resolveConfig(input: unknown = {}): SupervisorConfig {
     1,
     256,
   );
+  const workerNice = int('pool.workerNice', p.workerNice ?? d.pool.workerNice, 0, 19);
   const maxWorkers = int('pool.maxWorkers', p.maxWorkers ?? d.pool.maxWorkers, 1, 4096);
   const warmWorkers = int(
     'pool.warmWorkers',
@@ -248,6 +258,7 @@ export function resolveConfig(input: unknown = {}): SupervisorConfig {
       startTimeoutMs,
       acquireTimeoutMs,
       maxConcurrentSpawns,
+      workerNice,
       ...(heap === undefined ? {} : { maxOldGenerationSizeMb: heap }),
     },
     limits,

@@ -85,6 +85,7 @@ export class TurnEngine {
       startTimeoutMs: config.pool.startTimeoutMs,
       acquireTimeoutMs: config.pool.acquireTimeoutMs,
       maxConcurrentSpawns: config.pool.maxConcurrentSpawns,
+      workerNice: config.pool.workerNice,
       workerUrl: sessionWorkerUrl,
       pluginModules: config.pluginModules,
       host,

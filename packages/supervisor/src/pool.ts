@@ -28,6 +28,8 @@ export interface PoolOptions {
   readonly acquireTimeoutMs: number;
   /** Workers starting at once. */
   readonly maxConcurrentSpawns: number;
+  /** Lowers each worker thread's scheduling priority by this much (Linux; default 0). */
+  readonly workerNice?: number;
   /** The interleaving harness, when attached: every worker gets a seam channel. */
   readonly harness?: HarnessLink;
 }
@@ -157,7 +159,11 @@ export class WorkerPool {
     if (h.state !== 'dead' && !h.terminating) {
       h.terminating = true;
       this.terminated++;
-      await h.worker.terminate();
+      // Stopping a thread costs the caller a few ms: after an abort storm, grace expires for
+      // every turn in the same timer phase, so terminations go one per loop turn (L12).
+      await new Promise<void>((resolve, reject) =>
+        this.loop.run(() => void h.worker.terminate().then(() => resolve(), reject)),
+      );
     }
     await h.exited;
   }

@@ -70,6 +70,7 @@ export function spawnSessionWorker(
       slot,
       workerId: id,
       pluginModules: opts.pluginModules,
+      ...(opts.workerNice ? { nice: opts.workerNice } : {}),
       control: control.port2,
       workerRpc: workerRpc.port2,
       hostRpc: hostRpc.port2,
