@@ -50,6 +50,12 @@ describe('activity clock', () => {
     clock.arm(2, 2);
     expect(clock.commitAbort(2, stale)).toBe(false);
     expect(clock.generation(2)).toBe(2);
+    // The version only moves forward: a stamp then an arm never lands back on a sampled value.
+    const sampled = clock.sample(2);
+    new SlotStamp(clock.buffer, 2).touch(Activity.streamToken);
+    const armed = clock.arm(2, 3);
+    expect(armed).toBe(sampled + 2);
+    expect(clock.commitAbort(2, sampled)).toBe(false);
   });
 
   it('arm clears a committed fence for the next turn', () => {
