@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole test suite, as CI runs it: lint → knip → typecheck → stress (interleaving harness) → tests.
+# The whole test suite, as CI runs it: lint → knip → guarantees → typecheck → stress (interleaving harness) → tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PATH="$PWD/node_modules/.bin:$PATH"
@@ -7,6 +7,8 @@ echo "== lint (biome)"
 biome check .
 echo "== unused files, exports and dependencies (knip)"
 knip
+echo "== guarantees (docs/guarantees.md: every promise proven by a named test, lists current)"
+node tools/guarantees.mjs
 echo "== typecheck"
 bash tools/pnpm.sh exec turbo run typecheck --output-logs=errors-only
 echo "== stress (interleaving harness, bounded budget)"
