@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole test suite, as CI runs it: lint → knip → guarantees → typecheck → stress (interleaving harness) → tests.
+# The whole test suite, as CI runs it: lint → knip → guarantees → typecheck → API report → stress (interleaving harness) → tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PATH="$PWD/node_modules/.bin:$PATH"
@@ -11,6 +11,12 @@ echo "== guarantees (docs/guarantees.md: every promise proven by a named test, l
 node tools/guarantees.mjs
 echo "== typecheck"
 bash tools/pnpm.sh exec turbo run typecheck --output-logs=errors-only
+echo "== public API report (packages/supervisor/api/supervisor.api.md; after a deliberate change: npm run api)"
+(cd packages/supervisor && api-extractor run >/dev/null 2>&1) || {
+  (cd packages/supervisor && api-extractor run 2>&1 | tail -20)
+  echo "the public API of @turnwarden/supervisor changed: review it, then npm run api and commit the report" >&2
+  exit 1
+}
 echo "== stress (interleaving harness, bounded budget)"
 node apps/cli/dist/main.js stress --seconds "${TURNWARDEN_STRESS_SECONDS:-45}"
 echo "== tests (vitest)"

@@ -13,8 +13,7 @@
  *   - a guarantee marked planned has proofs (the mark is stale: remove it);
  *   - a test title names an ID the catalogue does not define.
  */
-import { execFileSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -27,13 +26,25 @@ const TRAILING = new RegExp(`\\(((?:${ID}[\\s,/]*)+)\\)$`);
 const CALL =
   /\b(?:it|test|describe)(?:\.each\([\s\S]*?\)|\.skipIf\([^)]*\)|\.runIf\([^)]*\))?\(\s*(['"`])((?:\\.|(?!\1)[\s\S])*?)\1/g;
 
-/** Tracked and untracked (not ignored) test and scenario files. */
+/**
+ * Test and scenario files under packages/ and apps/ (a walk, not git: the check also runs in
+ * copies of the checkout that are not a repository, such as the Node 22 one).
+ */
 function proofFiles() {
-  const out = execFileSync('git', ['ls-files', '-co', '--exclude-standard'], { cwd: root, encoding: 'utf8' });
-  return out
-    .split('\n')
-    .filter((f) => /\.(test|scenario)\.(ts|mts|js|mjs)$/.test(f))
-    .sort();
+  const skip = new Set(['node_modules', 'dist', '.turbo', '.stryker-tmp', 'reports', '.cache']);
+  const found = [];
+  const walk = (dir) => {
+    for (const entry of readdirSync(`${root}${dir}`, { withFileTypes: true })) {
+      const path = `${dir}/${entry.name}`;
+      if (entry.isDirectory()) {
+        if (!skip.has(entry.name)) walk(path);
+      } else if (/\.(test|scenario)\.(ts|mts|js|mjs)$/.test(entry.name)) {
+        found.push(path);
+      }
+    }
+  };
+  for (const top of ['packages', 'apps']) walk(top);
+  return found.sort();
 }
 
 /** id → [{ file, title }] from test titles and harness scenarios. */

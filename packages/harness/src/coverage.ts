@@ -12,7 +12,8 @@ import type { HarnessLink, SeamFault } from '@turnwarden/protocol';
 import { SeamName } from '@turnwarden/protocol';
 import { type SessionEvent, sessionMachine } from '@turnwarden/session';
 import { openSqliteStore, type Store } from '@turnwarden/store';
-import { Turnwarden } from '@turnwarden/supervisor';
+import type { Turnwarden } from '@turnwarden/supervisor';
+import { startForTesting, testControls } from '@turnwarden/supervisor/testing';
 import { pino } from 'pino';
 import { initialTransition, transition } from 'xstate';
 import { getSimplePaths } from 'xstate/graph';
@@ -178,7 +179,7 @@ export const JOURNEYS: readonly Journey[] = [
       const release = await w.holdDispatch();
       const sent = w.send('never answered');
       await w.next('turn_started');
-      const cancelled = w.tw.cancel('model', w.workstreamId);
+      const cancelled = w.tw.cancel({ tenantId: 'model', workstreamId: w.workstreamId });
       release();
       await Promise.all([sent, cancelled]);
     },
@@ -190,7 +191,7 @@ export const JOURNEYS: readonly Journey[] = [
       const started = w.next('state', 'streaming');
       const sent = w.send(script({ sleep: 600_000 }));
       await started;
-      await w.tw.cancel('model', w.workstreamId);
+      await w.tw.cancel({ tenantId: 'model', workstreamId: w.workstreamId });
       await sent;
     },
   },
@@ -201,7 +202,7 @@ export const JOURNEYS: readonly Journey[] = [
       const started = w.next('tool_started');
       const sent = w.send(script({ tools: [HOLD, ...TOOLS(1)] }));
       await started;
-      await w.tw.cancel('model', w.workstreamId);
+      await w.tw.cancel({ tenantId: 'model', workstreamId: w.workstreamId });
       await sent;
     },
   },
@@ -231,9 +232,9 @@ export const JOURNEYS: readonly Journey[] = [
       const sent = w.send(script({ tools: [HOLD, ...TOOLS(1)] }));
       await started;
       w.failNextRepair();
-      await w.tw.cancel('model', w.workstreamId);
+      await w.tw.cancel({ tenantId: 'model', workstreamId: w.workstreamId });
       await sent;
-      await w.tw.cancel('model', w.workstreamId);
+      await w.tw.cancel({ tenantId: 'model', workstreamId: w.workstreamId });
     },
   },
   {
@@ -259,7 +260,7 @@ export const JOURNEYS: readonly Journey[] = [
   {
     name: 'close: idle → closed (final)',
     events: [{ type: 'CLOSE' }],
-    run: (w) => w.tw.close('model', w.workstreamId),
+    run: (w) => w.tw.close({ tenantId: 'model', workstreamId: w.workstreamId }),
   },
 ];
 
@@ -327,20 +328,19 @@ export async function modelCoverage(): Promise<CoverageReport> {
     watchdog: { timeoutMs: 1_000, pollMs: 100, graceMs: 500 },
     lease: { ttlMs: 60_000, renewMs: 1_000 },
   };
-  const tw = await Turnwarden.start({
-    store,
-    logger: pino(
-      { level: 'debug' },
-      { write: (s: string) => void logs.push(JSON.parse(s) as TransitionLog) },
-    ),
-    harness: link,
-    manualWatchdog: true,
-    now: () => time.now,
-    timers,
-    ...config,
-    pool: { maxWorkers: 2, warmWorkers: 1 },
-    limits: { maxModelSteps: 2 },
-  });
+  const tw = await startForTesting(
+    {
+      store,
+      logger: pino(
+        { level: 'debug' },
+        { write: (s: string) => void logs.push(JSON.parse(s) as TransitionLog) },
+      ),
+      ...config,
+      pool: { maxWorkers: 2, warmWorkers: 1 },
+      limits: { maxModelSteps: 2 },
+    },
+    { harness: link, manualWatchdog: true, now: () => time.now, timers },
+  );
   const covered = new Set<string>();
   const deviations: { journey: string; expected: string; observed: string }[] = [];
   try {
@@ -349,11 +349,15 @@ export async function modelCoverage(): Promise<CoverageReport> {
       const workstreamId = `model-${++n}`;
       await tw.createWorkstream({ tenantId: 'model', workstreamId });
       const waiters: { type: string; state: string | undefined; resolve: () => void }[] = [];
-      await tw.subscribe({ tenantId: 'model', workstreamId }, (e) => {
-        for (const w of waiters.splice(0)) {
-          if (w.type === e.type && (w.state === undefined || w.state === e.data.state)) w.resolve();
-          else waiters.push(w);
-        }
+      await tw.subscribe({
+        tenantId: 'model',
+        workstreamId,
+        listener: (e) => {
+          for (const w of waiters.splice(0)) {
+            if (w.type === e.type && (w.state === undefined || w.state === e.data.state)) w.resolve();
+            else waiters.push(w);
+          }
+        },
       });
       const world: World = {
         tw,
@@ -384,9 +388,9 @@ export async function modelCoverage(): Promise<CoverageReport> {
         stall: () => {
           // A poll sees the turn's last stamps; no progress for longer than the timeout; a poll
           // commits the abort; the grace period passes without the wedged worker unwinding.
-          tw.pollWatchdog();
+          testControls(tw).pollWatchdog();
           time.now += config.watchdog.timeoutMs + config.watchdog.pollMs;
-          tw.pollWatchdog();
+          testControls(tw).pollWatchdog();
           timers.advance(config.watchdog.graceMs);
         },
       };

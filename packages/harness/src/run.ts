@@ -8,6 +8,7 @@
 import { isFenced } from '@turnwarden/clock';
 import { Mutation, type SeamFault } from '@turnwarden/protocol';
 import type { TurnHandle } from '@turnwarden/supervisor';
+import { testControls } from '@turnwarden/supervisor/testing';
 import { newRecord, type RunRecord } from './record.js';
 import { type HarnessRuntime, RUN_CONFIG, TENANT } from './runtime.js';
 import type { Scenario } from './scenario.js';
@@ -32,7 +33,7 @@ export class Run {
     readonly workstreamId: string,
     readonly record: RunRecord,
   ) {
-    this.words = new Int32Array(rt.tw.clockBuffer);
+    this.words = new Int32Array(testControls(rt.tw).clockBuffer);
   }
 
   get tw() {
@@ -54,20 +55,24 @@ export class Run {
     const run = new Run(scenario, rt, workstreamId, record);
     const { tw, store, harness } = rt;
     let scheduled: number | undefined;
-    run.unsubscribe = await tw.subscribe({ tenantId: TENANT, workstreamId }, (e) => {
-      if (e.type === 'turn_started' && e.generation === scheduled) {
-        harness.schedule(Number(e.data.workerId));
-      }
-      if (e.type === 'idle' && e.generation === scheduled && run.record.rewrite !== undefined) {
-        // Synchronous read inside the listener: the history at the instant the turn settled.
-        void store.readHistory(workstreamId).then((rows) => {
-          run.record.summaryAtIdle = rows.some((r) => r.commitKey === SUMMARY_KEY);
-        });
-      }
-      run.record.events.push(e);
-      if (e.type === 'turn_aborted' && run.record.renewalsAtCommit === undefined) {
-        run.record.renewalsAtCommit = tw.stats().leaseRenewals;
-      }
+    run.unsubscribe = await tw.subscribe({
+      tenantId: TENANT,
+      workstreamId,
+      listener: (e) => {
+        if (e.type === 'turn_started' && e.generation === scheduled) {
+          harness.schedule(Number(e.data.workerId));
+        }
+        if (e.type === 'idle' && e.generation === scheduled && run.record.rewrite !== undefined) {
+          // Synchronous read inside the listener: the history at the instant the turn settled.
+          void store.readHistory(workstreamId).then((rows) => {
+            run.record.summaryAtIdle = rows.some((r) => r.commitKey === SUMMARY_KEY);
+          });
+        }
+        run.record.events.push(e);
+        if (e.type === 'turn_aborted' && run.record.renewalsAtCommit === undefined) {
+          run.record.renewalsAtCommit = tw.stats().leaseRenewals;
+        }
+      },
     });
     if (scenario.prelude) {
       harness.pause();
@@ -77,7 +82,7 @@ export class Run {
       harness.rearm();
     }
     // The scheduled turn's generation is the next one: its turn_started names its worker.
-    scheduled = (await tw.status(TENANT, workstreamId)).generation + 1;
+    scheduled = (await tw.status({ tenantId: TENANT, workstreamId })).generation + 1;
     run.turn = await tw.send({ tenantId: TENANT, workstreamId, content: scenario.script });
     run.running.add(`W${run.turn.generation}`);
     void run.turn.done.then((result) => {
@@ -92,7 +97,9 @@ export class Run {
     const rewrite = { requestedAfterCommit: this.committed, outcome: 'pending' as string };
     this.record.rewrite = rewrite;
     this.tw
-      .compact(TENANT, this.workstreamId, {
+      .compact({
+        tenantId: TENANT,
+        workstreamId: this.workstreamId,
         throughSeq: 2,
         summary: 'the earlier exchange',
         commitKey: SUMMARY_KEY,
@@ -110,7 +117,7 @@ export class Run {
   /** Time moves past the stall bound; one watchdog pass samples the slot. */
   advance(): void {
     this.rt.time.now += RUN_CONFIG.watchdog.timeoutMs + RUN_CONFIG.watchdog.pollMs;
-    this.tw.pollWatchdog();
+    testControls(this.tw).pollWatchdog();
   }
 
   /** A renewal period passes: the supervisor's lease renewal runs (if it still should). */
@@ -264,7 +271,7 @@ export class Run {
     this.unsubscribe();
     if (this.turn !== undefined && !this.turnDone) {
       // A stuck run: force its turn out so the next run starts clean.
-      await this.tw.cancel(TENANT, this.workstreamId).catch(() => false);
+      await this.tw.cancel({ tenantId: TENANT, workstreamId: this.workstreamId }).catch(() => false);
       this.gracePeriod();
     }
   }

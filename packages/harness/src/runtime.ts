@@ -8,7 +8,8 @@
 import type { Mutation, SeamName } from '@turnwarden/protocol';
 import { openSqliteStore, type Store } from '@turnwarden/store';
 import { delayedStore } from '@turnwarden/store/testing';
-import { Turnwarden } from '@turnwarden/supervisor';
+import type { Turnwarden } from '@turnwarden/supervisor';
+import { startForTesting } from '@turnwarden/supervisor/testing';
 import { pino } from 'pino';
 import { SeamHarness } from './controller.js';
 import { ManualTimers } from './manual-timers.js';
@@ -57,16 +58,10 @@ export class HarnessRuntime {
     );
     const timers = new ManualTimers();
     const time = { now: 0 };
-    const tw = await Turnwarden.start({
-      ...RUN_CONFIG,
-      store,
-      logger,
-      harness,
-      manualWatchdog: true,
-      timers,
-      now: () => time.now,
-      ...(pluginModules ? { pluginModules } : {}),
-    });
+    const tw = await startForTesting(
+      { ...RUN_CONFIG, store, logger, ...(pluginModules ? { pluginModules } : {}) },
+      { harness, manualWatchdog: true, timers, now: () => time.now },
+    );
     runtime = new HarnessRuntime(tw, store, harness, time, timers, options.delayedWrites === true);
     return runtime;
   }

@@ -6,9 +6,9 @@
 import { Worker } from 'node:worker_threads';
 import { SlotStamp } from '@turnwarden/clock';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { StallInfo } from './index.js';
 import { leaseStore } from './test-support/lease-store.js';
 import { nextEvent, script, startRuntime } from './test-support/runtime.js';
+import { type StallInfo, testControls } from './testing.js';
 
 type Rt = Awaited<ReturnType<typeof startRuntime>>;
 let rt: Rt | undefined;
@@ -70,7 +70,7 @@ describe('abort commit windows', () => {
     const r = rt;
     beforeCommit = (info) => {
       injected++;
-      new SlotStamp(r.tw.clockBuffer, info.slot).touch(5);
+      new SlotStamp(testControls(r.tw).clockBuffer, info.slot).touch(5);
     };
     const result = await (await r.send(script({ sleep: 500 }, { text: 'recovered' }))).done;
     expect(injected).toBeGreaterThanOrEqual(1);
@@ -95,7 +95,7 @@ describe('abort commit windows', () => {
     const info = await atSeam;
     // The supervisor is parked between sample and commit; a competing thread stamps the slot.
     const stamper = new Worker(new URL('./test-support/stamp-once.mjs', import.meta.url), {
-      workerData: { clock: rt.tw.clockBuffer, slot: info.slot },
+      workerData: { clock: testControls(rt.tw).clockBuffer, slot: info.slot },
     });
     const stamped = await new Promise<{ ok: boolean }>((resolve) => stamper.once('message', resolve));
     expect(stamped.ok).toBe(true);

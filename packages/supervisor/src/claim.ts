@@ -18,7 +18,7 @@ import type { EventHub } from './events.js';
 import { acquireLease, leftover, type MaintenanceHost, repairLeftover } from './maintenance.js';
 import type { WorkerHandle, WorkerPool } from './pool.js';
 import { claimRefusal, type SessionRecord } from './sessions.js';
-import type { TurnHandle, TurnResult } from './types.js';
+import type { ClaimedTurn, TurnResult } from './types.js';
 import type { Watchdog } from './watchdog.js';
 
 export interface ClaimHost extends MaintenanceHost {
@@ -53,7 +53,7 @@ function deferred<T>(): { promise: Promise<T>; resolve: (v: T) => void } {
 }
 
 /** Claims a turn (input and ownership already checked) and dispatches it. */
-export async function claim(host: ClaimHost, rec: SessionRecord, input: ClaimInput): Promise<TurnHandle> {
+export async function claim(host: ClaimHost, rec: SessionRecord, input: ClaimInput): Promise<ClaimedTurn> {
   const admitted = await rec.run(() => admit(host, rec, input));
   dispatch(host, rec, admitted);
   return { workstreamId: input.workstreamId, generation: admitted.turn.generation, done: admitted.turn.done };

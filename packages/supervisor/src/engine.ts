@@ -31,7 +31,7 @@ import { type SessionRecord, Sessions } from './sessions.js';
 import { settle } from './settle.js';
 import { newCounters } from './stats.js';
 import { nodeTimers, type Timers } from './timers.js';
-import type { TurnHandle, WorkstreamStatus } from './types.js';
+import type { ClaimedTurn, WorkstreamStatus } from './types.js';
 import { Watchdog, type WatchdogHooks } from './watchdog.js';
 import { onWorkerEvent } from './worker-events.js';
 
@@ -100,7 +100,7 @@ export class TurnEngine {
   // ── the public operations (runtime.ts) ────────────────────────────────────
 
   /** Claims a turn and dispatches it (input and ownership already checked). */
-  async claim(input: ClaimInput): Promise<TurnHandle> {
+  async claim(input: ClaimInput): Promise<ClaimedTurn> {
     const rec = this.sessions.record(input.workstreamId);
     try {
       return await claim(this, rec, input);
@@ -131,6 +131,12 @@ export class TurnEngine {
       await repairLeftover(this, rec, 'cancelled');
       return true;
     });
+  }
+
+  /** Force-cancels one turn, by generation: a later turn on the workstream is left alone. */
+  cancelTurn(workstreamId: string, generation: number): void {
+    const running = this.sessions.peek(workstreamId)?.turn;
+    if (running && running.generation === generation) this.aborts.abort(running, 'cancel');
   }
 
   /** Closes an idle session: the machine's CLOSE; listeners receive `ws_closed` and are removed. */

@@ -1,5 +1,23 @@
-// The typed errors a host checks, so it needs no second import.
-export { ErrorCode, isTurnwardenError, TurnwardenError } from '@turnwarden/protocol';
+/**
+ * @turnwarden/supervisor — what a host imports: the runtime, its typed errors and the types
+ * of its calls, results and events. Building blocks and test seams live in
+ * `@turnwarden/supervisor/testing`.
+ */
+export type {
+  AbortReason,
+  AssistantMessage,
+  EffectStatus,
+  HistoryMessage,
+  HistoryRow,
+  SystemMessage,
+  ToolCall,
+  ToolResultMessage,
+  TurnStatus,
+  UserMessage,
+  WireError,
+} from '@turnwarden/protocol';
+export { ErrorCode, isTurnwardenError, SessionState, TurnwardenError } from '@turnwarden/protocol';
+export type { Store } from '@turnwarden/store';
 export type {
   LeaseConfig,
   LimitsConfig,
@@ -8,23 +26,18 @@ export type {
   SupervisorConfigInput,
   WatchdogConfig,
 } from './config.js';
-export { DEFAULT_CONFIG, resolveConfig } from './config.js';
 export type { Listener, TurnwardenEvent, TurnwardenEventType } from './events.js';
-export { EventHub } from './events.js';
-export type { PoolOptions, PoolStats, WorkerHandle } from './pool.js';
-// Building blocks, exported for benchmarks and hosts that compose their own supervisor.
-export { WorkerPool } from './pool.js';
+export type { PoolStats } from './pool.js';
 export type { RuntimeStats, TurnwardenOptions } from './runtime.js';
 export { Turnwarden } from './runtime.js';
 export type { RuntimeCounters } from './stats.js';
-export type { CancelTimer, Timers } from './timers.js';
-export type { SendInput, TurnHandle, TurnResult, WorkstreamInfo, WorkstreamStatus } from './types.js';
 export type {
-  StallBound,
-  StallInfo,
-  WatchdogDelegate,
-  WatchdogHooks,
-  WatchdogStats,
-  WatchedTurn,
-} from './watchdog.js';
-export { Watchdog } from './watchdog.js';
+  CompactInput,
+  SendInput,
+  TurnHandle,
+  TurnResult,
+  WorkstreamInfo,
+  WorkstreamRef,
+  WorkstreamStatus,
+} from './types.js';
+export type { WatchdogStats } from './watchdog.js';

@@ -1,7 +1,7 @@
 /** The request checks of the embedded API (T5): what is refused, with which field and words. */
 import { ErrorCode, isTurnwardenError } from '@turnwarden/protocol';
 import { describe, expect, it } from 'vitest';
-import { checkId, checkSendInput, invalid } from './input.js';
+import { checkCompactInput, checkFields, checkId, checkRef, checkSendInput, invalid } from './input.js';
 
 const limits = { maxModelSteps: 4, maxToolArgBytes: 64, maxMessageBytes: 12 };
 const ok = { tenantId: 't', workstreamId: 'w', content: 'hello' };
@@ -34,16 +34,23 @@ describe('input checks', () => {
   });
 
   it('T5: a send must be an object with known fields only', () => {
-    for (const bad of [null, undefined, 'text', 7]) {
+    for (const bad of [null, undefined, 'text', 7, [ok]]) {
       expect(refusal(() => checkSendInput(bad as never, limits, 'scripted'))).toMatchObject({
-        message: 'send input must be an object',
+        message: 'send takes one object argument',
         details: { field: 'input' },
       });
     }
     expect(refusal(() => checkSendInput({ ...ok, admin: true } as never, limits, 'scripted'))).toMatchObject({
-      message: 'unknown field admin',
+      message: 'send: unknown field admin',
       details: { field: 'admin' },
     });
+    // A signal must be a real AbortSignal; one is accepted.
+    expect(refusal(() => checkSendInput({ ...ok, signal: {} as never }, limits, 'scripted'))).toMatchObject({
+      details: { field: 'signal' },
+    });
+    expect(() =>
+      checkSendInput({ ...ok, signal: new AbortController().signal }, limits, 'scripted'),
+    ).not.toThrow();
   });
 
   it('T5: every id of a send is checked, the principal only when given', () => {
@@ -60,10 +67,10 @@ describe('input checks', () => {
     expect(() => checkSendInput(ok, limits, 'scripted')).not.toThrow();
   });
 
-  it('T5: content is a non-empty string of at most maxMessageBytes UTF-8 bytes', () => {
-    for (const content of ['', 3, undefined]) {
+  it('T5: content is a string with non-whitespace text, of at most maxMessageBytes UTF-8 bytes', () => {
+    for (const content of ['', '   ', '\n\t ', 3, undefined]) {
       expect(refusal(() => checkSendInput({ ...ok, content } as never, limits, 'scripted'))).toMatchObject({
-        message: 'content must be a non-empty string',
+        message: 'content must be a string with some non-whitespace text',
         details: { field: 'content' },
       });
     }
@@ -86,5 +93,47 @@ describe('input checks', () => {
       ErrorCode.INVALID_SCRIPT,
     );
     expect(() => checkSendInput({ ...ok, content: bad }, wide, 'another-model')).not.toThrow();
+  });
+});
+
+describe('one object argument per call', () => {
+  const limits = { maxModelSteps: 4, maxToolArgBytes: 64, maxMessageBytes: 12 };
+  const ref = { tenantId: 't', workstreamId: 'ws' };
+
+  it('T5: a workstream reference is exactly { tenantId, workstreamId }, both valid ids', () => {
+    expect(() => checkRef(ref, 'status')).not.toThrow();
+    expect(refusal(() => checkRef({ ...ref, extra: 1 }, 'status'))).toMatchObject({
+      message: 'status: unknown field extra',
+      details: { field: 'extra' },
+    });
+    expect(refusal(() => checkRef(['t', 'ws'], 'history')).details).toEqual({ field: 'input' });
+    expect(refusal(() => checkRef({ tenantId: 't' }, 'close')).details).toEqual({ field: 'workstreamId' });
+    expect(refusal(() => checkRef({ ...ref, tenantId: 't t' }, 'cancel')).details).toEqual({
+      field: 'tenantId',
+    });
+    expect(() => checkRef({ ...ref, listener: () => {} }, 'subscribe', ['listener'])).not.toThrow();
+    expect(() => checkFields({}, [], 'x')).not.toThrow();
+  });
+
+  it('T5: compact needs a positive integer throughSeq, a summary with text within the size limit, an optional key', () => {
+    const good = { ...ref, throughSeq: 2, summary: 'sum' };
+    expect(() => checkCompactInput(good, limits)).not.toThrow();
+    expect(() => checkCompactInput({ ...good, commitKey: 'k' }, limits)).not.toThrow();
+    for (const throughSeq of [0, -1, 1.5, Number.NaN, '2', 2 ** 53]) {
+      expect(refusal(() => checkCompactInput({ ...good, throughSeq } as never, limits)).details).toEqual({
+        field: 'throughSeq',
+      });
+    }
+    for (const summary of ['', '  ', 5, 'x'.repeat(13)]) {
+      expect(refusal(() => checkCompactInput({ ...good, summary } as never, limits)).details).toEqual({
+        field: 'summary',
+      });
+    }
+    expect(refusal(() => checkCompactInput({ ...good, commitKey: '' }, limits)).details).toEqual({
+      field: 'commitKey',
+    });
+    expect(refusal(() => checkCompactInput({ ...good, note: 'x' } as never, limits)).message).toBe(
+      'compact: unknown field note',
+    );
   });
 });

@@ -2,10 +2,12 @@
 import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
 import { parseScript } from '@turnwarden/session';
 import type { LimitsConfig } from './config.js';
-import type { SendInput } from './types.js';
+import type { CompactInput, SendInput } from './types.js';
 
 const ID_RE = /^[A-Za-z0-9._:-]{1,128}$/;
-const SEND_FIELDS: readonly string[] = ['tenantId', 'workstreamId', 'content', 'principal'];
+const REF_FIELDS = ['tenantId', 'workstreamId'] as const;
+const SEND_FIELDS: readonly string[] = [...REF_FIELDS, 'content', 'principal', 'signal'];
+const COMPACT_FIELDS: readonly string[] = [...REF_FIELDS, 'throughSeq', 'summary', 'commitKey'];
 
 export function invalid(message: string, field: string): TurnwardenError {
   return new TurnwardenError(ErrorCode.INVALID_INPUT, message, { details: { field } });
@@ -17,19 +19,55 @@ export function checkId(value: unknown, field: string): asserts value is string 
   }
 }
 
-export function checkSendInput(input: SendInput, limits: LimitsConfig, model: string): void {
-  if (typeof input !== 'object' || input === null) throw invalid('send input must be an object', 'input');
-  for (const key of Object.keys(input)) {
-    if (!SEND_FIELDS.includes(key)) throw invalid(`unknown field ${key}`, key);
+/** A call's one argument: an object whose fields are all known. */
+export function checkFields(input: unknown, allowed: readonly string[], call: string): void {
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) {
+    throw invalid(`${call} takes one object argument`, 'input');
   }
+  for (const key of Object.keys(input)) {
+    if (!allowed.includes(key)) throw invalid(`${call}: unknown field ${key}`, key);
+  }
+}
+
+/** `{ tenantId, workstreamId }` and nothing else (plus `extra` fields the caller checks). */
+export function checkRef(input: unknown, call: string, extra: readonly string[] = []): void {
+  checkFields(input, [...REF_FIELDS, ...extra], call);
+  const ref = input as { tenantId?: unknown; workstreamId?: unknown };
+  checkId(ref.tenantId, 'tenantId');
+  checkId(ref.workstreamId, 'workstreamId');
+}
+
+function checkText(value: unknown, field: string, maxBytes: number): void {
+  if (typeof value !== 'string' || value.trim().length === 0) {
+    throw invalid(`${field} must be a string with some non-whitespace text`, field);
+  }
+  if (Buffer.byteLength(value, 'utf8') > maxBytes) throw invalid(`${field} exceeds ${maxBytes} bytes`, field);
+}
+
+export function checkSendInput(input: SendInput, limits: LimitsConfig, model: string): void {
+  checkFields(input, SEND_FIELDS, 'send');
   checkId(input.tenantId, 'tenantId');
   checkId(input.workstreamId, 'workstreamId');
   if (input.principal !== undefined) checkId(input.principal, 'principal');
-  if (typeof input.content !== 'string' || input.content.length === 0) {
-    throw invalid('content must be a non-empty string', 'content');
+  if (input.signal !== undefined && !(input.signal instanceof AbortSignal)) {
+    throw invalid('signal must be an AbortSignal', 'signal');
   }
-  if (Buffer.byteLength(input.content, 'utf8') > limits.maxMessageBytes) {
-    throw invalid(`content exceeds ${limits.maxMessageBytes} bytes`, 'content');
-  }
+  checkText(input.content, 'content', limits.maxMessageBytes);
   if (model === 'scripted') parseScript(input.content); // INVALID_SCRIPT, nothing written
+}
+
+export function checkCompactInput(input: CompactInput, limits: LimitsConfig): void {
+  checkFields(input, COMPACT_FIELDS, 'compact');
+  checkId(input.tenantId, 'tenantId');
+  checkId(input.workstreamId, 'workstreamId');
+  if (!Number.isSafeInteger(input.throughSeq) || input.throughSeq < 1) {
+    throw invalid('throughSeq must be a positive integer', 'throughSeq');
+  }
+  checkText(input.summary, 'summary', limits.maxMessageBytes);
+  if (
+    input.commitKey !== undefined &&
+    (typeof input.commitKey !== 'string' || input.commitKey.length === 0)
+  ) {
+    throw invalid('commitKey must be a non-empty string', 'commitKey');
+  }
 }

@@ -2,9 +2,10 @@
 import { ErrorCode, isTurnwardenError, openToolCalls } from '@turnwarden/protocol';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
-import { resolveConfig, Turnwarden } from './index.js';
+import { Turnwarden } from './index.js';
 import { within } from './test-support/bounded.js';
 import { nextEvent, script, startRuntime } from './test-support/runtime.js';
+import { resolveConfig } from './testing.js';
 
 type Rt = Awaited<ReturnType<typeof startRuntime>>;
 let rt: Rt | undefined;
@@ -105,6 +106,107 @@ describe('input', () => {
     expect((await (await rt.send('€'.repeat(21))).done).status).toBe('completed');
   });
 
+  it('T5: every call takes one object with known fields only; bad input is refused before anything is read or written', async () => {
+    rt = await startRuntime({ limits: { maxMessageBytes: 64 } });
+    await (await rt.send(script({ text: 'first' }))).done;
+    const before = await rt.history();
+    const created = await rt.tw.stats();
+    const ref = { tenantId: 'tenant-a', workstreamId: rt.workstreamId };
+    const tw = rt.tw as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
+    const cases: [string, unknown[], string][] = [
+      ['createWorkstream', [{ tenantId: 'tenant-a', workstreamId: 'ws-new', owner: 'x' }], 'owner'],
+      ['createWorkstream', ['tenant-a'], 'input'],
+      ['send', [{ ...ref, content: '   \n' }], 'content'],
+      ['send', ['tenant-a', rt.workstreamId, 'hi'], 'input'],
+      ['history', ['tenant-a', rt.workstreamId], 'input'],
+      ['history', [{ ...ref, since: 3 }], 'since'],
+      ['status', [{ ...ref, verbose: true }], 'verbose'],
+      ['cancel', [{ ...ref, force: true }], 'force'],
+      ['close', [{ tenantId: 'tenant-a' }], 'workstreamId'],
+      ['compact', [{ ...ref, throughSeq: 0, summary: 's' }], 'throughSeq'],
+      ['compact', [{ ...ref, throughSeq: 1, summary: ' ' }], 'summary'],
+      ['subscribe', [{ ...ref, listener: 'not a function' }], 'listener'],
+      ['subscribe', [ref, () => {}], 'listener'],
+    ];
+    for (const [call, args, field] of cases) {
+      const e = await refusal(tw[call]!.apply(rt.tw, args));
+      expect([call, field, e.code, e.details]).toEqual([call, field, ErrorCode.INVALID_INPUT, { field }]);
+    }
+    // Nothing was written: the history, the workstream list and the turn count are as before.
+    expect(await rt.history()).toEqual(before);
+    expect((await refusal(rt.tw.status({ tenantId: 'tenant-a', workstreamId: 'ws-new' }))).code).toBe(
+      ErrorCode.WORKSTREAM_NOT_FOUND,
+    );
+    expect(rt.tw.stats().turnsStarted).toBe(created.turnsStarted);
+  });
+
+  it('T5: a send whose signal is already aborted is refused with TURN_ABORTED and writes nothing', async () => {
+    rt = await startRuntime();
+    const controller = new AbortController();
+    controller.abort();
+    const e = await refusal(
+      rt.tw.send({
+        tenantId: 'tenant-a',
+        workstreamId: rt.workstreamId,
+        content: 'hi',
+        signal: controller.signal,
+      }),
+    );
+    expect(e.code).toBe(ErrorCode.TURN_ABORTED);
+    expect(await rt.history()).toEqual([]);
+    expect(rt.tw.stats().turnsStarted).toBe(0);
+  });
+
+  it('C3: aborting a send’s signal, or the handle’s cancel(), force-cancels that turn and resolves once idle', async () => {
+    rt = await startRuntime();
+    const controller = new AbortController();
+    const ref = { tenantId: 'tenant-a', workstreamId: rt.workstreamId };
+    const started = nextEvent(rt.tw, rt.workstreamId, 'turn_started');
+    const viaSignal = await rt.tw.send({
+      ...ref,
+      content: script({ heartbeat: 60_000, everyMs: 50 }),
+      signal: controller.signal,
+    });
+    await started;
+    controller.abort();
+    const first = await within(viaSignal.done, 10_000, 'the aborted signal cancels the turn');
+    expect([first.status, first.abortReason]).toEqual(['interrupted', 'cancel']);
+    const inTool = nextEvent(rt.tw, rt.workstreamId, 'tool_started');
+    const viaHandle = await rt.send(script({ tools: [{ name: 'sleep', args: { ms: 60_000 } }] }));
+    await inTool;
+    const second = await within(viaHandle.cancel(), 10_000, 'cancel() ends the turn');
+    expect([second.status, second.abortReason, second.synthesized]).toEqual(['interrupted', 'cancel', 1]);
+    expect((await rt.tw.status(ref)).state).toBe('idle');
+    // cancel() of a turn that ended is a no-op returning its result; it never touches a later turn.
+    const third = await rt.send(script({ sleep: 200 }, { text: 'third' }));
+    expect(await viaHandle.cancel()).toEqual(second);
+    controller.abort(); // already aborted: nothing more happens
+    expect((await third.done).status).toBe('completed');
+  });
+
+  it('Symbol.asyncDispose shuts the runtime down; the default logger prints nothing; a bad logLevel is INVALID_CONFIG', async () => {
+    const written: string[] = [];
+    const write = process.stderr.write;
+    process.stderr.write = ((chunk: string) => {
+      written.push(String(chunk));
+      return true;
+    }) as typeof process.stderr.write;
+    let tw: Turnwarden | undefined;
+    try {
+      tw = await Turnwarden.start({ pool: { maxWorkers: 1, warmWorkers: 1 } });
+      await tw[Symbol.asyncDispose]();
+    } finally {
+      process.stderr.write = write;
+    }
+    expect(written.join('')).toBe('');
+    expect((await refusal(tw!.createWorkstream({ tenantId: 't' }))).code).toBe(ErrorCode.SHUTTING_DOWN);
+    const e = await refusal(Turnwarden.start({ logLevel: 'loud' as never }));
+    expect([e.code, e.details]).toEqual([ErrorCode.INVALID_CONFIG, { field: 'logLevel' }]);
+    // Seams are not options: a host passing one gets INVALID_CONFIG naming it.
+    const seam = await refusal(Turnwarden.start({ manualWatchdog: true } as never));
+    expect([seam.code, seam.details]).toEqual([ErrorCode.INVALID_CONFIG, { field: 'config.manualWatchdog' }]);
+  });
+
   it('T2: another tenant cannot see or act on a workstream (not found, no existence leak)', async () => {
     rt = await startRuntime();
     await (await rt.send(script({ tools: [{ name: 'echo', args: { text: 'secret' } }] }, { text: 'ok' })))
@@ -113,14 +215,17 @@ describe('input', () => {
     const ws = rt.workstreamId;
     const calls: [string, (id: string) => Promise<unknown>][] = [
       ['send', (id) => rt!.tw.send({ tenantId: 'tenant-b', workstreamId: id, content: 'hi' })],
-      ['history', (id) => rt!.tw.history('tenant-b', id)],
-      ['status', (id) => rt!.tw.status('tenant-b', id)],
-      ['cancel', (id) => rt!.tw.cancel('tenant-b', id)],
-      ['close', (id) => rt!.tw.close('tenant-b', id)],
-      ['compact', (id) => rt!.tw.compact('tenant-b', id, { throughSeq: 2, summary: 'stolen' })],
+      ['history', (id) => rt!.tw.history({ tenantId: 'tenant-b', workstreamId: id })],
+      ['status', (id) => rt!.tw.status({ tenantId: 'tenant-b', workstreamId: id })],
+      ['cancel', (id) => rt!.tw.cancel({ tenantId: 'tenant-b', workstreamId: id })],
+      ['close', (id) => rt!.tw.close({ tenantId: 'tenant-b', workstreamId: id })],
+      [
+        'compact',
+        (id) => rt!.tw.compact({ tenantId: 'tenant-b', workstreamId: id, throughSeq: 2, summary: 'stolen' }),
+      ],
       [
         'subscribe',
-        (id) => rt!.tw.subscribe({ tenantId: 'tenant-b', workstreamId: id }, (e) => heard.push(e)),
+        (id) => rt!.tw.subscribe({ tenantId: 'tenant-b', workstreamId: id, listener: (e) => heard.push(e) }),
       ],
     ];
     for (const [name, call] of calls) {
@@ -133,7 +238,7 @@ describe('input', () => {
     // Nothing changed, and the refused subscriber heard nothing of the next turn.
     await (await rt.send('still mine')).done;
     expect(heard).toEqual([]);
-    expect((await rt.tw.status('tenant-a', ws)).state).toBe('idle');
+    expect((await rt.tw.status({ tenantId: 'tenant-a', workstreamId: ws })).state).toBe('idle');
     const rows = await rt.history();
     expect(rows.filter((r) => r.message.role === 'system')).toEqual([]);
     expect(rows.map((r) => r.message.role)).toEqual([

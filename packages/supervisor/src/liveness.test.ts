@@ -7,6 +7,7 @@ import { openSqliteStore } from '@turnwarden/store';
 import { afterEach, describe, expect, it } from 'vitest';
 import { within } from './test-support/bounded.js';
 import { nextEvent, script, startRuntime } from './test-support/runtime.js';
+import { testControls } from './testing.js';
 
 type Rt = Awaited<ReturnType<typeof startRuntime>>;
 let rt: Rt | undefined;
@@ -32,7 +33,7 @@ describe('liveness watchdog', () => {
     // A stalled promise is abandoned cooperatively: no terminate needed.
     expect(result.workerTerminated).toBe(false);
     // The lease was released on the interrupted path and the workstream is idle again.
-    const status = await rt.tw.status('tenant-a', rt.workstreamId);
+    const status = await rt.tw.status({ tenantId: 'tenant-a', workstreamId: rt.workstreamId });
     expect(status.state).toBe('idle');
     const nextStarted = nextEvent(rt.tw, rt.workstreamId, 'turn_started');
     const next = await (await rt.send('are you there?')).done;
@@ -132,18 +133,18 @@ describe('liveness watchdog', () => {
     rt = await startRuntime({ now: () => time.now, manualWatchdog: true });
     await (await rt.send('first')).done;
     time.now += 10 * 300; // idle for ten times timeoutMs between the turns
-    rt.tw.pollWatchdog();
+    testControls(rt.tw).pollWatchdog();
     const entered = nextEvent(rt.tw, rt.workstreamId, 'token');
     const turn = await rt.send(script({ text: 'working' }, { stall: true }));
     await entered; // the worker entered the turn and streamed; it now stalls
-    rt.tw.pollWatchdog();
+    testControls(rt.tw).pollWatchdog();
     time.now += 299;
-    rt.tw.pollWatchdog();
+    testControls(rt.tw).pollWatchdog();
     expect(rt.types()).not.toContain('watchdog_fired');
-    const status = await rt.tw.status('tenant-a', rt.workstreamId);
+    const status = await rt.tw.status({ tenantId: 'tenant-a', workstreamId: rt.workstreamId });
     expect(status.activeTurn?.idleMs).toBe(299);
     time.now += 1;
-    rt.tw.pollWatchdog();
+    testControls(rt.tw).pollWatchdog();
     const result = await within(turn.done, 5_000, 'the stalled turn settles');
     expect(result).toMatchObject({ status: 'interrupted', abortReason: 'watchdog' });
     expect(rt.logged('turn liveness watchdog fired; attempting recovery')).toEqual([
@@ -163,17 +164,17 @@ describe('liveness watchdog', () => {
       ),
     );
     await nextEvent(rt.tw, rt.workstreamId, 'token'); // the worker's wall clock jumped; it now stalls
-    rt.tw.pollWatchdog(); // observes the turn's last stamps
+    testControls(rt.tw).pollWatchdog(); // observes the turn's last stamps
     Date.now = () => realNow() + 6 * 3_600_000;
     try {
-      rt.tw.pollWatchdog();
-      rt.tw.pollWatchdog();
+      testControls(rt.tw).pollWatchdog();
+      testControls(rt.tw).pollWatchdog();
     } finally {
       Date.now = realNow;
     }
     expect(rt.types()).not.toContain('watchdog_fired');
     expect(rt.tw.stats().watchdog.fired).toBe(0);
-    await rt.tw.cancel('tenant-a', rt.workstreamId);
+    await rt.tw.cancel({ tenantId: 'tenant-a', workstreamId: rt.workstreamId });
     expect((await turn.done).abortReason).toBe('cancel');
   });
 
@@ -188,7 +189,7 @@ describe('liveness watchdog', () => {
       ),
     );
     await nextEvent(rt.tw, rt.workstreamId, 'token');
-    rt.tw.pollWatchdog();
+    testControls(rt.tw).pollWatchdog();
     const armedAt = performance.now();
     Date.now = () => realNow() - 6 * 3_600_000;
     try {
@@ -196,7 +197,7 @@ describe('liveness watchdog', () => {
       // stall is detected, bounded well past timeoutMs (300).
       while (rt.tw.stats().watchdog.fired === 0 && performance.now() - armedAt < 5_000) {
         await new Promise((resolve) => setTimeout(resolve, 20));
-        rt.tw.pollWatchdog();
+        testControls(rt.tw).pollWatchdog();
       }
     } finally {
       Date.now = realNow;

@@ -64,7 +64,7 @@ describe('restart after a crash', () => {
 
     const rt = await startRuntime({ store: { path: dbPath } }, { existing: true });
     try {
-      const status = await rt.tw.status('tenant-a', 'ws-1');
+      const status = await rt.tw.status({ tenantId: 'tenant-a', workstreamId: 'ws-1' });
       expect(status).toMatchObject({ state: 'idle', cleanupPending: false });
       const steps = rt
         .logged('session transition')
@@ -75,7 +75,7 @@ describe('restart after a crash', () => {
         'force-abandoning.pending --REPAIR--> force-abandoning.repairing',
         'force-abandoning.repairing --xstate.done.actor.repair--> idle',
       ]);
-      const rows = await rt.tw.history('tenant-a', 'ws-1');
+      const rows = await rt.tw.history({ tenantId: 'tenant-a', workstreamId: 'ws-1' });
       expect(openToolCalls(rows)).toEqual([]);
       const tools = rows.flatMap((r) => (r.message.role === 'tool' ? [r.message] : []));
       expect(tools).toEqual([

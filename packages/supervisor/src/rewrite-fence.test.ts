@@ -6,9 +6,9 @@ import { SlotStamp } from '@turnwarden/clock';
 import { ErrorCode, isTurnwardenError, openToolCalls } from '@turnwarden/protocol';
 import { openSqliteStore } from '@turnwarden/store';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { StallInfo } from './index.js';
 import { gatedStore } from './test-support/gated-store.js';
 import { nextEvent, script, startRuntime } from './test-support/runtime.js';
+import { type StallInfo, testControls } from './testing.js';
 
 type Rt = Awaited<ReturnType<typeof startRuntime>>;
 let rt: Rt | undefined;
@@ -26,7 +26,9 @@ describe('history rewrite fence', () => {
       script({ tools: [{ name: 'sleep', args: { ms: 60_000, ignoreAbort: true } }] }),
     );
     await nextEvent(rt.tw, rt.workstreamId, 'tool_started');
-    const rewrite = rt.tw.compact('tenant-a', rt.workstreamId, {
+    const rewrite = rt.tw.compact({
+      tenantId: 'tenant-a',
+      workstreamId: rt.workstreamId,
       throughSeq: 2,
       summary: 'The user said hello.',
     });
@@ -73,15 +75,25 @@ describe('history rewrite fence', () => {
     const turn = await rt.send(script({ sleep: 600 }, { text: 'still here' }));
     const info = await atSeam; // the abort attempt is parked between sample and commit
     expect(
-      await rt.tw.compact('tenant-a', rt.workstreamId, { throughSeq: 2, summary: 'first exchange' }),
+      await rt.tw.compact({
+        tenantId: 'tenant-a',
+        workstreamId: rt.workstreamId,
+        throughSeq: 2,
+        summary: 'first exchange',
+      }),
     ).toEqual({
       removed: 2,
     });
-    new SlotStamp(rt.tw.clockBuffer, info.slot).touch(5); // the turn resumes: the abort will decline
+    new SlotStamp(testControls(rt.tw).clockBuffer, info.slot).touch(5); // the turn resumes: the abort will decline
     release();
     await nextEvent(rt.tw, rt.workstreamId, 'watchdog_declined');
     expect(
-      await rt.tw.compact('tenant-a', rt.workstreamId, { throughSeq: 3, summary: 'two exchanges' }),
+      await rt.tw.compact({
+        tenantId: 'tenant-a',
+        workstreamId: rt.workstreamId,
+        throughSeq: 3,
+        summary: 'two exchanges',
+      }),
     ).toEqual({
       removed: 3,
     });
@@ -97,15 +109,22 @@ describe('history rewrite fence', () => {
     await (await rt.send('hello')).done;
     const turn = await rt.send(script({ tools: [{ name: 'wedge', args: {} }] }));
     await nextEvent(rt.tw, rt.workstreamId, 'turn_aborted');
-    const refused = await rt.tw.compact('tenant-a', rt.workstreamId, { throughSeq: 2, summary: 'late' }).then(
-      () => undefined,
-      (e: unknown) => e,
-    );
+    const refused = await rt.tw
+      .compact({ tenantId: 'tenant-a', workstreamId: rt.workstreamId, throughSeq: 2, summary: 'late' })
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
     expect(isTurnwardenError(refused, ErrorCode.FENCED)).toBe(true);
     expect((await rt.history()).some((r) => r.message.role === 'system')).toBe(false);
     await turn.done;
     expect(
-      await rt.tw.compact('tenant-a', rt.workstreamId, { throughSeq: 2, summary: 'hello exchange' }),
+      await rt.tw.compact({
+        tenantId: 'tenant-a',
+        workstreamId: rt.workstreamId,
+        throughSeq: 2,
+        summary: 'hello exchange',
+      }),
     ).toEqual({
       removed: 2,
     });

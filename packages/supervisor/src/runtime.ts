@@ -12,6 +12,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { MonotonicMs } from '@turnwarden/clock';
+import type { HistoryRow } from '@turnwarden/protocol';
 import {
   attachSeamController,
   detachSeamController,
@@ -21,7 +22,7 @@ import {
   TurnwardenError,
 } from '@turnwarden/protocol';
 import { openSqliteStore, type Store } from '@turnwarden/store';
-import { type Logger, pino } from 'pino';
+import { type Level, type Logger, pino } from 'pino';
 import {
   checkPluginModules,
   resolveConfig,
@@ -30,33 +31,86 @@ import {
 } from './config.js';
 import { TurnEngine } from './engine.js';
 import type { Listener, TurnwardenEvent } from './events.js';
-import { checkId, checkSendInput, invalid } from './input.js';
+import { checkCompactInput, checkFields, checkId, checkRef, checkSendInput, invalid } from './input.js';
 import type { PoolStats } from './pool.js';
 import type { RuntimeCounters } from './stats.js';
 import type { Timers } from './timers.js';
-import type { SendInput, TurnHandle, WorkstreamInfo, WorkstreamStatus } from './types.js';
+import type {
+  ClaimedTurn,
+  CompactInput,
+  SendInput,
+  TurnHandle,
+  TurnResult,
+  WorkstreamInfo,
+  WorkstreamRef,
+  WorkstreamStatus,
+} from './types.js';
 import type { WatchdogHooks, WatchdogStats } from './watchdog.js';
 
 export interface TurnwardenOptions extends SupervisorConfigInput {
   /** A store, or where to open the SQLite one (default `:memory:`). */
   readonly store?: Store | { readonly path: string };
+  /** A pino logger for the supervisor's logs (see docs/operations.md). Default: `logLevel`. */
   readonly logger?: Logger;
-  /** Test and harness seams. */
+  /**
+   * Without `logger`: the level of a JSON logger on stderr, or `silent` (the default, so
+   * embedding Turnwarden prints nothing unless asked).
+   */
+  readonly logLevel?: Level | 'silent';
+}
+
+/** Seams for tests, benchmarks and the interleaving harness (`@turnwarden/supervisor/testing`). */
+export interface TestSeams {
   readonly hooks?: WatchdogHooks;
-  /** Monotonic time source (tests inject one). */
+  /** Monotonic time source. */
   readonly now?: MonotonicMs;
   /** Attaches the interleaving harness (packages/harness): seams park, faults and mutations apply. */
   readonly harness?: HarnessLink;
-  /** Do not run the watchdog's timer: the caller polls with `pollWatchdog()` (harness schedules). */
+  /** Do not run the watchdog's timer: the caller polls with `testControls(tw).pollWatchdog()`. */
   readonly manualWatchdog?: boolean;
   /** Timers for lease renewal and grace (the harness drives them; default Node's). */
   readonly timers?: Timers;
+}
+
+/** What tests and the harness reach inside a running supervisor. */
+export interface TestControls {
+  /** One watchdog sampling pass (a supervisor started with `manualWatchdog`). */
+  pollWatchdog(): void;
+  /** The activity clock's shared buffer. */
+  readonly clockBuffer: SharedArrayBuffer;
+}
+
+const engines = new WeakMap<Turnwarden, TurnEngine>();
+let startWith: (options: TurnwardenOptions, seams: TestSeams) => Promise<Turnwarden>;
+
+/** Starts a supervisor with test seams (testing entry only). */
+export function startForTesting(options: TurnwardenOptions = {}, seams: TestSeams = {}): Promise<Turnwarden> {
+  return startWith(options, seams);
+}
+
+/** The controls of a running supervisor (testing entry only). */
+export function testControls(tw: Turnwarden): TestControls {
+  const engine = engines.get(tw);
+  if (!engine) throw new TypeError('not a Turnwarden instance');
+  return {
+    pollWatchdog: () => engine.watchdog.poll(),
+    get clockBuffer() {
+      return engine.clock.buffer;
+    },
+  };
 }
 
 export interface RuntimeStats extends RuntimeCounters {
   readonly activeTurns: number;
   readonly watchdog: WatchdogStats;
   readonly pool: PoolStats;
+}
+
+function aborted(): TurnwardenError {
+  return new TurnwardenError(
+    ErrorCode.TURN_ABORTED,
+    'the send was aborted by its signal before the turn was claimed',
+  );
 }
 
 function isStore(value: unknown): value is Store {
@@ -76,41 +130,55 @@ export class Turnwarden {
     private readonly ownsStore: boolean,
     private readonly logger: Logger,
     private readonly harness: HarnessLink | undefined,
-    options: TurnwardenOptions,
+    seams: TestSeams,
   ) {
     this.config = config;
     this.engine = new TurnEngine({
       config,
       store,
       logger,
-      ...(options.now ? { now: options.now } : {}),
-      ...(options.hooks ? { hooks: options.hooks } : {}),
+      ...(seams.now ? { now: seams.now } : {}),
+      ...(seams.hooks ? { hooks: seams.hooks } : {}),
       ...(harness ? { harness } : {}),
-      ...(options.timers ? { timers: options.timers } : {}),
+      ...(seams.timers ? { timers: seams.timers } : {}),
     });
+    engines.set(this, this.engine);
   }
 
-  /** Validates the configuration (INVALID_CONFIG naming the field), opens the store, warms the pool. */
-  static async start(options: TurnwardenOptions = {}): Promise<Turnwarden> {
-    const {
-      store: storeOption,
-      logger: _l,
-      hooks: _h,
-      now: _n,
-      timers: _t,
-      harness,
-      manualWatchdog,
-      ...rest
-    } = options;
+  static {
+    startWith = (options, seams) => Turnwarden.open(options, seams);
+  }
+
+  /**
+   * Validates the configuration (INVALID_CONFIG naming the field, nothing started), opens the
+   * store, warms the pool and repairs what an earlier process left mid-turn (S7).
+   */
+  static start(options: TurnwardenOptions = {}): Promise<Turnwarden> {
+    return Turnwarden.open(options, {});
+  }
+
+  private static async open(options: TurnwardenOptions, seams: TestSeams): Promise<Turnwarden> {
+    const { store: storeOption, logger: _l, logLevel, ...rest } = options;
+    if (logLevel !== undefined && logLevel !== 'silent' && !(logLevel in pino.levels.values)) {
+      throw new TurnwardenError(
+        ErrorCode.INVALID_CONFIG,
+        `logLevel must be a pino level or silent (got ${String(logLevel)})`,
+        {
+          details: { field: 'logLevel' },
+        },
+      );
+    }
+    const { harness, manualWatchdog } = seams;
     const config = resolveConfig(rest);
     checkPluginModules(config.pluginModules);
     // A Store instance is used as given (and not closed by shutdown); a `{ path }` is opened here.
     const given = isStore(storeOption) ? storeOption : undefined;
     const store: Store =
       given ?? openSqliteStore({ path: (storeOption as { path?: string } | undefined)?.path ?? ':memory:' });
-    const logger = options.logger ?? pino({ name: 'turnwarden' }, pino.destination(2));
+    const logger =
+      options.logger ?? pino({ name: 'turnwarden', level: logLevel ?? 'silent' }, pino.destination(2));
     if (harness) attachSeamController(harness.controller);
-    const tw = new Turnwarden(config, store, given === undefined, logger, harness, options);
+    const tw = new Turnwarden(config, store, given === undefined, logger, harness, seams);
     try {
       await tw.engine.pool.start();
     } catch (e) {
@@ -141,8 +209,13 @@ export class Turnwarden {
 
   // ── workstreams ────────────────────────────────────────────────────────────
 
-  async createWorkstream(input: { tenantId: string; workstreamId?: string }): Promise<WorkstreamInfo> {
+  /** Creates a workstream (a fresh id unless one is given); each creation mints an incarnation (D1). */
+  async createWorkstream(input: {
+    readonly tenantId: string;
+    readonly workstreamId?: string;
+  }): Promise<WorkstreamInfo> {
     this.assertOpen();
+    checkFields(input, ['tenantId', 'workstreamId'], 'createWorkstream');
     checkId(input.tenantId, 'tenantId');
     const id = input.workstreamId ?? `ws-${randomUUID()}`;
     checkId(id, 'workstreamId');
@@ -158,11 +231,14 @@ export class Turnwarden {
    * refused with WORKSTREAM_NOT_FOUND, having received nothing. Resolves with the function
    * that stops the subscription.
    */
-  subscribe(
-    input: { readonly tenantId: string; readonly workstreamId: string },
-    listener: Listener,
-  ): Promise<() => void> {
-    const { tenantId, workstreamId } = input;
+  subscribe(input: WorkstreamRef & { readonly listener: Listener }): Promise<() => void> {
+    try {
+      checkRef(input, 'subscribe', ['listener']);
+      if (typeof input.listener !== 'function') throw invalid('listener must be a function', 'listener');
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    const { tenantId, workstreamId, listener } = input;
     let verified = false;
     let refused = false;
     const held: TurnwardenEvent[] = [];
@@ -193,13 +269,18 @@ export class Turnwarden {
     );
   }
 
-  async history(tenantId: string, workstreamId: string) {
+  /** The durable history, in order (seq 1, 2, …). */
+  async history(input: WorkstreamRef): Promise<HistoryRow[]> {
+    checkRef(input, 'history');
+    const { tenantId, workstreamId } = input;
     await this.owned(tenantId, workstreamId);
     return this.store.readHistory(workstreamId);
   }
 
   /** The session machine's state (idle, claimed, streaming, tool-debt, force-abandoning, closed). */
-  async status(tenantId: string, workstreamId: string): Promise<WorkstreamStatus> {
+  async status(input: WorkstreamRef): Promise<WorkstreamStatus> {
+    checkRef(input, 'status');
+    const { tenantId, workstreamId } = input;
     const ws = await this.owned(tenantId, workstreamId);
     return {
       workstreamId,
@@ -214,7 +295,9 @@ export class Turnwarden {
    * (TURN_IN_PROGRESS) or while debt is unrepaired (TOOL_CLEANUP_PENDING). Listeners receive
    * `ws_closed` and are removed.
    */
-  async close(tenantId: string, workstreamId: string): Promise<void> {
+  async close(input: WorkstreamRef): Promise<void> {
+    checkRef(input, 'close');
+    const { tenantId, workstreamId } = input;
     await this.owned(tenantId, workstreamId);
     await this.engine.close(workstreamId);
     this.logger.info({ workstreamId }, 'workstream closed');
@@ -232,7 +315,9 @@ export class Turnwarden {
       this.assertOpen();
       checkSendInput(input, this.config.limits, this.config.model);
       await this.owned(input.tenantId, input.workstreamId);
-      return this.engine.claim(input);
+      const { signal, ...claim } = input;
+      if (signal?.aborted) throw aborted();
+      return this.handle(await this.engine.claim(claim), signal);
     });
   }
 
@@ -241,7 +326,9 @@ export class Turnwarden {
    * before the slot is released, and this resolves once the workstream is idle. An idle
    * workstream with unrepaired debt: repaired. An idle clean one: a silent no-op (false).
    */
-  async cancel(tenantId: string, workstreamId: string): Promise<boolean> {
+  async cancel(input: WorkstreamRef): Promise<boolean> {
+    checkRef(input, 'cancel');
+    const { tenantId, workstreamId } = input;
     await this.owned(tenantId, workstreamId);
     return this.engine.cancel(workstreamId);
   }
@@ -252,15 +339,10 @@ export class Turnwarden {
    * not started is revoked); one already in flight completes before the abort's repair runs
    * (never torn); a declined abort changes nothing. On an idle workstream it runs under a lease.
    */
-  async compact(
-    tenantId: string,
-    workstreamId: string,
-    input: { throughSeq: number; summary: string; commitKey?: string },
-  ): Promise<{ removed: number }> {
+  async compact(input: CompactInput): Promise<{ removed: number }> {
+    checkCompactInput(input, this.config.limits);
+    const { tenantId, workstreamId } = input;
     await this.owned(tenantId, workstreamId);
-    if (typeof input.summary !== 'string' || input.summary.length === 0) {
-      throw invalid('summary must be a non-empty string', 'summary');
-    }
     return this.engine.compact(workstreamId, input.throughSeq, {
       commitKey: input.commitKey ?? `compact:${randomUUID()}`,
       message: { role: 'system', content: input.summary },
@@ -283,16 +365,9 @@ export class Turnwarden {
     return this.shutdownPromise;
   }
 
-  // ── harness and tests ──────────────────────────────────────────────────────
-
-  /** One watchdog sampling pass, for harness schedules started with `manualWatchdog`. */
-  pollWatchdog(): void {
-    this.engine.watchdog.poll();
-  }
-
-  /** The activity clock's shared buffer, for the interleaving harness and tests. */
-  get clockBuffer(): SharedArrayBuffer {
-    return this.engine.clock.buffer;
+  /** `await using tw = await Turnwarden.start(…)` shuts it down at the end of the scope. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.shutdown();
   }
 
   // ── internals ──────────────────────────────────────────────────────────────
@@ -308,6 +383,22 @@ export class Turnwarden {
     if (this.ownsStore) await this.store.close();
     if (this.harness) detachSeamController(this.harness.controller);
     this.logger.info({ ...this.engine.counters }, 'turnwarden supervisor stopped');
+  }
+
+  /** The host's handle on a claimed turn: `cancel()`, and the send's signal wired to it. */
+  private handle(claimed: ClaimedTurn, signal: AbortSignal | undefined): TurnHandle {
+    const { workstreamId, generation, done } = claimed;
+    const cancel = (): Promise<TurnResult> => {
+      this.engine.cancelTurn(workstreamId, generation);
+      return done;
+    };
+    if (signal) {
+      const onAbort = () => void cancel();
+      signal.addEventListener('abort', onAbort, { once: true });
+      void done.then(() => signal.removeEventListener('abort', onAbort));
+      if (signal.aborted) onAbort(); // aborted while the claim was being admitted
+    }
+    return { workstreamId, generation, done, cancel };
   }
 
   /** Runs an API call, counted among the calls shutdown waits for. */

@@ -25,10 +25,14 @@ async function refusal(p: Promise<unknown>) {
 /** Resolves when the call occurrence `callIndex` has started. */
 function nextToolStart(r: Rt, callIndex: number): Promise<void> {
   return new Promise((resolve, reject) => {
-    const subscribed = r.tw.subscribe({ tenantId: 'tenant-a', workstreamId: r.workstreamId }, (e) => {
-      if (e.type !== 'tool_started' || e.data.callIndex !== callIndex) return;
-      void subscribed.then((off) => off());
-      resolve();
+    const subscribed = r.tw.subscribe({
+      tenantId: 'tenant-a',
+      workstreamId: r.workstreamId,
+      listener: (e) => {
+        if (e.type !== 'tool_started' || e.data.callIndex !== callIndex) return;
+        void subscribed.then((off) => off());
+        resolve();
+      },
     });
     subscribed.catch(reject);
   });
@@ -43,10 +47,12 @@ describe('structural debt', () => {
     const turn = await rt.send(hangingTool);
     await nextEvent(rt.tw, rt.workstreamId, 'tool_started');
     faulty.reject(1, synthesized); // the cancel's repair fails once
-    expect(await rt.tw.cancel('tenant-a', rt.workstreamId)).toBe(true);
+    expect(await rt.tw.cancel({ tenantId: 'tenant-a', workstreamId: rt.workstreamId })).toBe(true);
     expect((await turn.done).synthesized).toBe(0);
     expect(openToolCalls(await rt.history())).toHaveLength(1);
-    expect((await rt.tw.status('tenant-a', rt.workstreamId)).cleanupPending).toBe(true);
+    expect((await rt.tw.status({ tenantId: 'tenant-a', workstreamId: rt.workstreamId })).cleanupPending).toBe(
+      true,
+    );
 
     // S3: no claim while the debt is unresolved, with a typed error; nothing is written.
     const rowsBefore = (await rt.history()).length;
@@ -55,10 +61,12 @@ describe('structural debt', () => {
 
     // C5: a repair that fails again leaves it poisoned …
     faulty.reject(1, synthesized);
-    expect((await refusal(rt.tw.cancel('tenant-a', rt.workstreamId))).code).toBe(ErrorCode.STORE_ERROR);
+    expect((await refusal(rt.tw.cancel({ tenantId: 'tenant-a', workstreamId: rt.workstreamId }))).code).toBe(
+      ErrorCode.STORE_ERROR,
+    );
     expect((await refusal(rt.send('next'))).code).toBe(ErrorCode.TOOL_CLEANUP_PENDING);
     // … and a retry repairs and unpoisons.
-    expect(await rt.tw.cancel('tenant-a', rt.workstreamId)).toBe(true);
+    expect(await rt.tw.cancel({ tenantId: 'tenant-a', workstreamId: rt.workstreamId })).toBe(true);
     const rows = await rt.history();
     expect(openToolCalls(rows)).toEqual([]);
     expect(rows.filter((r) => r.message.role === 'tool').map((r) => r.message)).toEqual([
@@ -80,7 +88,7 @@ describe('structural debt', () => {
     );
     // The second occurrence is running: its id is already answered once (by the first).
     await nextToolStart(rt, 1);
-    expect(await rt.tw.cancel('tenant-a', rt.workstreamId)).toBe(true);
+    expect(await rt.tw.cancel({ tenantId: 'tenant-a', workstreamId: rt.workstreamId })).toBe(true);
     expect(await turn.done).toMatchObject({ status: 'interrupted', abortReason: 'cancel', synthesized: 2 });
     const rows = await rt.history();
     expect(openToolCalls(rows)).toEqual([]);
@@ -104,7 +112,7 @@ describe('structural debt', () => {
       (e) => e.message.role === 'tool' && e.message.synthesized !== true,
       async () => {
         const aborted = nextEvent(r.tw, r.workstreamId, 'turn_aborted');
-        void r.tw.cancel('tenant-a', r.workstreamId);
+        void r.tw.cancel({ tenantId: 'tenant-a', workstreamId: r.workstreamId });
         await aborted;
         readWhileHeld = await leases.nextRead(300);
       },
@@ -117,14 +125,16 @@ describe('structural debt', () => {
     expect(result).toMatchObject({ status: 'interrupted', abortReason: 'cancel', synthesized: 0 });
     const tools = (await r.history()).flatMap((row) => (row.message.role === 'tool' ? [row.message] : []));
     expect(tools).toEqual([expect.objectContaining({ content: 'landed', effect: 'applied' })]);
-    expect((await r.tw.status('tenant-a', r.workstreamId)).cleanupPending).toBe(false);
+    expect((await r.tw.status({ tenantId: 'tenant-a', workstreamId: r.workstreamId })).cleanupPending).toBe(
+      false,
+    );
   });
 
   it('C5: force cancel on an idle, clean workstream is a silent no-op', async () => {
     rt = await startRuntime();
     await (await rt.send('hello')).done;
     const before = rt.events.length;
-    expect(await rt.tw.cancel('tenant-a', rt.workstreamId)).toBe(false);
+    expect(await rt.tw.cancel({ tenantId: 'tenant-a', workstreamId: rt.workstreamId })).toBe(false);
     expect(rt.events.length).toBe(before);
   });
 
@@ -143,7 +153,9 @@ describe('structural debt', () => {
     const rows = await rt.history();
     expect(rows.map((r) => r.message.role)).toEqual(['user']);
     expect(rt.types()).not.toContain('tool_started');
-    expect((await rt.tw.status('tenant-a', rt.workstreamId)).cleanupPending).toBe(false);
+    expect((await rt.tw.status({ tenantId: 'tenant-a', workstreamId: rt.workstreamId })).cleanupPending).toBe(
+      false,
+    );
     expect((await (await rt.send('again')).done).status).toBe('completed');
   });
 
@@ -151,7 +163,7 @@ describe('structural debt', () => {
     rt = await startRuntime();
     const turn = await rt.send(hangingTool);
     await nextEvent(rt.tw, rt.workstreamId, 'tool_started');
-    const cancelled = rt.tw.cancel('tenant-a', rt.workstreamId);
+    const cancelled = rt.tw.cancel({ tenantId: 'tenant-a', workstreamId: rt.workstreamId });
     // A successor sent the moment the cancel resolves.
     const successor = cancelled.then(() => rt!.send('after the cancel'));
     expect(await cancelled).toBe(true);

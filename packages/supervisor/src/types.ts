@@ -7,12 +7,30 @@ export interface WorkstreamInfo {
   readonly incarnation: string;
 }
 
-export interface SendInput {
+/** Names one workstream of one tenant: the argument of status, history, cancel and close. */
+export interface WorkstreamRef {
   readonly tenantId: string;
   readonly workstreamId: string;
+}
+
+export interface SendInput extends WorkstreamRef {
+  /** The user's message: non-empty, not only whitespace, at most `limits.maxMessageBytes` UTF-8 bytes. */
   readonly content: string;
   /** Who sent it (T1). */
   readonly principal?: string;
+  /**
+   * Aborting it cancels the turn, as `cancel()` does: before the claim, the send is refused
+   * with ABORTED and nothing is written; after it, the turn is force-cancelled.
+   */
+  readonly signal?: AbortSignal;
+}
+
+export interface CompactInput extends WorkstreamRef {
+  /** Rows 1..throughSeq are replaced by one system row holding `summary`. */
+  readonly throughSeq: number;
+  readonly summary: string;
+  /** The summary row's commit key (default: a fresh one). */
+  readonly commitKey?: string;
 }
 
 export interface TurnResult {
@@ -28,11 +46,19 @@ export interface TurnResult {
   readonly workerTerminated: boolean;
 }
 
+/** A claimed turn, before the facade adds `cancel` (engine side). */
+export type ClaimedTurn = Omit<TurnHandle, 'cancel'>;
+
 export interface TurnHandle {
   readonly workstreamId: string;
   readonly generation: number;
   /** Settles when the workstream is idle again (never rejects). */
   readonly done: Promise<TurnResult>;
+  /**
+   * Force-cancels this turn (not a later one): resolves with its result once the workstream
+   * is idle. A turn that already ended is left alone and its result returned.
+   */
+  cancel(): Promise<TurnResult>;
 }
 
 export interface WorkstreamStatus {

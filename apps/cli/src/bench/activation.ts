@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { ActivityClock } from '@turnwarden/clock';
 import { ErrorCode, type HostApi, TurnwardenError } from '@turnwarden/protocol';
 import { sessionWorkerUrl } from '@turnwarden/session';
-import { WorkerPool } from '@turnwarden/supervisor';
+import { WorkerPool } from '@turnwarden/supervisor/testing';
 import { Piscina } from 'piscina';
 import type { BenchContext } from './common.js';
 import { row, type SectionResult, target } from './report.js';

@@ -42,32 +42,36 @@ export class TurnTimeline {
     onToken?: (e: TurnwardenEvent, at: number) => void,
   ): Promise<TurnTimeline> {
     const timeline = new TurnTimeline();
-    timeline.unsubscribe = await tw.subscribe({ tenantId: TENANT, workstreamId }, (e) => {
-      const at = performance.now();
-      if (e.generation === undefined) return;
-      let t = timeline.byGeneration.get(e.generation);
-      if (!t) {
-        t = { tokens: 0 };
-        timeline.byGeneration.set(e.generation, t);
-      }
-      switch (e.type) {
-        case 'token':
-          t.tokens++;
-          t.lastToken = at;
-          onToken?.(e, at);
-          break;
-        case 'watchdog_fired':
-          t.fired ??= at;
-          break;
-        case 'turn_aborted':
-          t.aborted ??= at;
-          break;
-        case 'idle':
-          t.idle ??= at;
-          break;
-        default:
-          break;
-      }
+    timeline.unsubscribe = await tw.subscribe({
+      tenantId: TENANT,
+      workstreamId,
+      listener: (e) => {
+        const at = performance.now();
+        if (e.generation === undefined) return;
+        let t = timeline.byGeneration.get(e.generation);
+        if (!t) {
+          t = { tokens: 0 };
+          timeline.byGeneration.set(e.generation, t);
+        }
+        switch (e.type) {
+          case 'token':
+            t.tokens++;
+            t.lastToken = at;
+            onToken?.(e, at);
+            break;
+          case 'watchdog_fired':
+            t.fired ??= at;
+            break;
+          case 'turn_aborted':
+            t.aborted ??= at;
+            break;
+          case 'idle':
+            t.idle ??= at;
+            break;
+          default:
+            break;
+        }
+      },
     });
     return timeline;
   }

@@ -88,8 +88,12 @@ async function phase(
     });
     let tokens = 0;
     if (load.busy) {
-      await tw.subscribe({ tenantId: TENANT, workstreamId: busy.id }, (e) => {
-        if (e.type === 'token') tokens++;
+      await tw.subscribe({
+        tenantId: TENANT,
+        workstreamId: busy.id,
+        listener: (e) => {
+          if (e.type === 'token') tokens++;
+        },
       });
       // 20 × 10,000 one-character tokens per turn (the message stays under maxMessageBytes);
       // a new turn follows each one until the window ends.
@@ -132,7 +136,7 @@ async function phase(
     const wd = tw.stats().watchdog;
     running = false;
     const samples = probe.stop();
-    if (load.busy) await tw.cancel(TENANT, busy.id);
+    if (load.busy) await tw.cancel({ tenantId: TENANT, workstreamId: busy.id });
     // A busy turn claimed just as the window closed ends with the shutdown below.
     await within(Promise.all(loads), 2_000);
     if (load.busy)
@@ -143,7 +147,7 @@ async function phase(
       );
     }
     if (load.idle) info.push('1,000 idle workstreams');
-    const cancelled = await within(tw.cancel(TENANT, watched.id), 5_000);
+    const cancelled = await within(tw.cancel({ tenantId: TENANT, workstreamId: watched.id }), 5_000);
     if (cancelled === undefined) info.push('heartbeat turn did not cancel within 5 s');
     await within(heartbeat.done, 5_000);
     return {

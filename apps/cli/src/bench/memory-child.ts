@@ -5,7 +5,8 @@
 import { ActivityClock } from '@turnwarden/clock';
 import { ErrorCode, type HostApi, TurnwardenError } from '@turnwarden/protocol';
 import { sessionWorkerUrl } from '@turnwarden/session';
-import { Turnwarden, WorkerPool } from '@turnwarden/supervisor';
+import { Turnwarden } from '@turnwarden/supervisor';
+import { WorkerPool } from '@turnwarden/supervisor/testing';
 import { script, silentLogger, TENANT } from './common.js';
 import { sleep } from './stats.js';
 
@@ -58,10 +59,14 @@ async function startTurns(tw: Turnwarden, ids: readonly string[]): Promise<void>
   const started = ids.map(
     (id) =>
       new Promise<void>((resolve, reject) => {
-        const subscribed = tw.subscribe({ tenantId: TENANT, workstreamId: id }, (e) => {
-          if (e.type !== 'tool_started') return;
-          void subscribed.then((off) => off());
-          resolve();
+        const subscribed = tw.subscribe({
+          tenantId: TENANT,
+          workstreamId: id,
+          listener: (e) => {
+            if (e.type !== 'tool_started') return;
+            void subscribed.then((off) => off());
+            resolve();
+          },
         });
         subscribed.catch(reject);
       }),
@@ -117,14 +122,14 @@ async function measure(cfg: MemoryChildConfig): Promise<MemoryReport> {
     const m3 = await reading();
     spawnRss = (m3.rss - m2.rss) / cfg.active;
     spawnHeap = (m3.heap - m2.heap) / cfg.active;
-    for (const id of activeIds) await tw.cancel(TENANT, id);
+    for (const id of activeIds) await tw.cancel({ tenantId: TENANT, workstreamId: id });
 
     // The same turns again, now on the warm workers they left behind.
     const m4 = await reading();
     await startTurns(tw, activeIds);
     const m5 = await reading();
     warmRss = (m5.rss - m4.rss) / cfg.active;
-    for (const id of activeIds) await tw.cancel(TENANT, id);
+    for (const id of activeIds) await tw.cancel({ tenantId: TENANT, workstreamId: id });
   } finally {
     await tw.shutdown();
   }

@@ -4,7 +4,7 @@
  * turn silent) and every slot stamped since the last poll (every turn streaming).
  */
 import { Activity, ActivityClock, SlotStamp } from '@turnwarden/clock';
-import { Watchdog } from '@turnwarden/supervisor';
+import { Watchdog } from '@turnwarden/supervisor/testing';
 import type { BenchContext } from './common.js';
 import { type Row, row, type SectionResult, target } from './report.js';
 import { median } from './stats.js';

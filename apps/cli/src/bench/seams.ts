@@ -12,7 +12,7 @@ import {
   SeamName,
   seamSync,
 } from '@turnwarden/protocol';
-import { Watchdog } from '@turnwarden/supervisor';
+import { Watchdog } from '@turnwarden/supervisor/testing';
 import type { BenchContext } from './common.js';
 import { row, type SectionResult, target } from './report.js';
 import { median } from './stats.js';

@@ -11,7 +11,7 @@ import { Worker } from 'node:worker_threads';
 import { ActivityClock } from '@turnwarden/clock';
 import { ErrorCode, type HostApi, TurnwardenError } from '@turnwarden/protocol';
 import { sessionWorkerUrl } from '@turnwarden/session';
-import { WorkerPool } from '@turnwarden/supervisor';
+import { WorkerPool } from '@turnwarden/supervisor/testing';
 import type { BenchContext } from './common.js';
 import { row, type SectionResult, target } from './report.js';
 import { median, quantile } from './stats.js';

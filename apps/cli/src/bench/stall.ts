@@ -57,7 +57,7 @@ export async function benchStall(ctx: BenchContext): Promise<Omit<SectionResult,
           const result = await within(handle.done, timeoutMs + pollMs + graceMs + 5_000);
           if (result === undefined) {
             anomalies.push(`turn ${ws.workstreamId}#${handle.generation} did not settle; cancelled`);
-            await tw.cancel(TENANT, ws.workstreamId);
+            await tw.cancel({ tenantId: TENANT, workstreamId: ws.workstreamId });
             continue;
           }
           if (result.status !== 'interrupted' || result.abortReason !== 'watchdog') {

@@ -159,7 +159,11 @@ export async function runDemo(args: DemoArgs, env: DemoEnv): Promise<DemoReport>
     view = liveView;
     for (const ws of plan.workstreams) {
       await runtime.createWorkstream({ tenantId: DEMO_TENANT, workstreamId: ws.id });
-      await runtime.subscribe({ tenantId: DEMO_TENANT, workstreamId: ws.id }, (ev) => liveView.event(ev));
+      await runtime.subscribe({
+        tenantId: DEMO_TENANT,
+        workstreamId: ws.id,
+        listener: (ev) => liveView.event(ev),
+      });
     }
     stop.addEventListener('abort', onStop, { once: true });
     liveView.start();

@@ -12,8 +12,12 @@ const tw = await Turnwarden.start({
   logger: pino({ level: 'silent' }),
 });
 await tw.createWorkstream({ tenantId: 'tenant-a', workstreamId: 'ws-1' });
-await tw.subscribe({ tenantId: 'tenant-a', workstreamId: 'ws-1' }, (e) => {
-  if (e.type === 'tool_started' && e.data.callIndex === 1) process.stdout.write('IN_TOOL_DEBT\n');
+await tw.subscribe({
+  tenantId: 'tenant-a',
+  workstreamId: 'ws-1',
+  listener: (e) => {
+    if (e.type === 'tool_started' && e.data.callIndex === 1) process.stdout.write('IN_TOOL_DEBT\n');
+  },
 });
 await tw.send({
   tenantId: 'tenant-a',

@@ -1,7 +1,8 @@
 import { openSqliteStore, type Store } from '@turnwarden/store';
 import { delayedStore } from '@turnwarden/store/testing';
 import { pino } from 'pino';
-import { Turnwarden, type TurnwardenEvent, type TurnwardenOptions } from '../index.js';
+import type { Turnwarden, TurnwardenEvent, TurnwardenOptions } from '../index.js';
+import { startForTesting, type TestSeams } from '../testing.js';
 
 /**
  * `TURNWARDEN_TEST_STORE=delayed`: every store a test starts the runtime with delays every
@@ -41,7 +42,15 @@ export function script(...steps: unknown[]): string {
  * Starts a runtime with fast watchdog settings, capturing logs and events, on workstream ws-1 of
  * tenant-a (created, unless `existing`: a store that already has it).
  */
-export async function startRuntime(options: TurnwardenOptions = {}, { existing = false } = {}) {
+export async function startRuntime(options: TurnwardenOptions & TestSeams = {}, { existing = false } = {}) {
+  const { hooks, now, harness, manualWatchdog, timers, ...rest } = options;
+  const seams: TestSeams = {
+    ...(hooks ? { hooks } : {}),
+    ...(now ? { now } : {}),
+    ...(harness ? { harness } : {}),
+    ...(manualWatchdog ? { manualWatchdog } : {}),
+    ...(timers ? { timers } : {}),
+  };
   const logs: LogLine[] = [];
   const logWaiters: { msg: string; resolve: (l: LogLine) => void }[] = [];
   const logger = pino(
@@ -59,20 +68,23 @@ export async function startRuntime(options: TurnwardenOptions = {}, { existing =
   );
   /** Resolves when a log line with this message is written (deterministic: no polling). */
   const waitForLog = (msg: string) => new Promise<LogLine>((resolve) => logWaiters.push({ msg, resolve }));
-  const store = testStore(options.store);
-  const tw = await Turnwarden.start({
-    ...FAST,
-    pluginModules: [PLUGIN],
-    ...options,
-    ...(store === undefined ? {} : { store }),
-    logger,
-  });
+  const store = testStore(rest.store);
+  const tw = await startForTesting(
+    {
+      ...FAST,
+      pluginModules: [PLUGIN],
+      ...rest,
+      ...(store === undefined ? {} : { store }),
+      logger,
+    },
+    seams,
+  );
   const workstreamId = 'ws-1';
   if (!existing) await tw.createWorkstream({ tenantId: 'tenant-a', workstreamId });
   const events: TurnwardenEvent[] = [];
-  await tw.subscribe({ tenantId: 'tenant-a', workstreamId }, (e) => events.push(e));
+  await tw.subscribe({ tenantId: 'tenant-a', workstreamId, listener: (e) => events.push(e) });
   const send = (content: string) => tw.send({ tenantId: 'tenant-a', workstreamId, content });
-  const history = () => tw.history('tenant-a', workstreamId);
+  const history = () => tw.history({ tenantId: 'tenant-a', workstreamId });
   const logged = (msg: string) => logs.filter((l) => l.msg === msg);
   const types = () => events.map((e) => e.type);
   return { tw, logs, events, workstreamId, send, history, logged, types, waitForLog };
@@ -88,11 +100,15 @@ export function nextEvent(
   return new Promise((resolve, reject) => {
     let seen = false;
     // Registration is synchronous: an event emitted right after this call is not missed.
-    const subscribed = tw.subscribe({ tenantId, workstreamId }, (e) => {
-      if (seen || e.type !== type) return;
-      seen = true;
-      void subscribed.then((off) => off());
-      resolve(e);
+    const subscribed = tw.subscribe({
+      tenantId,
+      workstreamId,
+      listener: (e) => {
+        if (seen || e.type !== type) return;
+        seen = true;
+        void subscribed.then((off) => off());
+        resolve(e);
+      },
     });
     subscribed.catch(reject);
   });

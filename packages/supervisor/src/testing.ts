@@ -1,0 +1,21 @@
+/**
+ * @turnwarden/supervisor/testing — not for hosts. The runtime's building blocks (the worker
+ * pool, the watchdog, the event hub, the configuration resolver) for benchmarks and tools, and
+ * the seams tests and the interleaving harness drive: injected time and timers, watchdog hooks,
+ * a watchdog polled by hand, the harness link.
+ */
+export { DEFAULT_CONFIG, resolveConfig } from './config.js';
+export { EventHub } from './events.js';
+export type { PoolOptions, WorkerHandle } from './pool.js';
+export { WorkerPool } from './pool.js';
+export type { TestControls, TestSeams } from './runtime.js';
+export { startForTesting, testControls } from './runtime.js';
+export type { CancelTimer, Timers } from './timers.js';
+export type {
+  StallBound,
+  StallInfo,
+  WatchdogDelegate,
+  WatchdogHooks,
+  WatchedTurn,
+} from './watchdog.js';
+export { Watchdog } from './watchdog.js';
