@@ -55,7 +55,12 @@ export class AbortProtocol implements WatchdogDelegate {
       },
       LogMessage.fired,
     );
-    this.host.events.emit(info.workstreamId, 'watchdog_fired', info.generation, { ...info });
+    // What a host can act on; the clock slot and the sampled version stay inside.
+    this.host.events.emit(info.workstreamId, 'watchdog_fired', info.generation, {
+      bound: info.bound,
+      idleMs: info.idleMs,
+      lastActivity: info.lastActivity,
+    });
     if (mutated(Mutation.publishBeforeCommit)) {
       log.error({ idleMs: info.idleMs }, LogMessage.aborted);
     }

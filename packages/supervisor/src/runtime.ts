@@ -50,7 +50,7 @@ import type { WatchdogHooks, WatchdogStats } from './watchdog.js';
 export interface TurnwardenOptions extends SupervisorConfigInput {
   /** A store, or where to open the SQLite one (default `:memory:`). */
   readonly store?: Store | { readonly path: string };
-  /** A pino logger for the supervisor's logs (see docs/operations.md). Default: `logLevel`. */
+  /** A pino logger for the supervisor's logs (messages: packages/supervisor/README.md). Default: `logLevel`. */
   readonly logger?: Logger;
   /**
    * Without `logger`: the level of a JSON logger on stderr, or `silent` (the default, so
