@@ -124,8 +124,15 @@ export type ControlMessage = {
 
 /** Worker → supervisor, raw on the control port. */
 export type WorkerEvent =
-  /** The worker loaded its registry and serves WorkerApi. */
-  | { readonly t: 'ready'; readonly workerId: number }
+  /** The worker loaded its registry and serves WorkerApi; the names it can run. */
+  | {
+      readonly t: 'ready';
+      readonly workerId: number;
+      readonly models: readonly string[];
+      readonly tools: readonly string[];
+    }
+  /** The worker cannot start (its registry was refused): the error, then it exits. */
+  | { readonly t: 'fatal'; readonly error: WireError }
   | {
       readonly t: 'state';
       readonly generation: number;

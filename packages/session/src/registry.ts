@@ -18,23 +18,50 @@ interface PluginModule {
   readonly models?: readonly ModelProvider[];
 }
 
+function refuse(field: string, message: string, cause?: unknown): TurnwardenError {
+  return new TurnwardenError(ErrorCode.INVALID_CONFIG, `${field} ${message}`, {
+    details: { field },
+    ...(cause === undefined ? {} : { cause }),
+  });
+}
+
+/**
+ * Loads the built-ins and every plugin module, in order. Refused with INVALID_CONFIG naming
+ * `pluginModules[i]`: a module that fails to load, exports neither `tools` nor `models`, exports
+ * an entry without a name and a `run` / `stream` function, or reuses a tool or model name (a
+ * plugin never silently replaces a built-in or another plugin's tool).
+ */
 export async function loadRegistry(pluginModules: readonly string[]): Promise<Registry> {
   const models = new Map<string, ModelProvider>();
   const tools = new Map<string, Tool>();
   const scripted = createScriptedModel();
   models.set(scripted.name, scripted);
   for (const tool of demoTools()) tools.set(tool.name, tool);
-  for (const specifier of pluginModules) {
+  for (const [i, specifier] of pluginModules.entries()) {
+    const field = `pluginModules[${i}]`;
     let mod: PluginModule;
     try {
       mod = (await import(specifier)) as PluginModule;
     } catch (e) {
-      throw new TurnwardenError(ErrorCode.INVALID_CONFIG, `plugin module ${specifier} failed to load`, {
-        cause: e,
-      });
+      throw refuse(field, `(${specifier}) failed to load: ${(e as Error).message}`, e);
     }
-    for (const tool of mod.tools ?? []) tools.set(tool.name, tool);
-    for (const model of mod.models ?? []) models.set(model.name, model);
+    if (!Array.isArray(mod.tools) && !Array.isArray(mod.models)) {
+      throw refuse(field, `(${specifier}) exports neither a tools nor a models array`);
+    }
+    for (const tool of mod.tools ?? []) {
+      if (typeof tool?.name !== 'string' || tool.name === '' || typeof tool.run !== 'function') {
+        throw refuse(field, `(${specifier}) exports a tool without a name and a run function`);
+      }
+      if (tools.has(tool.name)) throw refuse(field, `(${specifier}) exports a second tool named ${tool.name}`);
+      tools.set(tool.name, tool);
+    }
+    for (const model of mod.models ?? []) {
+      if (typeof model?.name !== 'string' || model.name === '' || typeof model.stream !== 'function') {
+        throw refuse(field, `(${specifier}) exports a model without a name and a stream function`);
+      }
+      if (models.has(model.name)) throw refuse(field, `(${specifier}) exports a second model named ${model.name}`);
+      models.set(model.name, model);
+    }
   }
   return { models, tools };
 }

@@ -18,7 +18,7 @@ import type {
   WorkerEvent,
   WorkerInit,
 } from '@turnwarden/protocol';
-import { client, ErrorCode, goneSignal, serve, TurnwardenError } from '@turnwarden/protocol';
+import { client, ErrorCode, goneSignal, serve, TurnwardenError, toWire } from '@turnwarden/protocol';
 import { lowerThreadPriority } from './priority.js';
 import { loadRegistry } from './registry.js';
 import { installWorkerSeams, type WorkerHarnessChannel } from './seam-client.js';
@@ -37,7 +37,15 @@ const boot = workerData as WorkerBoot;
 if (boot.nice) lowerThreadPriority(boot.nice);
 const stamp = new SlotStamp(boot.clock, boot.slot);
 if (boot.harness) installWorkerSeams(boot.harness);
-const registry = await loadRegistry(boot.pluginModules);
+let registry: Awaited<ReturnType<typeof loadRegistry>>;
+try {
+  registry = await loadRegistry(boot.pluginModules);
+} catch (e) {
+  // Typed, so the supervisor's start fails with INVALID_CONFIG naming the plugin module.
+  boot.control.postMessage({ t: 'fatal', error: toWire(e) } satisfies WorkerEvent);
+  boot.control.close();
+  throw e;
+}
 const { gone, markGone } = goneSignal();
 boot.hostRpc.on('close', () => markGone('supervisor port closed'));
 const host = client<HostApi>(boot.hostRpc, gone);
@@ -130,4 +138,4 @@ const api: WorkerApi = {
 };
 
 serve(boot.workerRpc, api);
-emit({ t: 'ready', workerId: boot.workerId });
+emit({ t: 'ready', workerId: boot.workerId, models: [...registry.models.keys()], tools: [...registry.tools.keys()] });

@@ -60,14 +60,55 @@ describe('configuration', () => {
     const logs: string[] = [];
     const e = await refusal(
       Turnwarden.start({
-        pluginModules: [new URL('./test-support/broken-plugin.mjs', import.meta.url).href],
+        pluginModules: [new URL('./test-support/exiting-plugin.mjs', import.meta.url).href],
         pool: { maxWorkers: 2, warmWorkers: 2 },
         logger: pino({ level: 'error' }, { write: (s: string) => void logs.push(JSON.parse(s).msg) }),
       }),
     );
     expect(e.code).toBe(ErrorCode.WORKER_EXITED);
     expect(e.message).toMatch(/session workers fail to start/);
-    expect(logs).toContain('session worker crashed');
+  });
+
+  it('T5: plugin modules that throw, export nothing usable or reuse a tool name, and unknown models, are refused at start with INVALID_CONFIG naming the field', async () => {
+    const plugin = (name: string) => new URL(`./test-support/${name}`, import.meta.url).href;
+    const cases: [Parameters<typeof Turnwarden.start>[0], string, RegExp][] = [
+      [
+        { pluginModules: [plugin('broken-plugin.mjs')] },
+        'pluginModules[0]',
+        /failed to load: this plugin is broken/,
+      ],
+      [
+        { pluginModules: [plugin('empty-plugin.mjs')] },
+        'pluginModules[0]',
+        /exports neither a tools nor a models array/,
+      ],
+      [
+        { pluginModules: [plugin('model-plugin.mjs'), plugin('duplicate-tool-plugin.mjs')] },
+        'pluginModules[1]',
+        /a second tool named echo/,
+      ],
+      [{ model: 'no-such-model' }, 'model', /model no-such-model is not provided.*available: scripted/],
+      // With no warm worker, a probe worker checks the same at start, not at the first turn.
+      [{ model: 'no-such-model', pool: { warmWorkers: 0 } }, 'model', /not provided/],
+      [
+        { pluginModules: [plugin('empty-plugin.mjs')], pool: { warmWorkers: 0 } },
+        'pluginModules[0]',
+        /neither/,
+      ],
+    ];
+    for (const [options, field, message] of cases) {
+      const e = await refusal(Turnwarden.start({ ...options, pool: { maxWorkers: 2, ...options?.pool } }));
+      expect([field, e.code, e.details]).toEqual([field, ErrorCode.INVALID_CONFIG, { field }]);
+      expect(e.message).toMatch(message);
+    }
+    // A model a plugin provides is accepted by name.
+    const tw = await Turnwarden.start({
+      model: 'tiny',
+      pluginModules: [plugin('model-plugin.mjs')],
+      pool: { maxWorkers: 1 },
+    });
+    expect(tw.config.model).toBe('tiny');
+    await tw.shutdown();
   });
 
   it('start() refuses a bad configuration before anything starts', async () => {

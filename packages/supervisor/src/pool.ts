@@ -7,7 +7,7 @@
 import type { HarnessLink, HostApi } from '@turnwarden/protocol';
 import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
 import type { Logger } from 'pino';
-import { spawnSessionWorker } from './spawn.js';
+import { type Catalogue, spawnSessionWorker } from './spawn.js';
 import { LoopTurns } from './turns.js';
 import type { WorkerHandle } from './worker-handle.js';
 
@@ -62,15 +62,25 @@ export class WorkerPool {
   private crashed = 0;
   private failedStarts = 0;
   private retired = 0;
+  /** What the workers can run, from the first one ready. */
+  catalogue: Catalogue | undefined;
   private readonly loop = new LoopTurns();
 
   constructor(private readonly opts: PoolOptions) {
     this.freeSlots = Array.from({ length: opts.maxWorkers }, (_, i) => opts.maxWorkers - 1 - i);
   }
 
-  /** Spawns the warm workers and waits until they serve. */
+  /**
+   * Spawns the warm workers and waits until they serve. With no warm worker, one is started
+   * and stopped, so a plugin module that cannot load fails here, not at the first turn.
+   */
   async start(): Promise<void> {
     try {
+      if (this.opts.warmWorkers === 0 && this.freeSlots.length > 0) {
+        const probe = this.spawn();
+        await probe.ready;
+        await this.terminate(probe);
+      }
       while (this.warm.length < this.opts.warmWorkers && this.freeSlots.length > 0) {
         const batch: Promise<void>[] = [];
         while (
@@ -244,8 +254,9 @@ export class WorkerPool {
     this.spawned++;
     const log = this.opts.logger.child({ workerId: id, slot });
     const h = spawnSessionWorker(this.opts, id, slot, {
-      ready: () => {
+      ready: (_h, catalogue) => {
         this.failedStarts = 0;
+        this.catalogue ??= catalogue;
       },
       startTimedOut: () => {
         this.failedStarts++;

@@ -185,11 +185,22 @@ export class Turnwarden {
       // Nothing may keep running after a failed start: the pool closed itself; undo the rest.
       if (harness) detachSeamController(harness.controller);
       if (given === undefined) await store.close();
-      // A worker that exits is WORKER_EXITED; one that never becomes ready is TIMEOUT.
+      // A plugin module refused by the workers' registry names its field; a worker that exits
+      // is WORKER_EXITED; one that never becomes ready is TIMEOUT.
+      if (isTurnwardenError(e, ErrorCode.INVALID_CONFIG)) throw e;
       throw new TurnwardenError(
         isTurnwardenError(e, ErrorCode.TIMEOUT) ? ErrorCode.TIMEOUT : ErrorCode.WORKER_EXITED,
         'session workers fail to start (the worker error is logged; check pluginModules)',
         { cause: e },
+      );
+    }
+    const models = tw.engine.pool.catalogue?.models ?? [];
+    if (!models.includes(config.model)) {
+      await tw.shutdown();
+      throw new TurnwardenError(
+        ErrorCode.INVALID_CONFIG,
+        `model ${config.model} is not provided by the built-ins or pluginModules (available: ${models.join(', ')})`,
+        { details: { field: 'model' } },
       );
     }
     try {

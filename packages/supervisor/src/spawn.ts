@@ -13,13 +13,20 @@ import type {
   WorkerApi,
   WorkerEvent,
 } from '@turnwarden/protocol';
-import { client, ErrorCode, goneSignal, serve, TurnwardenError } from '@turnwarden/protocol';
+import { client, ErrorCode, fromWire, goneSignal, serve, TurnwardenError } from '@turnwarden/protocol';
 import { ARG, DECISION, Decision, RELEASED } from '@turnwarden/session';
 import type { PoolOptions } from './pool.js';
 import { WorkerHandle } from './worker-handle.js';
 
+/** The model and tool names a worker's registry holds (the same in every worker). */
+export interface Catalogue {
+  readonly models: readonly string[];
+  readonly tools: readonly string[];
+}
+
 export interface SpawnCallbacks {
-  ready(h: WorkerHandle): void;
+  /** The worker serves its API; `catalogue` is what its registry can run. */
+  ready(h: WorkerHandle, catalogue: Catalogue): void;
   startTimedOut(h: WorkerHandle): void;
   crashed(h: WorkerHandle): void;
   /** After the handle is dead and its ports closed; the slot is free again. */
@@ -123,8 +130,14 @@ export function spawnSessionWorker(
     h.received();
     if (event.t === 'ready') {
       clearTimeout(startTimer);
-      on.ready(h);
+      on.ready(h, { models: event.models, tools: event.tools });
       markReady();
+      return;
+    }
+    if (event.t === 'fatal') {
+      // Its registry was refused (a plugin module): the typed reason, before the exit.
+      clearTimeout(startTimer);
+      failReady(fromWire(event.error));
       return;
     }
     if (event.t === 'log') {

@@ -1,0 +1,9 @@
+// A plugin module that provides a model by name (never streamed by the tests that load it).
+export const models = [
+  {
+    name: 'tiny',
+    async *stream() {
+      yield { t: 'text', text: 'hi' };
+    },
+  },
+];
