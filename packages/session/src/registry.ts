@@ -52,14 +52,16 @@ export async function loadRegistry(pluginModules: readonly string[]): Promise<Re
       if (typeof tool?.name !== 'string' || tool.name === '' || typeof tool.run !== 'function') {
         throw refuse(field, `(${specifier}) exports a tool without a name and a run function`);
       }
-      if (tools.has(tool.name)) throw refuse(field, `(${specifier}) exports a second tool named ${tool.name}`);
+      if (tools.has(tool.name))
+        throw refuse(field, `(${specifier}) exports a second tool named ${tool.name}`);
       tools.set(tool.name, tool);
     }
     for (const model of mod.models ?? []) {
       if (typeof model?.name !== 'string' || model.name === '' || typeof model.stream !== 'function') {
         throw refuse(field, `(${specifier}) exports a model without a name and a stream function`);
       }
-      if (models.has(model.name)) throw refuse(field, `(${specifier}) exports a second model named ${model.name}`);
+      if (models.has(model.name))
+        throw refuse(field, `(${specifier}) exports a second model named ${model.name}`);
       models.set(model.name, model);
     }
   }

@@ -138,4 +138,9 @@ const api: WorkerApi = {
 };
 
 serve(boot.workerRpc, api);
-emit({ t: 'ready', workerId: boot.workerId, models: [...registry.models.keys()], tools: [...registry.tools.keys()] });
+emit({
+  t: 'ready',
+  workerId: boot.workerId,
+  models: [...registry.models.keys()],
+  tools: [...registry.tools.keys()],
+});
