@@ -3,7 +3,7 @@ export const models = [
   {
     name: 'tiny',
     async *stream() {
-      yield { t: 'text', text: 'hi' };
+      yield { type: 'text', text: 'hi' };
     },
   },
 ];
