@@ -54,6 +54,8 @@ export interface TurnRequest {
   readonly input: UserMessage;
   /** Name of the model provider (the built-in one is `scripted`). */
   readonly model: string;
+  /** The tools offered this turn (the send's allow-list); absent: every registered tool. */
+  readonly tools?: readonly string[];
   readonly limits: TurnLimits;
   /** The session's machine, claimed for this turn: the worker restores it and drives it. */
   readonly snapshot: SessionSnapshotData;

@@ -122,7 +122,10 @@ const api: WorkerApi = {
         },
         emit,
         model,
-        tools: registry.tools,
+        // A call to a tool outside the send's allow-list is an unknown tool (T6).
+        tools: req.tools
+          ? new Map([...registry.tools].filter(([name]) => req.tools!.includes(name)))
+          : registry.tools,
         abort: turn.abort,
         abortReason: () => turn.reason,
       });

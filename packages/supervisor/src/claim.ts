@@ -42,6 +42,7 @@ export interface ClaimInput {
   readonly workstreamId: string;
   readonly content: string;
   readonly principal?: string;
+  readonly tools?: readonly string[];
 }
 
 function deferred<T>(): { promise: Promise<T>; resolve: (v: T) => void } {
@@ -55,7 +56,7 @@ function deferred<T>(): { promise: Promise<T>; resolve: (v: T) => void } {
 /** Claims a turn (input and ownership already checked) and dispatches it. */
 export async function claim(host: ClaimHost, rec: SessionRecord, input: ClaimInput): Promise<ClaimedTurn> {
   const admitted = await rec.run(() => admit(host, rec, input));
-  dispatch(host, rec, admitted);
+  dispatch(host, rec, admitted, input.tools);
   return { workstreamId: input.workstreamId, generation: admitted.turn.generation, done: admitted.turn.done };
 }
 
@@ -170,7 +171,12 @@ interface Admitted {
   readonly claimed: SessionSnapshotData;
 }
 
-function dispatch(host: ClaimHost, rec: SessionRecord, admitted: Admitted): void {
+function dispatch(
+  host: ClaimHost,
+  rec: SessionRecord,
+  admitted: Admitted,
+  tools: readonly string[] | undefined,
+): void {
   const { turn, history, user, claimed } = admitted;
   const { workstreamId, generation } = turn;
   host.events.emit(workstreamId, 'turn_started', generation, { workerId: turn.worker.id });
@@ -186,6 +192,7 @@ function dispatch(host: ClaimHost, rec: SessionRecord, admitted: Admitted): void
         history,
         input: user,
         model: host.config.model,
+        ...(tools ? { tools } : {}),
         limits: {
           maxModelSteps: host.config.limits.maxModelSteps,
           maxToolArgBytes: host.config.limits.maxToolArgBytes,

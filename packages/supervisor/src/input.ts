@@ -6,7 +6,7 @@ import type { CompactInput, SendInput } from './types.js';
 
 const ID_RE = /^[A-Za-z0-9._:-]{1,128}$/;
 const REF_FIELDS = ['tenantId', 'workstreamId'] as const;
-const SEND_FIELDS: readonly string[] = [...REF_FIELDS, 'content', 'principal', 'signal'];
+const SEND_FIELDS: readonly string[] = [...REF_FIELDS, 'content', 'principal', 'signal', 'tools'];
 const COMPACT_FIELDS: readonly string[] = [...REF_FIELDS, 'throughSeq', 'summary', 'commitKey'];
 
 export function invalid(message: string, field: string): TurnwardenError {
@@ -44,7 +44,26 @@ function checkText(value: unknown, field: string, maxBytes: number): void {
   if (Buffer.byteLength(value, 'utf8') > maxBytes) throw invalid(`${field} exceeds ${maxBytes} bytes`, field);
 }
 
-export function checkSendInput(input: SendInput, limits: LimitsConfig, model: string): void {
+/** A send's tool allow-list: distinct names, each registered (`known`: what the workers hold). */
+function checkToolNames(tools: unknown, known: readonly string[] | undefined): void {
+  if (!Array.isArray(tools)) throw invalid('tools must be an array of tool names', 'tools');
+  const seen = new Set<string>();
+  for (const name of tools) {
+    if (typeof name !== 'string' || name.length === 0)
+      throw invalid('tools must be an array of tool names', 'tools');
+    if (seen.has(name)) throw invalid(`tools names ${name} twice`, 'tools');
+    if (known && !known.includes(name))
+      throw invalid(`tools names ${name}, which is not registered`, 'tools');
+    seen.add(name);
+  }
+}
+
+export function checkSendInput(
+  input: SendInput,
+  limits: LimitsConfig,
+  model: string,
+  known?: readonly string[],
+): void {
   checkFields(input, SEND_FIELDS, 'send');
   checkId(input.tenantId, 'tenantId');
   checkId(input.workstreamId, 'workstreamId');
@@ -52,6 +71,7 @@ export function checkSendInput(input: SendInput, limits: LimitsConfig, model: st
   if (input.signal !== undefined && !(input.signal instanceof AbortSignal)) {
     throw invalid('signal must be an AbortSignal', 'signal');
   }
+  if (input.tools !== undefined) checkToolNames(input.tools, known);
   checkText(input.content, 'content', limits.maxMessageBytes);
   if (model === 'scripted') parseScript(input.content); // INVALID_SCRIPT, nothing written
 }

@@ -327,6 +327,42 @@ describe('input', () => {
     ]);
   });
 
+  it('T6 T5: a send’s tool allow-list: only those tools run, any other call is an unknown tool; an unregistered name is refused', async () => {
+    rt = await startRuntime();
+    const ref = { tenantId: 'tenant-a', workstreamId: rt.workstreamId };
+    const content = script(
+      {
+        tools: [
+          { name: 'echo', args: { text: 'allowed' } },
+          { name: 'sleep', args: { ms: 1 } },
+        ],
+      },
+      { text: 'done' },
+    );
+    const result = await (await rt.tw.send({ ...ref, content, tools: ['echo'] })).done;
+    expect(result.status).toBe('completed');
+    const tools = (await rt.history()).filter((r) => r.message.role === 'tool').map((r) => r.message);
+    expect(tools).toEqual([
+      expect.objectContaining({ callIndex: 0, isError: false, effect: 'applied', content: 'allowed' }),
+      expect.objectContaining({
+        callIndex: 1,
+        isError: true,
+        effect: 'none',
+        content: 'unknown tool: sleep',
+      }),
+    ]);
+    // Without a list every registered tool runs.
+    await (await rt.tw.send({ ...ref, content })).done;
+    const last = (await rt.history()).filter((r) => r.message.role === 'tool').at(-1)!.message;
+    expect(last).toMatchObject({ callIndex: 1, isError: false, effect: 'applied' });
+    const rows = (await rt.history()).length;
+    for (const bad of [['no_such_tool'], ['echo', 'echo'], [''], 'echo']) {
+      const e = await refusal(rt.tw.send({ ...ref, content: 'hi', tools: bad as never }));
+      expect([bad, e.code, e.details]).toEqual([bad, ErrorCode.INVALID_INPUT, { field: 'tools' }]);
+    }
+    expect((await rt.history()).length).toBe(rows);
+  });
+
   it('T3: a message into an in-flight turn is refused (another user or the same), with a retryable TURN_IN_PROGRESS', async () => {
     rt = await startRuntime();
     const turn = await rt.tw.send({

@@ -324,7 +324,7 @@ export class Turnwarden {
   send(input: SendInput): Promise<TurnHandle> {
     return this.tracked(async () => {
       this.assertOpen();
-      checkSendInput(input, this.config.limits, this.config.model);
+      checkSendInput(input, this.config.limits, this.config.model, this.engine.pool.catalogue?.tools);
       await this.owned(input.tenantId, input.workstreamId);
       const { signal, ...claim } = input;
       if (signal?.aborted) throw aborted();

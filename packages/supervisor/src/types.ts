@@ -19,6 +19,12 @@ export interface SendInput extends WorkstreamRef {
   /** Who sent it (T1). */
   readonly principal?: string;
   /**
+   * The tools this turn may use, by name (default: every registered tool). The model is
+   * offered only these; a call to any other is answered as an unknown tool (T6). Each name must
+   * be registered, or the send is refused with INVALID_INPUT (field `tools`).
+   */
+  readonly tools?: readonly string[];
+  /**
    * Aborting it cancels the turn, as `cancel()` does: before the claim, the send is refused
    * with ABORTED and nothing is written; after it, the turn is force-cancelled.
    */
