@@ -9,6 +9,8 @@ export const Activity = {
   toolResult: 6,
   journal: 7,
   armed: 8,
+  /** A model provider's heartbeat: waiting on a live request without output yet. */
+  modelHeartbeat: 9,
 } as const;
 export type Activity = (typeof Activity)[keyof typeof Activity];
 

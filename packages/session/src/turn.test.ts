@@ -82,6 +82,37 @@ describe('turn loop', () => {
     expect(trace.filter((x) => x === Activity.turnEntry)).toHaveLength(1);
   });
 
+  it('L1: a model’s heartbeat is stamped as a model heartbeat, a tool’s as a tool heartbeat', async () => {
+    const trace: Trace = [];
+    const model: ModelProvider = {
+      name: 'stub',
+      async *stream(_req, ctx) {
+        ctx.heartbeat(); // waiting on a live request, no output yet
+        trace.push('model heartbeat');
+        yield callOf('c1', 'slow', '{}');
+      },
+    };
+    const slow = tool('slow', async (_args, ctx) => {
+      ctx.heartbeat();
+      trace.push('tool heartbeat');
+      return 'ok';
+    });
+    await runTurn(request({ limits: { maxModelSteps: 1, maxToolArgBytes: 64 } }), {
+      touch: (code) => {
+        trace.push(code);
+        return true;
+      },
+      journal: async (r) => ({ seqs: r.entries.map((_, i) => i + 1) }),
+      emit: () => {},
+      model,
+      tools: new Map([['slow', slow]]),
+      abort: new AbortController(),
+      abortReason: () => undefined,
+    });
+    expect(trace[trace.indexOf('model heartbeat') - 1]).toBe(Activity.modelHeartbeat);
+    expect(trace[trace.indexOf('tool heartbeat') - 1]).toBe(Activity.toolHeartbeat);
+  });
+
   it('P6: every row the turn journals carries its generation and its lease fencing token', async () => {
     const { journaled } = await drive(
       [[callOf('c1', 'echo', '{}')], [{ type: 'text', text: 'ok' }]],

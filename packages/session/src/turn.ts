@@ -87,7 +87,9 @@ export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<LoopOut
       deps.abort.abort(new TurnwardenError(ErrorCode.TURN_ABORTED, 'turn aborted: abort committed'));
     }
   };
-  const heartbeat = () => progress(Activity.toolHeartbeat);
+  // Each caller's heartbeat says who made the progress (the watchdog's log names it).
+  const toolHeartbeat = () => progress(Activity.toolHeartbeat);
+  const modelHeartbeat = () => progress(Activity.modelHeartbeat);
   // Journal requests in flight. An aborted step is abandoned, but the turn answers only once
   // every request it made has its answer: the supervisor then learns the outcome after the rows
   // (on another port, so otherwise in either order).
@@ -129,7 +131,7 @@ export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<LoopOut
           const streamed = await streamAssistant(
             deps.model,
             { history, tools: toolSpecs },
-            { signal, heartbeat },
+            { signal, heartbeat: modelHeartbeat },
             {
               onText: (text) => {
                 seamSync(SeamName.workerStreamEvent, generation, 'text');
@@ -170,7 +172,7 @@ export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<LoopOut
             maxToolArgBytes: req.limits.maxToolArgBytes,
             workstreamId: req.workstreamId,
             signal,
-            heartbeat,
+            heartbeat: toolHeartbeat,
             onStart: () => {
               started.push(callIndex);
               progress(Activity.toolStart);
