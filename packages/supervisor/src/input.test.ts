@@ -137,3 +137,63 @@ describe('one object argument per call', () => {
     );
   });
 });
+
+describe('a send’s tool allow-list', () => {
+  const limits = { maxModelSteps: 4, maxToolArgBytes: 64, maxMessageBytes: 64 };
+  const ok = { tenantId: 't', workstreamId: 'ws', content: 'hi' };
+  const known = ['echo', 'sleep'];
+
+  it('T5: an array of distinct registered names; each refusal names the field and says why', () => {
+    expect(() => checkSendInput({ ...ok, tools: ['echo'] }, limits, 'scripted', known)).not.toThrow();
+    expect(() => checkSendInput({ ...ok, tools: [] }, limits, 'scripted', known)).not.toThrow();
+    // Before the workers reported their catalogue, only the shape is checked.
+    expect(() => checkSendInput({ ...ok, tools: ['anything'] }, limits, 'scripted')).not.toThrow();
+    const cases: [unknown, string][] = [
+      ['echo', 'tools must be an array of tool names'],
+      [[3], 'tools must be an array of tool names'],
+      [[''], 'tools must be an array of tool names'],
+      [['echo', 'echo'], 'tools names echo twice'],
+      [['nope'], 'tools names nope, which is not registered'],
+    ];
+    for (const [tools, message] of cases) {
+      expect(
+        refusal(() => checkSendInput({ ...ok, tools: tools as never }, limits, 'scripted', known)),
+      ).toEqual({
+        code: ErrorCode.INVALID_INPUT,
+        message,
+        details: { field: 'tools' },
+      });
+    }
+  });
+
+  it('T5: each refusal of a send’s signal or a compact’s reference and range says what and which field', () => {
+    expect(refusal(() => checkSendInput({ ...ok, signal: 'abort' as never }, limits, 'scripted'))).toEqual({
+      code: ErrorCode.INVALID_INPUT,
+      message: 'signal must be an AbortSignal',
+      details: { field: 'signal' },
+    });
+    const good = { tenantId: 't', workstreamId: 'ws', throughSeq: 1, summary: 's' };
+    expect(refusal(() => checkCompactInput({ ...good, tenantId: '' }, limits)).details).toEqual({
+      field: 'tenantId',
+    });
+    expect(refusal(() => checkCompactInput({ ...good, workstreamId: '/' }, limits)).details).toEqual({
+      field: 'workstreamId',
+    });
+    expect(refusal(() => checkCompactInput({ ...good, throughSeq: 0 }, limits))).toEqual({
+      code: ErrorCode.INVALID_INPUT,
+      message: 'throughSeq must be a positive integer',
+      details: { field: 'throughSeq' },
+    });
+  });
+
+  it('T5: compact’s commitKey must be a non-empty string when given', () => {
+    const good = { tenantId: 't', workstreamId: 'ws', throughSeq: 1, summary: 's' };
+    for (const commitKey of ['', 7, null]) {
+      expect(refusal(() => checkCompactInput({ ...good, commitKey } as never, limits))).toEqual({
+        code: ErrorCode.INVALID_INPUT,
+        message: 'commitKey must be a non-empty string',
+        details: { field: 'commitKey' },
+      });
+    }
+  });
+});
