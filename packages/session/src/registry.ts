@@ -25,6 +25,25 @@ function refuse(field: string, message: string, cause?: unknown): TurnwardenErro
   });
 }
 
+/** Adds a plugin's entries of one kind: each named, with its function, and a name not yet taken. */
+function addAll<T extends { readonly name: string }>(
+  into: Map<string, T>,
+  entries: readonly T[] | undefined,
+  kind: 'tool' | 'model',
+  fn: 'run' | 'stream',
+  field: string,
+  specifier: string,
+): void {
+  for (const entry of entries ?? []) {
+    const e = entry as T & Record<string, unknown>;
+    if (typeof e?.name !== 'string' || e.name === '' || typeof e[fn] !== 'function') {
+      throw refuse(field, `(${specifier}) exports a ${kind} without a name and a ${fn} function`);
+    }
+    if (into.has(e.name)) throw refuse(field, `(${specifier}) exports a second ${kind} named ${e.name}`);
+    into.set(e.name, entry);
+  }
+}
+
 /**
  * Loads the built-ins and every plugin module, in order. Refused with INVALID_CONFIG naming
  * `pluginModules[i]`: a module that fails to load, exports neither `tools` nor `models`, exports
@@ -48,22 +67,8 @@ export async function loadRegistry(pluginModules: readonly string[]): Promise<Re
     if (!Array.isArray(mod.tools) && !Array.isArray(mod.models)) {
       throw refuse(field, `(${specifier}) exports neither a tools nor a models array`);
     }
-    for (const tool of mod.tools ?? []) {
-      if (typeof tool?.name !== 'string' || tool.name === '' || typeof tool.run !== 'function') {
-        throw refuse(field, `(${specifier}) exports a tool without a name and a run function`);
-      }
-      if (tools.has(tool.name))
-        throw refuse(field, `(${specifier}) exports a second tool named ${tool.name}`);
-      tools.set(tool.name, tool);
-    }
-    for (const model of mod.models ?? []) {
-      if (typeof model?.name !== 'string' || model.name === '' || typeof model.stream !== 'function') {
-        throw refuse(field, `(${specifier}) exports a model without a name and a stream function`);
-      }
-      if (models.has(model.name))
-        throw refuse(field, `(${specifier}) exports a second model named ${model.name}`);
-      models.set(model.name, model);
-    }
+    addAll(tools, mod.tools, 'tool', 'run', field, specifier);
+    addAll(models, mod.models, 'model', 'stream', field, specifier);
   }
   return { models, tools };
 }
