@@ -1,6 +1,7 @@
 /**
  * (Over 300 lines on purpose: this is the whole public API in one class, each method with the
- * contract a host reads. The work is elsewhere — engine.ts and the parts it wires.)
+ * contract a host reads, plus the test seams' way in (startForTesting, testControls), which need
+ * the class's private start. The work is elsewhere — engine.ts and the parts it wires.)
  *
  * Turnwarden's embedded API: the supervisor a host runs on its main thread. This facade checks
  * input (T5) and tenancy (T2) and delegates the turn lifecycle to the engine (engine.ts).
