@@ -26,6 +26,7 @@ import { EventHub } from './events.js';
 import { JournalGate } from './journal-gate.js';
 import { closeSession, compactIdle, leftover, repairLeftover } from './maintenance.js';
 import { WorkerPool } from './pool.js';
+import { Recovery } from './recovery.js';
 import { compactLive } from './rewrite.js';
 import { type SessionRecord, Sessions } from './sessions.js';
 import { settle } from './settle.js';
@@ -60,6 +61,7 @@ export class TurnEngine {
   readonly sessions: Sessions;
   readonly gate: JournalGate;
   readonly leaseTtlMs: number;
+  readonly recovery: Recovery;
   /** Shutdown began: claims still queued are refused. */
   closing = false;
   private readonly bySlot = new Map<number, ActiveTurn>();
@@ -76,6 +78,7 @@ export class TurnEngine {
     this.sessions = new Sessions(this.store, this.events, this.logger);
     this.gate = new JournalGate(this);
     this.aborts = new AbortProtocol(this);
+    this.recovery = new Recovery(this);
     this.watchdog = new Watchdog(this.clock, config.watchdog, this.aborts, this.logger, options.hooks);
     const host: HostApi = { journal: (req) => this.gate.journal(req, (turn, n) => turn.worker.caughtUp(n)) };
     this.pool = new WorkerPool({
@@ -202,22 +205,18 @@ export class TurnEngine {
    * S7: sessions a crashed process left mid-turn or unrepaired are repaired at start, each under
    * a lease of its own; one whose lease another holder still holds is left for its next claim.
    */
-  async recoverLeftovers(): Promise<number> {
-    let repaired = 0;
-    for (const ws of await this.store.listWorkstreams({ status: 'open' })) {
-      if (ws.session === undefined || stateOf(ws.session) === 'idle') continue;
-      try {
-        await this.idle(ws.id, async (rec) => {
-          if (rec.turn === undefined && leftover(rec, undefined)) {
-            await repairLeftover(this, rec, 'interrupted by a crash');
-            repaired++;
-          }
-        });
-      } catch (err) {
-        this.logger.warn({ err, workstreamId: ws.id }, 'session left with debt not repaired at start');
-      }
-    }
-    return repaired;
+  /** S7 at start: see recovery.ts. */
+  recoverLeftovers(): Promise<number> {
+    return this.recovery.atStart();
+  }
+
+  /** A session without a running turn that holds debt is repaired (recovery's host). */
+  repairIfLeft(workstreamId: string): Promise<boolean> {
+    return this.idle(workstreamId, async (rec) => {
+      if (rec.turn !== undefined || !leftover(rec, undefined)) return false;
+      await repairLeftover(this, rec, 'interrupted by a crash');
+      return true;
+    });
   }
 
   // ── hosts of the parts ─────────────────────────────────────────────────────

@@ -18,11 +18,11 @@ afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
-/** Runs the crash host until it reports tool-debt, then kills it with SIGKILL. */
-async function killInToolDebt(dbPath: string): Promise<void> {
+/** Runs the crash host (lease ttl `leaseTtlMs`) until it reports tool-debt, then kills it with SIGKILL. */
+async function killInToolDebt(dbPath: string, leaseTtlMs = 1_000): Promise<void> {
   const child = spawn(
     process.execPath,
-    [new URL('./test-support/crash-host.mjs', import.meta.url).pathname, dbPath],
+    [new URL('./test-support/crash-host.mjs', import.meta.url).pathname, dbPath, String(leaseTtlMs)],
     {
       stdio: ['ignore', 'pipe', 'inherit'],
     },
@@ -83,6 +83,38 @@ describe('restart after a crash', () => {
         expect.objectContaining({ effect: 'unknown', synthesized: true }),
       ]);
       const next = await rt.tw.send({ tenantId: 'tenant-a', workstreamId: 'ws-1', content: 'back?' });
+      expect((await within(next.done, 10_000, 'the next turn completes')).status).toBe('completed');
+    } finally {
+      await rt.tw.shutdown();
+    }
+  }, 60_000);
+
+  it('S7: restarted while the dead process’s lease is still live, the session is repaired when the lease expires, without a cancel', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'turnwarden-restart-'));
+    dirs.push(dir);
+    const dbPath = join(dir, 'turnwarden.db');
+    // A lease that outlives the new supervisor's start by seconds, whatever the machine's load.
+    await killInToolDebt(dbPath, 4_000);
+    const rt = await startRuntime({ store: { path: dbPath } }, { existing: true });
+    try {
+      const ref = { tenantId: 'tenant-a', workstreamId: 'ws-1' };
+      // Nobody may write into a turn someone else may still hold (P6): not repaired yet, scheduled.
+      const [scheduled] = rt.logged(
+        'session left mid-turn by an earlier process is still leased; repairing when the lease expires',
+      );
+      expect(scheduled).toMatchObject({ workstreamId: 'ws-1' });
+      expect(scheduled!.retryInMs).toBeGreaterThan(0);
+      expect((await rt.tw.status(ref)).state).not.toBe('idle');
+      // When the lease expires the session is repaired on its own: nothing calls cancel.
+      const repaired = 'session left mid-turn by an earlier process repaired';
+      if (rt.logged(repaired).length === 0) {
+        await within(rt.waitForLog(repaired), 15_000, 'the scheduled repair after the lease expired');
+      }
+      expect((await rt.tw.status(ref)).state).toBe('idle');
+      const rows = await rt.tw.history(ref);
+      expect(openToolCalls(rows)).toEqual([]);
+      expect(rows.at(-1)?.message).toMatchObject({ role: 'tool', effect: 'unknown', synthesized: true });
+      const next = await rt.tw.send({ ...ref, content: 'back?' });
       expect((await within(next.done, 10_000, 'the next turn completes')).status).toBe('completed');
     } finally {
       await rt.tw.shutdown();

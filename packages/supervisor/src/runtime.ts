@@ -387,6 +387,7 @@ export class Turnwarden {
   private async doShutdown(): Promise<void> {
     this.closing = true;
     this.engine.closing = true;
+    this.engine.recovery.stop();
     // Sends already on their way finish their admission (or are refused) before turns are aborted.
     await Promise.allSettled([...this.inFlight]);
     await this.engine.abortAll('shutdown');

@@ -3,10 +3,10 @@
 import { Turnwarden } from '@turnwarden/supervisor';
 import { pino } from 'pino';
 
-const [dbPath] = process.argv.slice(2);
+const [dbPath, ttl = '1000'] = process.argv.slice(2);
 const tw = await Turnwarden.start({
   store: { path: dbPath },
-  lease: { ttlMs: 1_000, renewMs: 200 },
+  lease: { ttlMs: Number(ttl), renewMs: 200 },
   watchdog: { timeoutMs: 60_000, pollMs: 1_000, graceMs: 500 },
   pool: { maxWorkers: 1, warmWorkers: 1 },
   logger: pino({ level: 'silent' }),
