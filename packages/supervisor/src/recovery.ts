@@ -39,11 +39,6 @@ export class Recovery {
     return repaired;
   }
 
-  /** Workstreams whose repair waits for a lease to expire. */
-  get waiting(): number {
-    return this.pending.size;
-  }
-
   /** Shutdown: no scheduled repair runs any more. */
   stop(): void {
     this.stopped = true;

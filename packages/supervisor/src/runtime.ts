@@ -429,8 +429,7 @@ export class Turnwarden {
 
   /** T2: another tenant's workstream is simply not found. */
   private async owned(tenantId: string, workstreamId: string) {
-    checkId(tenantId, 'tenantId');
-    checkId(workstreamId, 'workstreamId');
+    // The ids were checked with the call's input (checkRef, checkSendInput, checkCompactInput).
     const ws = await this.store.getWorkstream(workstreamId);
     if (!ws || ws.tenantId !== tenantId) {
       throw new TurnwardenError(ErrorCode.WORKSTREAM_NOT_FOUND, `workstream ${workstreamId} not found`);
