@@ -31,7 +31,15 @@ const CALL =
  * copies of the checkout that are not a repository, such as the Node 22 one).
  */
 function proofFiles() {
-  const skip = new Set(['node_modules', 'dist', '.turbo', '.stryker-tmp', 'reports', '.cache']);
+  const skip = new Set([
+    'node_modules',
+    'dist',
+    'dist-harness',
+    '.turbo',
+    '.stryker-tmp',
+    'reports',
+    '.cache',
+  ]);
   const found = [];
   const walk = (dir) => {
     for (const entry of readdirSync(`${root}${dir}`, { withFileTypes: true })) {

@@ -36,7 +36,7 @@ python3 - "$cache/files" "$work" <<'PY'
 import os, sys
 keep = set(open(sys.argv[1], 'rb').read().decode().split('\0')) - {''}
 work = sys.argv[2]
-skip = {'node_modules', 'dist', '.turbo', '.stryker-tmp', 'reports', '.cache'}
+skip = {'node_modules', 'dist', 'dist-harness', '.turbo', '.stryker-tmp', 'reports', '.cache'}
 for dirpath, dirnames, filenames in os.walk(work):
     dirnames[:] = [d for d in dirnames if d not in skip]
     for f in filenames:

@@ -2,7 +2,7 @@
  * The harness finds real bugs and replays them exactly. Every mutation switch breaks one
  * mechanism on purpose; the harness must report the guarantee it protects within a CI budget.
  */
-import { Mutation } from '@turnwarden/protocol';
+import { Mutation } from '@turnwarden/protocol/mutations';
 import { describe, expect, it } from 'vitest';
 import { explore, replay, runSchedule } from './explore.js';
 import { SCENARIOS } from './scenarios/index.js';

@@ -3,7 +3,7 @@
  * grace escalation become scheduled steps (`A:wait`, `A:grace`) instead of wall-clock events,
  * so a run neither sleeps nor depends on how fast the machine is.
  */
-import type { CancelTimer, Timers } from '@turnwarden/supervisor/testing';
+import type { CancelTimer, Timers } from '@turnwarden/supervisor/harness';
 
 interface Pending {
   at: number;

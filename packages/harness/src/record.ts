@@ -1,5 +1,5 @@
 import type { HistoryRow } from '@turnwarden/protocol';
-import type { TurnResult, TurnwardenEvent } from '@turnwarden/supervisor';
+import type { TurnResult, TurnwardenEvent } from '@turnwarden/supervisor/harness';
 
 export interface LogLine {
   readonly level: number;

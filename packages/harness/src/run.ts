@@ -6,9 +6,10 @@
  * released thread has parked again or finished.
  */
 import { isFenced } from '@turnwarden/clock';
-import { Mutation, type SeamFault } from '@turnwarden/protocol';
-import type { TurnHandle } from '@turnwarden/supervisor';
-import { testControls } from '@turnwarden/supervisor/testing';
+import type { SeamFault } from '@turnwarden/protocol';
+import { Mutation } from '@turnwarden/protocol/mutations';
+import type { TurnHandle } from '@turnwarden/supervisor/harness';
+import { testControls } from '@turnwarden/supervisor/harness';
 import { newRecord, type RunRecord } from './record.js';
 import { type HarnessRuntime, RUN_CONFIG, TENANT } from './runtime.js';
 import type { Scenario } from './scenario.js';

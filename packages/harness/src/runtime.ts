@@ -8,8 +8,8 @@
 import type { Mutation, SeamName } from '@turnwarden/protocol';
 import { openSqliteStore, type Store } from '@turnwarden/store';
 import { delayedStore } from '@turnwarden/store/testing';
-import type { Turnwarden } from '@turnwarden/supervisor';
-import { startForTesting } from '@turnwarden/supervisor/testing';
+import type { Turnwarden } from '@turnwarden/supervisor/harness';
+import { startForTesting } from '@turnwarden/supervisor/harness';
 import { pino } from 'pino';
 import { SeamHarness } from './controller.js';
 import { ManualTimers } from './manual-timers.js';

@@ -30,14 +30,13 @@ export type {
   WorkerPorts,
 } from './messages.js';
 export { SessionState } from './messages.js';
+export type { Mutation } from './mutations.js';
 export { client, goneSignal, serve } from './rpc.js';
 export type { HarnessLink, MainSeamController, SeamContext, SeamFault, WorkerSeamFn } from './seams.js';
 export {
   attachSeamController,
   attachWorkerSeams,
   detachSeamController,
-  Mutation,
-  mutated,
   SeamName,
   seam,
   seamSync,

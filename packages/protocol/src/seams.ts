@@ -8,6 +8,7 @@
  * a worker seam blocks its thread on Atomics.wait (see packages/session/src/seam-client.ts).
  */
 import { ErrorCode, TurnwardenError } from './errors.js';
+import type { Mutation } from './mutations.js';
 
 export const SeamName = {
   /** Supervisor: the watchdog sampled a stall; the commit CAS has not run (L4, L6, L7). */
@@ -38,30 +39,6 @@ export type SeamFault =
   | { readonly kind: 'lose-ack' };
 
 export type SeamContext = Readonly<Record<string, string | number | boolean | undefined>>;
-
-/**
- * Deliberate breakages of a mechanism, switched on only through an attached harness, so a
- * test can show that the harness finds the bug the mechanism prevents.
- */
-export const Mutation = {
-  /** The abort commit ignores activity since the sample (breaks L4/L6). */
-  commitIgnoresActivity: 'commit-ignores-activity',
-  /** The definitive abort log is written before the commit decides (breaks L5). */
-  publishBeforeCommit: 'publish-before-commit',
-  /** Lease renewal continues after the abort committed (breaks L3). */
-  renewAfterAbort: 'renew-after-abort',
-  /** The journal admits rows from a turn whose abort committed (breaks L3). */
-  admitFencedJournal: 'admit-fenced-journal',
-  /** A failure before the commit still commits the abort (breaks L7). */
-  commitOnPublishFailure: 'commit-on-publish-failure',
-  /** Missing tool results are not synthesized after an abort (breaks S1/S2). */
-  skipRepair: 'skip-repair',
-  /** A history rewrite is admitted after the turn's abort committed (breaks L8). */
-  rewriteIgnoresAbort: 'rewrite-ignores-abort',
-  /** The turn settles without waiting for a history rewrite in flight (breaks L8). */
-  abortTearsRewrite: 'abort-tears-rewrite',
-} as const;
-export type Mutation = (typeof Mutation)[keyof typeof Mutation];
 
 /** What the supervisor's thread consults at its seams. */
 export interface MainSeamController {
@@ -127,10 +104,9 @@ export function seamSync(name: SeamName, generation: number, detail: string | nu
   if (fn !== undefined) fn(name, generation, detail);
 }
 
-/** True only while an attached harness switched this mutation on. */
-export function mutated(m: Mutation): boolean {
-  const c = mainController;
-  return c?.mutations.has(m) === true;
+/** The attached harness's controller, if any (read by ./mutations.ts; not part of the index). */
+export function attachedSeamController(): MainSeamController | undefined {
+  return mainController;
 }
 
 /** Links a harness to a supervisor: its main-thread controller and the worker channel. */

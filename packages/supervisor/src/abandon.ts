@@ -6,7 +6,9 @@
  * history is complete, or stays in force-abandoning when the repair fails — and then refuses
  * every claim until a later repair succeeds (S3). The one place repair is run and reported.
  */
-import { Mutation, mutated, type SessionSnapshotData } from '@turnwarden/protocol';
+import type { SessionSnapshotData } from '@turnwarden/protocol';
+// Harness-only switches: stripped from dist/ by scripts/build.mjs (see protocol/src/mutations.ts).
+import { Mutation, mutated } from '@turnwarden/protocol/mutations';
 import { finishAbandoning, stateOf } from '@turnwarden/session';
 import type { Lease, TurnStore } from '@turnwarden/store';
 import type { Logger } from 'pino';

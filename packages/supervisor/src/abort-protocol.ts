@@ -5,7 +5,9 @@
  * progress and stops the moment an abort commits.
  */
 import type { ActivityClock } from '@turnwarden/clock';
-import { type AbortReason, Mutation, mutated, SeamName, seam } from '@turnwarden/protocol';
+import { type AbortReason, SeamName, seam } from '@turnwarden/protocol';
+// Harness-only switches: stripped from dist/ by scripts/build.mjs (see protocol/src/mutations.ts).
+import { Mutation, mutated } from '@turnwarden/protocol/mutations';
 import type { TurnStore } from '@turnwarden/store';
 import type { Logger } from 'pino';
 import type { ActiveTurn } from './active-turn.js';

@@ -14,7 +14,9 @@
  * queued like any write — reads history only once everything admitted before it is durable.
  */
 import type { JournalAck, JournalRequest } from '@turnwarden/protocol';
-import { ErrorCode, Mutation, mutated, SeamName, seam, TurnwardenError } from '@turnwarden/protocol';
+import { ErrorCode, SeamName, seam, TurnwardenError } from '@turnwarden/protocol';
+// Harness-only switches: stripped from dist/ by scripts/build.mjs (see protocol/src/mutations.ts).
+import { Mutation, mutated } from '@turnwarden/protocol/mutations';
 import type { TurnStore } from '@turnwarden/store';
 import type { Logger } from 'pino';
 import type { ActiveTurn } from './active-turn.js';

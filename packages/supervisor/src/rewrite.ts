@@ -4,7 +4,9 @@
  * flight, queued with the turn's writes under its lease, and the turn's end waits for it — an
  * abort never tears it; a declined abort changes nothing.
  */
-import { ErrorCode, Mutation, mutated, SeamName, seam, TurnwardenError } from '@turnwarden/protocol';
+import { ErrorCode, SeamName, seam, TurnwardenError } from '@turnwarden/protocol';
+// Harness-only switches: stripped from dist/ by scripts/build.mjs (see protocol/src/mutations.ts).
+import { Mutation, mutated } from '@turnwarden/protocol/mutations';
 import type { CompactResult, TurnStore } from '@turnwarden/store';
 import type { ActiveTurn } from './active-turn.js';
 import type { JournalGate } from './journal-gate.js';

@@ -8,7 +8,9 @@
  */
 import type { ActivityClock } from '@turnwarden/clock';
 import type { TurnOutcome, TurnStatus } from '@turnwarden/protocol';
-import { Mutation, mutated, toWire } from '@turnwarden/protocol';
+import { toWire } from '@turnwarden/protocol';
+// Harness-only switches: stripped from dist/ by scripts/build.mjs (see protocol/src/mutations.ts).
+import { Mutation, mutated } from '@turnwarden/protocol/mutations';
 import { stateOf } from '@turnwarden/session';
 import type { TurnStore } from '@turnwarden/store';
 import { type AbandonHost, abandon } from './abandon.js';

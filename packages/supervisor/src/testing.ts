@@ -3,9 +3,14 @@
  * pool, the watchdog, the event hub, the configuration resolver) for benchmarks and tools, and
  * the seams tests and the interleaving harness drive: injected time and timers, watchdog hooks,
  * a watchdog polled by hand, the harness link.
+ *
+ * The interleaving harness imports this entry as `@turnwarden/supervisor/harness`: the same
+ * module built with the mutation switches kept (dist-harness/, never published).
  */
 export { DEFAULT_CONFIG, resolveConfig } from './config.js';
 export { EventHub } from './events.js';
+// The public entry too, so a consumer of the harness build takes every value and type from one build.
+export * from './index.js';
 export type { PoolOptions, WorkerHandle } from './pool.js';
 export { WorkerPool } from './pool.js';
 export type { TestControls, TestSeams } from './runtime.js';

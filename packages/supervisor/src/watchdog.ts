@@ -14,7 +14,9 @@
  * published (L7).
  */
 import { type ActivityClock, activityName, isFenced } from '@turnwarden/clock';
-import { Mutation, mutated, SeamName, seam } from '@turnwarden/protocol';
+import { SeamName, seam } from '@turnwarden/protocol';
+// Harness-only switches: stripped from dist/ by scripts/build.mjs (see protocol/src/mutations.ts).
+import { Mutation, mutated } from '@turnwarden/protocol/mutations';
 import type { Logger } from 'pino';
 import type { WatchdogConfig } from './config.js';
 import { LatencyHistogram } from './latency.js';

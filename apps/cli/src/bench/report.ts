@@ -61,6 +61,7 @@ function num(v: number): string {
   if (!Number.isFinite(v)) return 'n/a';
   const a = Math.abs(v);
   if (a >= 10_000) return Math.round(v).toLocaleString('en-US');
+  if (Number.isInteger(v)) return String(v);
   if (a >= 100) return v.toFixed(0);
   if (a >= 10) return v.toFixed(1);
   if (a >= 1) return v.toFixed(2);
@@ -75,6 +76,7 @@ function withUnit(v: number, unit: string): string {
 
 function ratioText(r: number | undefined): string {
   if (r === undefined || !Number.isFinite(r)) return '—';
+  if (r === 0) return '0×';
   if (r >= 0.1) return `${r.toFixed(2)}×`;
   const inv = 1 / r;
   return `1/${inv >= 100 ? inv.toFixed(0) : inv.toFixed(1)}`;

@@ -3,7 +3,10 @@
  * per-token path is measured with the seam statement (as shipped) against the same loop without
  * it; the watchdog's poll is measured detached against a harness attached that parks nothing
  * (its per-slot loop has no seam: the watchdog consults its seam only when it attempts an abort).
+ * The harness's mutation switches are counted in both builds: the host's has none to cost anything.
  */
+import { readdirSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { Activity, ActivityClock, SlotStamp } from '@turnwarden/clock';
 import {
   attachSeamController,
@@ -61,6 +64,16 @@ function usPerPoll(watchdog: Watchdog, polls: number): number {
   return ((performance.now() - t0) * 1e3) / polls;
 }
 
+/** `mutated(` call sites in the JavaScript of one supervisor build (`dist` or `dist-harness`). */
+function switchesIn(build: 'dist' | 'dist-harness'): number {
+  const dir = fileURLToPath(new URL(`../${build}/`, import.meta.resolve('@turnwarden/supervisor')));
+  let count = 0;
+  for (const file of readdirSync(dir)) {
+    if (file.endsWith('.js')) count += readFileSync(dir + file, 'utf8').match(/\bmutated\(/g)?.length ?? 0;
+  }
+  return count;
+}
+
 export async function benchSeams(ctx: BenchContext): Promise<Omit<SectionResult, 'durationMs'>> {
   const rounds = 5;
   const n = ctx.quick ? 2_000_000 : 10_000_000;
@@ -105,6 +118,8 @@ export async function benchSeams(ctx: BenchContext): Promise<Omit<SectionResult,
   const b = median(without);
   const pd = median(detached);
   const pa = median(attached);
+  const shipped = switchesIn('dist');
+  const harnessOnly = switchesIn('dist-harness');
   return {
     name: 'seams',
     title: 'harness seams when detached (zero cost)',
@@ -119,8 +134,13 @@ export async function benchSeams(ctx: BenchContext): Promise<Omit<SectionResult,
         baseline: pa,
         target: target('≤ 1.1×', pd / pa <= 1.1),
       }),
+      row('mutation switches in the host build (dist/)', '', shipped, {
+        baseline: harnessOnly,
+        target: target('0 (stripped at build time)', shipped === 0 && harnessOnly > 0),
+      }),
     ],
     notes: [
+      'baseline of the switch count: the harness build (dist-harness/), which keeps them for `turnwarden stress`',
       'a detached seam is one module-variable load and compare; worker seams take primitives, so nothing is allocated',
       `per-round token ratios: ${withSeam.map((x, i) => `${(x / (without[i] ?? Number.NaN)).toFixed(2)}×`).join(' ')}`,
     ],

@@ -13,7 +13,7 @@ import {
   type Scenario,
   type Violation,
 } from '@turnwarden/harness';
-import { Mutation } from '@turnwarden/protocol';
+import { Mutation } from '@turnwarden/protocol/mutations';
 import type { Output } from '../output.js';
 
 const STRESS_USAGE = `turnwarden stress — explore the crossings under random and PCT schedules
