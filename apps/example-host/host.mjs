@@ -9,6 +9,9 @@ const fail = (why) => {
 };
 
 const tw = await Turnwarden.start({
+  // The offline scripted model (a turn's script is its message) and its demo tools, opt-in.
+  pluginModules: ['@turnwarden/session/scripted'],
+  model: 'scripted',
   store: { path: ':memory:' },
   watchdog: { timeoutMs: 5_000, pollMs: 500, graceMs: 1_000 },
   pool: { maxWorkers: 2, warmWorkers: 1 },

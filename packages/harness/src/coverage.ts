@@ -336,6 +336,8 @@ export async function modelCoverage(): Promise<CoverageReport> {
         { write: (s: string) => void logs.push(JSON.parse(s) as TransitionLog) },
       ),
       ...config,
+      pluginModules: ['@turnwarden/session/scripted'],
+      model: 'scripted',
       pool: { maxWorkers: 2, warmWorkers: 1 },
       limits: { maxModelSteps: 2 },
     },

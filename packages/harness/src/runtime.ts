@@ -20,7 +20,11 @@ export const RUN_CONFIG = {
   watchdog: { timeoutMs: 100, pollMs: 10, graceMs: 200 },
   lease: { ttlMs: 900_000, renewMs: 20 },
   pool: { maxWorkers: 3, warmWorkers: 2 },
+  model: 'scripted',
 } as const;
+
+/** The offline scripted model and demo tools: a plugin the harness loads explicitly. */
+const SCRIPTED = '@turnwarden/session/scripted';
 
 export const TENANT = 'harness';
 
@@ -59,7 +63,7 @@ export class HarnessRuntime {
     const timers = new ManualTimers();
     const time = { now: 0 };
     const tw = await startForTesting(
-      { ...RUN_CONFIG, store, logger, ...(pluginModules ? { pluginModules } : {}) },
+      { ...RUN_CONFIG, store, logger, pluginModules: [SCRIPTED, ...(pluginModules ?? [])] },
       { harness, manualWatchdog: true, timers, now: () => time.now },
     );
     runtime = new HarnessRuntime(tw, store, harness, time, timers, options.delayedWrites === true);

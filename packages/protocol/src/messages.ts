@@ -109,6 +109,8 @@ export interface JournalAck {
 export interface WorkerApi {
   runTurn(req: TurnRequest): Promise<TurnOutcome>;
   ping(): Promise<'pong'>;
+  /** The model provider's `checkInput` on a user message (rejects with its typed error). */
+  checkInput(model: string, content: string): Promise<void>;
 }
 
 /** RPC surface the supervisor exposes to a worker (comlink). */
@@ -132,6 +134,8 @@ export type WorkerEvent =
       readonly workerId: number;
       readonly models: readonly string[];
       readonly tools: readonly string[];
+      /** The models that check a user message before a claim (`ModelProvider.checkInput`). */
+      readonly checks: readonly string[];
     }
   /** The worker cannot start (its registry was refused): the error, then it exits. */
   | { readonly t: 'fatal'; readonly error: WireError }

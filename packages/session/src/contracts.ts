@@ -37,6 +37,13 @@ export interface ModelProvider {
   readonly name: string;
   /** Streams one assistant message. Ends when the message is complete. Throw a TurnwardenError(MODEL_ERROR) on failure. */
   stream(req: ModelRequest, ctx: TurnSignals): AsyncIterable<ModelEvent>;
+  /**
+   * Optional: refuse a user message this provider cannot take, before anything is written —
+   * throw a TurnwardenError and `send` rejects with it (the scripted model refuses a malformed
+   * script with INVALID_SCRIPT). Synchronous and quick: it runs in the worker about to take the
+   * turn, before the claim.
+   */
+  checkInput?(content: string): void;
 }
 
 /** What a tool run gets: the turn's signals plus which call occurrence it serves. */

@@ -1,12 +1,11 @@
 /**
- * The models and tools a worker can use: the built-in scripted model and demo tools, plus
- * whatever the host's plugin modules export. A plugin module is imported inside every worker
+ * The models and tools a worker can use: exactly what the host's plugin modules export (there
+ * are no built-ins; the scripted model and demo tools are the `@turnwarden/session/scripted`
+ * plugin). A plugin module is imported inside every worker
  * (functions cannot cross threads) and may export `tools: Tool[]` and `models: ModelProvider[]`.
  */
 import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
 import type { ModelProvider, Tool } from './contracts.js';
-import { createScriptedModel } from './scripted/model.js';
-import { demoTools } from './tools/index.js';
 
 export interface Registry {
   readonly models: ReadonlyMap<string, ModelProvider>;
@@ -45,17 +44,14 @@ function addAll<T extends { readonly name: string }>(
 }
 
 /**
- * Loads the built-ins and every plugin module, in order. Refused with INVALID_CONFIG naming
+ * Loads every plugin module, in order. Refused with INVALID_CONFIG naming
  * `pluginModules[i]`: a module that fails to load, exports neither `tools` nor `models`, exports
  * an entry without a name and a `run` / `stream` function, or reuses a tool or model name (a
- * plugin never silently replaces a built-in or another plugin's tool).
+ * plugin never silently replaces another plugin's tool).
  */
 export async function loadRegistry(pluginModules: readonly string[]): Promise<Registry> {
   const models = new Map<string, ModelProvider>();
   const tools = new Map<string, Tool>();
-  const scripted = createScriptedModel();
-  models.set(scripted.name, scripted);
-  for (const tool of demoTools()) tools.set(tool.name, tool);
   for (const [i, specifier] of pluginModules.entries()) {
     const field = `pluginModules[${i}]`;
     let mod: PluginModule;

@@ -138,6 +138,9 @@ const api: WorkerApi = {
   async ping() {
     return 'pong';
   },
+  async checkInput(name: string, content: string) {
+    registry.models.get(name)?.checkInput?.(content);
+  },
 };
 
 serve(boot.workerRpc, api);
@@ -146,4 +149,5 @@ emit({
   workerId: boot.workerId,
   models: [...registry.models.keys()],
   tools: [...registry.tools.keys()],
+  checks: [...registry.models.values()].filter((m) => typeof m.checkInput === 'function').map((m) => m.name),
 });

@@ -62,6 +62,7 @@ function world(options: { refresh?: () => Promise<boolean> } = {}) {
   const abandoned: AbortReason[] = [];
   const refreshes: number[] = [];
   const config = resolveConfig({
+    model: 'scripted',
     watchdog: { timeoutMs: 1_000, pollMs: 100, graceMs: 500 },
     lease: { ttlMs: 5_000, renewMs: 200 },
   });

@@ -83,6 +83,9 @@ async function admit(
   }
   const worker = await host.pool.acquire();
   try {
+    // The model's own check of the message (a malformed script: INVALID_SCRIPT), nothing written.
+    const { model } = host.config;
+    if (host.pool.catalogue?.checks.includes(model)) await worker.api.checkInput(model, input.content);
     const lease = await acquireLease(host, workstreamId);
     try {
       const generation = await host.store.nextGeneration(workstreamId);

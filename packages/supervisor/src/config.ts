@@ -60,7 +60,10 @@ export interface SupervisorConfig {
   readonly lease: LeaseConfig;
   readonly pool: PoolConfig;
   readonly limits: LimitsConfig;
-  /** Model provider used for turns (`scripted` is built in). */
+  /**
+   * The model provider turns use, by name: one of `pluginModules` must export it (there is no
+   * default; the offline one is `scripted`, from the `@turnwarden/session/scripted` plugin).
+   */
   readonly model: string;
   /** Modules every worker imports for extra tools and model providers. */
   readonly pluginModules: readonly string[];
@@ -71,16 +74,18 @@ export type SupervisorConfigInput = {
   readonly lease?: Partial<LeaseConfig>;
   readonly pool?: Partial<PoolConfig>;
   readonly limits?: Partial<LimitsConfig>;
-  readonly model?: string;
+  /** Required: the name of a model provider one of `pluginModules` exports. */
+  readonly model: string;
   readonly pluginModules?: readonly string[];
 };
 
 /**
  * Plugin modules are imported inside every worker; a specifier that does not resolve would make
- * every worker fail to start. Checked on the main thread first so the error names the field.
+ * every worker fail to start. Resolved on the main thread first (relative to this package, as
+ * `import()` here would), so the error names the field; workers import the resolved URLs.
  */
-export function checkPluginModules(specifiers: readonly string[]): void {
-  specifiers.forEach((specifier, i) => {
+export function checkPluginModules(specifiers: readonly string[]): string[] {
+  return specifiers.map((specifier, i) => {
     let resolved: string;
     try {
       resolved = import.meta.resolve(specifier);
@@ -90,10 +95,12 @@ export function checkPluginModules(specifiers: readonly string[]): void {
     if (resolved.startsWith('file:') && !existsSync(fileURLToPath(resolved))) {
       throw bad(`pluginModules[${i}]`, 'names a file that does not exist', specifier);
     }
+    return resolved;
   });
 }
 
-export const DEFAULT_CONFIG: SupervisorConfig = {
+/** Every setting's default (`model` has none). */
+export const DEFAULT_CONFIG: Omit<SupervisorConfig, 'model'> = {
   watchdog: { timeoutMs: 30_000, pollMs: 1_000, graceMs: 2_000, dispatchMs: 60_000 },
   lease: { ttlMs: 30_000, renewMs: 10_000 },
   pool: {
@@ -105,7 +112,6 @@ export const DEFAULT_CONFIG: SupervisorConfig = {
     workerNice: 10,
   },
   limits: { maxModelSteps: 32, maxToolArgBytes: 64 * 1024, maxMessageBytes: 256 * 1024 },
-  model: 'scripted',
   pluginModules: [],
 };
 
@@ -139,7 +145,7 @@ function section(field: string, value: unknown, keys: readonly string[]): Record
   return value as Record<string, unknown>;
 }
 
-export function resolveConfig(input: unknown = {}): SupervisorConfig {
+export function resolveConfig(input: unknown): SupervisorConfig {
   const top = section('config', input, ['watchdog', 'lease', 'pool', 'limits', 'model', 'pluginModules']);
   const d = DEFAULT_CONFIG;
 
@@ -235,7 +241,14 @@ export function resolveConfig(input: unknown = {}): SupervisorConfig {
     ),
   };
 
-  const model = top.model ?? d.model;
+  const model = top.model;
+  if (model === undefined) {
+    throw bad(
+      'model',
+      'is required: the name of a model provider one of pluginModules exports (offline: pluginModules ["@turnwarden/session/scripted"], model "scripted")',
+      model,
+    );
+  }
   if (typeof model !== 'string' || model.length === 0)
     throw bad('model', 'must be a non-empty string', model);
   const plugins = top.pluginModules ?? d.pluginModules;

@@ -35,64 +35,53 @@ describe('input checks', () => {
 
   it('T5: a send must be an object with known fields only', () => {
     for (const bad of [null, undefined, 'text', 7, [ok]]) {
-      expect(refusal(() => checkSendInput(bad as never, limits, 'scripted'))).toMatchObject({
+      expect(refusal(() => checkSendInput(bad as never, limits))).toMatchObject({
         message: 'send takes one object argument',
         details: { field: 'input' },
       });
     }
-    expect(refusal(() => checkSendInput({ ...ok, admin: true } as never, limits, 'scripted'))).toMatchObject({
+    expect(refusal(() => checkSendInput({ ...ok, admin: true } as never, limits))).toMatchObject({
       message: 'send: unknown field admin',
       details: { field: 'admin' },
     });
     // A signal must be a real AbortSignal; one is accepted.
-    expect(refusal(() => checkSendInput({ ...ok, signal: {} as never }, limits, 'scripted'))).toMatchObject({
+    expect(refusal(() => checkSendInput({ ...ok, signal: {} as never }, limits))).toMatchObject({
       details: { field: 'signal' },
     });
-    expect(() =>
-      checkSendInput({ ...ok, signal: new AbortController().signal }, limits, 'scripted'),
-    ).not.toThrow();
+    expect(() => checkSendInput({ ...ok, signal: new AbortController().signal }, limits)).not.toThrow();
   });
 
   it('T5: every id of a send is checked, the principal only when given', () => {
-    expect(refusal(() => checkSendInput({ ...ok, tenantId: '../t' }, limits, 'scripted')).details).toEqual({
+    expect(refusal(() => checkSendInput({ ...ok, tenantId: '../t' }, limits)).details).toEqual({
       field: 'tenantId',
     });
-    expect(refusal(() => checkSendInput({ ...ok, workstreamId: '' }, limits, 'scripted')).details).toEqual({
+    expect(refusal(() => checkSendInput({ ...ok, workstreamId: '' }, limits)).details).toEqual({
       field: 'workstreamId',
     });
-    expect(refusal(() => checkSendInput({ ...ok, principal: 'a b' }, limits, 'scripted')).details).toEqual({
+    expect(refusal(() => checkSendInput({ ...ok, principal: 'a b' }, limits)).details).toEqual({
       field: 'principal',
     });
-    expect(() => checkSendInput({ ...ok, principal: 'alice' }, limits, 'scripted')).not.toThrow();
-    expect(() => checkSendInput(ok, limits, 'scripted')).not.toThrow();
+    expect(() => checkSendInput({ ...ok, principal: 'alice' }, limits)).not.toThrow();
+    expect(() => checkSendInput(ok, limits)).not.toThrow();
   });
 
   it('T5: content is a string with non-whitespace text, of at most maxMessageBytes UTF-8 bytes', () => {
     for (const content of ['', '   ', '\n\t ', 3, undefined]) {
-      expect(refusal(() => checkSendInput({ ...ok, content } as never, limits, 'scripted'))).toMatchObject({
+      expect(refusal(() => checkSendInput({ ...ok, content } as never, limits))).toMatchObject({
         message: 'content must be a string with some non-whitespace text',
         details: { field: 'content' },
       });
     }
-    expect(() => checkSendInput({ ...ok, content: 'x'.repeat(12) }, limits, 'scripted')).not.toThrow();
-    expect(() => checkSendInput({ ...ok, content: '€€€€' }, limits, 'scripted')).not.toThrow(); // 12 bytes
-    expect(refusal(() => checkSendInput({ ...ok, content: 'x'.repeat(13) }, limits, 'scripted'))).toEqual({
+    expect(() => checkSendInput({ ...ok, content: 'x'.repeat(12) }, limits)).not.toThrow();
+    expect(() => checkSendInput({ ...ok, content: '€€€€' }, limits)).not.toThrow(); // 12 bytes
+    expect(refusal(() => checkSendInput({ ...ok, content: 'x'.repeat(13) }, limits))).toEqual({
       code: ErrorCode.INVALID_INPUT,
       message: 'content exceeds 12 bytes',
       details: { field: 'content' },
     });
-    expect(refusal(() => checkSendInput({ ...ok, content: '€€€€x' }, limits, 'scripted')).message).toBe(
+    expect(refusal(() => checkSendInput({ ...ok, content: '€€€€x' }, limits)).message).toBe(
       'content exceeds 12 bytes',
     );
-  });
-
-  it('T5: a script is parsed up front for the scripted model only', () => {
-    const bad = JSON.stringify({ script: [{ dance: true }] });
-    const wide = { ...limits, maxMessageBytes: 1_000 };
-    expect(refusal(() => checkSendInput({ ...ok, content: bad }, wide, 'scripted')).code).toBe(
-      ErrorCode.INVALID_SCRIPT,
-    );
-    expect(() => checkSendInput({ ...ok, content: bad }, wide, 'another-model')).not.toThrow();
   });
 });
 
@@ -144,10 +133,10 @@ describe('a send’s tool allow-list', () => {
   const known = ['echo', 'sleep'];
 
   it('T5: an array of distinct registered names; each refusal names the field and says why', () => {
-    expect(() => checkSendInput({ ...ok, tools: ['echo'] }, limits, 'scripted', known)).not.toThrow();
-    expect(() => checkSendInput({ ...ok, tools: [] }, limits, 'scripted', known)).not.toThrow();
+    expect(() => checkSendInput({ ...ok, tools: ['echo'] }, limits, known)).not.toThrow();
+    expect(() => checkSendInput({ ...ok, tools: [] }, limits, known)).not.toThrow();
     // Before the workers reported their catalogue, only the shape is checked.
-    expect(() => checkSendInput({ ...ok, tools: ['anything'] }, limits, 'scripted')).not.toThrow();
+    expect(() => checkSendInput({ ...ok, tools: ['anything'] }, limits)).not.toThrow();
     const cases: [unknown, string][] = [
       ['echo', 'tools must be an array of tool names'],
       [[3], 'tools must be an array of tool names'],
@@ -156,9 +145,7 @@ describe('a send’s tool allow-list', () => {
       [['nope'], 'tools names nope, which is not registered'],
     ];
     for (const [tools, message] of cases) {
-      expect(
-        refusal(() => checkSendInput({ ...ok, tools: tools as never }, limits, 'scripted', known)),
-      ).toEqual({
+      expect(refusal(() => checkSendInput({ ...ok, tools: tools as never }, limits, known))).toEqual({
         code: ErrorCode.INVALID_INPUT,
         message,
         details: { field: 'tools' },
@@ -167,7 +154,7 @@ describe('a send’s tool allow-list', () => {
   });
 
   it('T5: each refusal of a send’s signal or a compact’s reference and range says what and which field', () => {
-    expect(refusal(() => checkSendInput({ ...ok, signal: 'abort' as never }, limits, 'scripted'))).toEqual({
+    expect(refusal(() => checkSendInput({ ...ok, signal: 'abort' as never }, limits))).toEqual({
       code: ErrorCode.INVALID_INPUT,
       message: 'signal must be an AbortSignal',
       details: { field: 'signal' },

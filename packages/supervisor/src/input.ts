@@ -1,6 +1,5 @@
 /** Input checks (T5): refuse bad input with a typed error before anything is written. */
 import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
-import { parseScript } from '@turnwarden/session';
 import type { LimitsConfig } from './config.js';
 import type { CompactInput, SendInput } from './types.js';
 
@@ -58,12 +57,7 @@ function checkToolNames(tools: unknown, known: readonly string[] | undefined): v
   }
 }
 
-export function checkSendInput(
-  input: SendInput,
-  limits: LimitsConfig,
-  model: string,
-  known?: readonly string[],
-): void {
+export function checkSendInput(input: SendInput, limits: LimitsConfig, known?: readonly string[]): void {
   checkFields(input, SEND_FIELDS, 'send');
   checkId(input.tenantId, 'tenantId');
   checkId(input.workstreamId, 'workstreamId');
@@ -73,7 +67,6 @@ export function checkSendInput(
   }
   if (input.tools !== undefined) checkToolNames(input.tools, known);
   checkText(input.content, 'content', limits.maxMessageBytes);
-  if (model === 'scripted') parseScript(input.content); // INVALID_SCRIPT, nothing written
 }
 
 export function checkCompactInput(input: CompactInput, limits: LimitsConfig): void {

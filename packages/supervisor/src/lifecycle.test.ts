@@ -1,10 +1,10 @@
 /** Configuration, input and failure paths of the embedded API. */
-import { ErrorCode, isTurnwardenError, openToolCalls } from '@turnwarden/protocol';
+import { ErrorCode, isTurnwardenError, openToolCalls, type TurnwardenError } from '@turnwarden/protocol';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Turnwarden } from './index.js';
 import { within } from './test-support/bounded.js';
-import { nextEvent, script, startRuntime } from './test-support/runtime.js';
+import { nextEvent, SCRIPTED, script, startRuntime } from './test-support/runtime.js';
 import { resolveConfig } from './testing.js';
 
 type Rt = Awaited<ReturnType<typeof startRuntime>>;
@@ -38,7 +38,7 @@ describe('configuration', () => {
   ])('refuses %j with an INVALID_CONFIG error naming %s', (input, field) => {
     let caught: unknown;
     try {
-      resolveConfig(input);
+      resolveConfig({ model: 'scripted', ...input });
     } catch (e) {
       caught = e;
     }
@@ -46,13 +46,30 @@ describe('configuration', () => {
     expect((caught as Error).message.startsWith(`${field} `)).toBe(true);
   });
 
+  it('T5: model has no default: a configuration without one is refused naming model', () => {
+    let caught: unknown;
+    try {
+      resolveConfig({ pluginModules: [SCRIPTED] });
+    } catch (e) {
+      caught = e;
+    }
+    expect(isTurnwardenError(caught, ErrorCode.INVALID_CONFIG)).toBe(true);
+    expect((caught as TurnwardenError).details).toEqual({ field: 'model' });
+    expect((caught as Error).message).toMatch(/^model is required/);
+  });
+
   it('start() refuses a plugin module that does not resolve, naming the field', async () => {
     const e = await refusal(
-      Turnwarden.start({ pluginModules: [new URL('./no-such-plugin.mjs', import.meta.url).href] }),
+      Turnwarden.start({
+        model: 'scripted',
+        pluginModules: [new URL('./no-such-plugin.mjs', import.meta.url).href],
+      }),
     );
     expect(e.code).toBe(ErrorCode.INVALID_CONFIG);
     expect(e.message).toMatch(/^pluginModules\[0\] names a file that does not exist/);
-    const bare = await refusal(Turnwarden.start({ pluginModules: ['no-such-package-turnwarden'] }));
+    const bare = await refusal(
+      Turnwarden.start({ model: 'scripted', pluginModules: ['no-such-package-turnwarden'] }),
+    );
     expect(bare.message).toMatch(/^pluginModules\[0\] cannot be resolved/);
   });
 
@@ -60,6 +77,7 @@ describe('configuration', () => {
     const logs: string[] = [];
     const e = await refusal(
       Turnwarden.start({
+        model: 'scripted',
         pluginModules: [new URL('./test-support/exiting-plugin.mjs', import.meta.url).href],
         pool: { maxWorkers: 2, warmWorkers: 2 },
         logger: pino({ level: 'error' }, { write: (s: string) => void logs.push(JSON.parse(s).msg) }),
@@ -71,7 +89,7 @@ describe('configuration', () => {
 
   it('T5: plugin modules that throw, export nothing usable or reuse a tool name, and unknown models, are refused at start with INVALID_CONFIG naming the field', async () => {
     const plugin = (name: string) => new URL(`./test-support/${name}`, import.meta.url).href;
-    const cases: [Parameters<typeof Turnwarden.start>[0], string, RegExp][] = [
+    const cases: [Partial<Parameters<typeof Turnwarden.start>[0]>, string, RegExp][] = [
       [
         { pluginModules: [plugin('broken-plugin.mjs')] },
         'pluginModules[0]',
@@ -83,11 +101,21 @@ describe('configuration', () => {
         /exports neither a tools nor a models array/,
       ],
       [
-        { pluginModules: [plugin('model-plugin.mjs'), plugin('duplicate-tool-plugin.mjs')] },
+        { pluginModules: [SCRIPTED, plugin('duplicate-tool-plugin.mjs')] },
         'pluginModules[1]',
         /a second tool named echo/,
       ],
-      [{ model: 'no-such-model' }, 'model', /model no-such-model is not provided.*available: scripted/],
+      [
+        { model: 'no-such-model', pluginModules: [SCRIPTED] },
+        'model',
+        /model no-such-model is not provided by pluginModules \(available: scripted\)/,
+      ],
+      // Nothing is built in: without the scripted plugin there is no scripted model.
+      [
+        { model: 'scripted', pluginModules: [] },
+        'model',
+        /not provided by pluginModules \(available: none\)/,
+      ],
       // With no warm worker, a probe worker checks the same at start, not at the first turn.
       [{ model: 'no-such-model', pool: { warmWorkers: 0 } }, 'model', /not provided/],
       [
@@ -97,7 +125,9 @@ describe('configuration', () => {
       ],
     ];
     for (const [options, field, message] of cases) {
-      const e = await refusal(Turnwarden.start({ ...options, pool: { maxWorkers: 2, ...options?.pool } }));
+      const e = await refusal(
+        Turnwarden.start({ model: 'scripted', ...options, pool: { maxWorkers: 2, ...options?.pool } }),
+      );
       expect([field, e.code, e.details]).toEqual([field, ErrorCode.INVALID_CONFIG, { field }]);
       expect(e.message).toMatch(message);
     }
@@ -112,9 +142,58 @@ describe('configuration', () => {
   });
 
   it('start() refuses a bad configuration before anything starts', async () => {
-    const e = await refusal(Turnwarden.start({ watchdog: { timeoutMs: 0 } }));
+    const e = await refusal(Turnwarden.start({ model: 'scripted', watchdog: { timeoutMs: 0 } }));
     expect(e.code).toBe(ErrorCode.INVALID_CONFIG);
     expect(e.details).toEqual({ field: 'watchdog.timeoutMs' });
+  });
+});
+
+describe('models and tools are the host’s choice', () => {
+  const reporter = new URL('./test-support/reporter-plugin.mjs', import.meta.url).href;
+
+  it('nothing is built in: a host’s model is offered exactly its plugins’ tools, and the scripted plugin adds its own only when loaded', async () => {
+    const answer = async (pluginModules: string[]) => {
+      const tw = await Turnwarden.start({
+        model: 'reporter',
+        pluginModules,
+        pool: { maxWorkers: 1, warmWorkers: 1 },
+      });
+      try {
+        await tw.createWorkstream({ tenantId: 't', workstreamId: 'ws' });
+        const turn = await tw.send({ tenantId: 't', workstreamId: 'ws', content: 'which tools?' });
+        expect((await turn.done).status).toBe('completed');
+        const rows = await tw.history({ tenantId: 't', workstreamId: 'ws' });
+        return rows.at(-1)?.message.content;
+      } finally {
+        await tw.shutdown();
+      }
+    };
+    expect(await answer([reporter])).toBe('tools: lookup');
+    expect(await answer([reporter, SCRIPTED])).toBe('tools: lookup,sleep,heartbeat,wedge,echo,fail');
+  });
+
+  it('T5: a model’s checkInput refuses a message with its typed error before the claim, and nothing is written', async () => {
+    const tw = await Turnwarden.start({
+      model: 'reporter',
+      pluginModules: [reporter],
+      pool: { maxWorkers: 1, warmWorkers: 1 },
+    });
+    try {
+      await tw.createWorkstream({ tenantId: 't', workstreamId: 'ws' });
+      const e = await refusal(tw.send({ tenantId: 't', workstreamId: 'ws', content: 'forbidden' }));
+      expect([e.code, e.message, e.details]).toEqual([
+        ErrorCode.INVALID_INPUT,
+        'reporter refuses this message',
+        { field: 'content' },
+      ]);
+      expect(await tw.history({ tenantId: 't', workstreamId: 'ws' })).toEqual([]);
+      expect((await tw.status({ tenantId: 't', workstreamId: 'ws' })).state).toBe('idle');
+      // The worker the check ran on went back to the pool: the next send runs.
+      const turn = await tw.send({ tenantId: 't', workstreamId: 'ws', content: 'fine' });
+      expect((await turn.done).status).toBe('completed');
+    } finally {
+      await tw.shutdown();
+    }
   });
 });
 
@@ -234,14 +313,18 @@ describe('input', () => {
     }) as typeof process.stderr.write;
     let tw: Turnwarden | undefined;
     try {
-      tw = await Turnwarden.start({ pool: { maxWorkers: 1, warmWorkers: 1 } });
+      tw = await Turnwarden.start({
+        model: 'scripted',
+        pluginModules: [SCRIPTED],
+        pool: { maxWorkers: 1, warmWorkers: 1 },
+      });
       await tw[Symbol.asyncDispose]();
     } finally {
       process.stderr.write = write;
     }
     expect(written.join('')).toBe('');
     expect((await refusal(tw!.createWorkstream({ tenantId: 't' }))).code).toBe(ErrorCode.SHUTTING_DOWN);
-    const e = await refusal(Turnwarden.start({ logLevel: 'loud' as never }));
+    const e = await refusal(Turnwarden.start({ model: 'scripted', logLevel: 'loud' as never }));
     expect([e.code, e.details]).toEqual([ErrorCode.INVALID_CONFIG, { field: 'logLevel' }]);
     // Seams are not options: a host passing one gets INVALID_CONFIG naming it.
     const seam = await refusal(Turnwarden.start({ manualWatchdog: true } as never));
@@ -463,6 +546,7 @@ describe('nothing waits forever', () => {
     const started = performance.now();
     const e = await refusal(
       Turnwarden.start({
+        model: 'scripted',
         pluginModules: [new URL('./test-support/hanging-plugin.mjs', import.meta.url).href],
         pool: { maxWorkers: 1, warmWorkers: 1, startTimeoutMs: 300 },
         logger: pino({ level: 'silent' }),

@@ -7,6 +7,9 @@ import { getPriority } from 'node:os';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { Turnwarden } from './runtime.js';
+import { SCRIPTED } from './test-support/runtime.js';
+
+const SCRIPTED_MODEL = { pluginModules: [SCRIPTED], model: 'scripted' } as const;
 
 /** The nice value of every thread of this process (field 19 of /proc/<pid>/task/<tid>/stat). */
 function threadNices(): number[] {
@@ -27,7 +30,7 @@ describe.runIf(process.platform === 'linux')('worker priority', () => {
     const base = getPriority();
     const lowered = Math.min(19, base + 10);
     const before = threadNices().filter((n) => n === lowered).length;
-    const tw = await Turnwarden.start({ logger, pool: { maxWorkers: 3, warmWorkers: 3 } });
+    const tw = await Turnwarden.start({ ...SCRIPTED_MODEL, logger, pool: { maxWorkers: 3, warmWorkers: 3 } });
     try {
       expect(tw.config.pool.workerNice).toBe(10);
       expect(threadNices().filter((n) => n === lowered).length - before).toBe(3);
@@ -39,7 +42,11 @@ describe.runIf(process.platform === 'linux')('worker priority', () => {
 
   it('L12: workerNice 0 leaves the workers at the supervisor’s priority', async () => {
     const base = getPriority();
-    const tw = await Turnwarden.start({ logger, pool: { maxWorkers: 2, warmWorkers: 2, workerNice: 0 } });
+    const tw = await Turnwarden.start({
+      ...SCRIPTED_MODEL,
+      logger,
+      pool: { maxWorkers: 2, warmWorkers: 2, workerNice: 0 },
+    });
     try {
       expect(threadNices().filter((n) => n !== base)).toEqual([]);
     } finally {
@@ -49,7 +56,9 @@ describe.runIf(process.platform === 'linux')('worker priority', () => {
 
   it('T5: workerNice outside 0..19 is refused at start with INVALID_CONFIG naming the field', async () => {
     for (const workerNice of [-1, 20, 1.5]) {
-      await expect(Turnwarden.start({ logger, pool: { workerNice } })).rejects.toMatchObject({
+      await expect(
+        Turnwarden.start({ ...SCRIPTED_MODEL, logger, pool: { workerNice } }),
+      ).rejects.toMatchObject({
         code: 'INVALID_CONFIG',
         details: { field: 'pool.workerNice' },
       });

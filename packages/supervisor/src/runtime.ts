@@ -85,7 +85,7 @@ const engines = new WeakMap<Turnwarden, TurnEngine>();
 let startWith: (options: TurnwardenOptions, seams: TestSeams) => Promise<Turnwarden>;
 
 /** Starts a supervisor with test seams (testing entry only). */
-export function startForTesting(options: TurnwardenOptions = {}, seams: TestSeams = {}): Promise<Turnwarden> {
+export function startForTesting(options: TurnwardenOptions, seams: TestSeams = {}): Promise<Turnwarden> {
   return startWith(options, seams);
 }
 
@@ -154,7 +154,7 @@ export class Turnwarden {
    * Validates the configuration (INVALID_CONFIG naming the field, nothing started), opens the
    * store, warms the pool and repairs what an earlier process left mid-turn (S7).
    */
-  static start(options: TurnwardenOptions = {}): Promise<Turnwarden> {
+  static start(options: TurnwardenOptions): Promise<Turnwarden> {
     return Turnwarden.open(options, {});
   }
 
@@ -170,8 +170,9 @@ export class Turnwarden {
       );
     }
     const { harness, manualWatchdog } = seams;
-    const config = resolveConfig(rest);
-    checkPluginModules(config.pluginModules);
+    const resolved = resolveConfig(rest);
+    // Workers import the modules as resolved here, so what was checked is what they load.
+    const config = { ...resolved, pluginModules: checkPluginModules(resolved.pluginModules) };
     // A Store instance is used as given (and not closed by shutdown); a `{ path }` is opened here.
     const given = isStore(storeOption) ? storeOption : undefined;
     const store: Store =
@@ -200,7 +201,7 @@ export class Turnwarden {
       await tw.shutdown();
       throw new TurnwardenError(
         ErrorCode.INVALID_CONFIG,
-        `model ${config.model} is not provided by the built-ins or pluginModules (available: ${models.join(', ')})`,
+        `model ${config.model} is not provided by pluginModules (available: ${models.length > 0 ? models.join(', ') : 'none'})`,
         { details: { field: 'model' } },
       );
     }
@@ -325,7 +326,7 @@ export class Turnwarden {
   send(input: SendInput): Promise<TurnHandle> {
     return this.tracked(async () => {
       this.assertOpen();
-      checkSendInput(input, this.config.limits, this.config.model, this.engine.pool.catalogue?.tools);
+      checkSendInput(input, this.config.limits, this.engine.pool.catalogue?.tools);
       await this.owned(input.tenantId, input.workstreamId);
       const { signal, ...claim } = input;
       if (signal?.aborted) throw aborted();

@@ -22,6 +22,8 @@ import { WorkerHandle } from './worker-handle.js';
 export interface Catalogue {
   readonly models: readonly string[];
   readonly tools: readonly string[];
+  /** Models whose provider checks a user message before the claim. */
+  readonly checks: readonly string[];
 }
 
 export interface SpawnCallbacks {
@@ -130,7 +132,7 @@ export function spawnSessionWorker(
     h.received();
     if (event.t === 'ready') {
       clearTimeout(startTimer);
-      on.ready(h, { models: event.models, tools: event.tools });
+      on.ready(h, { models: event.models, tools: event.tools, checks: event.checks });
       markReady();
       return;
     }

@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openSqliteStore } from '@turnwarden/store';
 import { Turnwarden } from '@turnwarden/supervisor';
+import { SCRIPTED } from '../scripted.js';
 import { type BenchContext, script, TENANT, within } from './common.js';
 import { type Row, row, type SectionResult, target } from './report.js';
 import { max, quantile, sleep, yieldToLoop } from './stats.js';
@@ -71,6 +72,7 @@ async function phase(
   const watched = await store.createWorkstream({ id: 'watched', tenantId: TENANT });
   const busy = await store.createWorkstream({ id: 'busy', tenantId: TENANT });
   const tw = await Turnwarden.start({
+    ...SCRIPTED,
     store,
     logger: ctx.logger,
     watchdog: { timeoutMs: 5_000, pollMs: POLL_MS, graceMs: 200 },

@@ -7,6 +7,7 @@ import { ErrorCode, type HostApi, TurnwardenError } from '@turnwarden/protocol';
 import { sessionWorkerUrl } from '@turnwarden/session';
 import { Turnwarden } from '@turnwarden/supervisor';
 import { WorkerPool } from '@turnwarden/supervisor/testing';
+import { SCRIPTED } from '../scripted.js';
 import { script, silentLogger, TENANT } from './common.js';
 import { sleep } from './stats.js';
 
@@ -78,6 +79,7 @@ async function startTurns(tw: Turnwarden, ids: readonly string[]): Promise<void>
 
 async function measure(cfg: MemoryChildConfig): Promise<MemoryReport> {
   const tw = await Turnwarden.start({
+    ...SCRIPTED,
     store: { path: ':memory:' },
     logger: silentLogger(),
     watchdog: { timeoutMs: 60_000, pollMs: 1_000, graceMs: 1_000 },

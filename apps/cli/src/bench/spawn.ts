@@ -1,6 +1,7 @@
 /**
  * spawn — a session worker from `new Worker` until it serves its API (the pool's spawn, the
- * bundled entry with the scripted model, demo tools and harness seams), against a bare
+ * bundled entry, loading the scripted plugin (model and demo tools, one bundled file) as the demo
+ * does), against a bare
  * `new Worker` of an empty module until its first message. Interleaved, same process.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -55,7 +56,7 @@ export async function benchSpawn(ctx: BenchContext): Promise<Omit<SectionResult,
     acquireTimeoutMs: 30_000,
     maxConcurrentSpawns: 2,
     workerUrl: sessionWorkerUrl,
-    pluginModules: [],
+    pluginModules: [import.meta.resolve('@turnwarden/session/scripted')],
     host,
     logger: ctx.logger,
   });

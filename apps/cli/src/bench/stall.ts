@@ -7,6 +7,7 @@
  * on every token of the same turns — it shows the event loop's own slack in this run.
  */
 import { Turnwarden } from '@turnwarden/supervisor';
+import { SCRIPTED } from '../scripted.js';
 import { type BenchContext, script, TENANT, TurnTimeline, within } from './common.js';
 import { row, type SectionResult, target } from './report.js';
 import { max, quantile } from './stats.js';
@@ -27,6 +28,7 @@ export async function benchStall(ctx: BenchContext): Promise<Omit<SectionResult,
   const total = ctx.quick ? 12 : 40;
   const { timeoutMs, pollMs, graceMs } = STALL_CONFIG;
   const tw = await Turnwarden.start({
+    ...SCRIPTED,
     store: { path: ':memory:' },
     logger: ctx.logger,
     watchdog: { timeoutMs, pollMs, graceMs },

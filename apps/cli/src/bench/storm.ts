@@ -11,6 +11,7 @@
  * from the storm's start until every silent turn is settled.
  */
 import { Turnwarden } from '@turnwarden/supervisor';
+import { SCRIPTED } from '../scripted.js';
 import { type BenchContext, script, TENANT } from './common.js';
 import { type Row, row, type SectionResult, target } from './report.js';
 import { quantile } from './stats.js';
@@ -28,6 +29,7 @@ async function storm(
   beats: number,
 ): Promise<{ rows: Row[]; note: string }> {
   const tw = await Turnwarden.start({
+    ...SCRIPTED,
     logger: ctx.logger,
     watchdog: { timeoutMs, pollMs, graceMs },
     lease: { ttlMs: 30_000, renewMs: 1_000 },

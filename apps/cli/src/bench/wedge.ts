@@ -5,6 +5,7 @@
  */
 import { Worker } from 'node:worker_threads';
 import { Turnwarden } from '@turnwarden/supervisor';
+import { SCRIPTED } from '../scripted.js';
 import { type BenchContext, script, TENANT, TurnTimeline, within } from './common.js';
 import { row, type SectionResult, target } from './report.js';
 import { STALL_CONFIG, slowest } from './stall.js';
@@ -30,6 +31,7 @@ export async function benchWedge(ctx: BenchContext): Promise<Omit<SectionResult,
   const turns = ctx.quick ? 4 : 8;
   const { timeoutMs, pollMs, graceMs } = STALL_CONFIG;
   const tw = await Turnwarden.start({
+    ...SCRIPTED,
     store: { path: ':memory:' },
     logger: ctx.logger,
     watchdog: { timeoutMs, pollMs, graceMs },

@@ -9,6 +9,7 @@ import { openSqliteStore, type Store } from '@turnwarden/store';
 import { Turnwarden } from '@turnwarden/supervisor';
 import { type DemoArgs, UsageError } from '../args.js';
 import type { Output } from '../output.js';
+import { SCRIPTED } from '../scripted.js';
 import { driveWorkstream } from './driver.js';
 import {
   auditHistory,
@@ -123,6 +124,7 @@ export async function runDemo(args: DemoArgs, env: DemoEnv): Promise<DemoReport>
     timeoutMs: args.timeoutMs,
   });
   const config = {
+    ...SCRIPTED,
     watchdog: { timeoutMs: args.timeoutMs, pollMs: args.pollMs, graceMs: args.graceMs },
     // The lease must outlive grace + one renewal so recovery still holds it (config rule).
     lease: { ttlMs: Math.max(LEASE_TTL_MS, args.graceMs + LEASE_RENEW_MS + 1000), renewMs: LEASE_RENEW_MS },

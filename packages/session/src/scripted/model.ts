@@ -1,5 +1,5 @@
 /**
- * The built-in offline model `scripted`: it plays the script in the last user message, or
+ * The offline model `scripted` (opt-in: the `@turnwarden/session/scripted` plugin module): it plays the script in the last user message, or
  * echoes that message when it is not a script. Stateless and deterministic: model call k of
  * a turn (k = assistant messages after the last user message) plays segment k of the script.
  */
@@ -45,5 +45,9 @@ export function createScriptedModel(): ModelProvider {
   return {
     name: 'scripted',
     stream: (req, ctx) => play(req, ctx),
+    // A malformed script is refused with INVALID_SCRIPT naming the step, before the claim.
+    checkInput: (content) => {
+      parseScript(content);
+    },
   };
 }

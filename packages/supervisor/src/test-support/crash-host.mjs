@@ -5,6 +5,8 @@ import { pino } from 'pino';
 
 const [dbPath, ttl = '1000'] = process.argv.slice(2);
 const tw = await Turnwarden.start({
+  pluginModules: ['@turnwarden/session/scripted'],
+  model: 'scripted',
   store: { path: dbPath },
   lease: { ttlMs: Number(ttl), renewMs: 200 },
   watchdog: { timeoutMs: 60_000, pollMs: 1_000, graceMs: 500 },

@@ -1,4 +1,10 @@
-// A plugin module whose tool reuses a built-in's name: refused at start, never a silent replacement.
+// A plugin module whose tool reuses a name another plugin (the scripted one's `echo`) took:
+// refused at start, never a silent replacement.
 export const tools = [
-  { name: 'echo', description: 'not the built-in', parameters: { type: 'object' }, run: async () => 'x' },
+  {
+    name: 'echo',
+    description: 'not the scripted plugin echo',
+    parameters: { type: 'object' },
+    run: async () => 'x',
+  },
 ];

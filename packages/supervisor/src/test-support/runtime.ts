@@ -27,6 +27,7 @@ export interface LogLine {
 }
 
 export const PLUGIN = new URL('./plugin.mjs', import.meta.url).href;
+export const SCRIPTED = '@turnwarden/session/scripted';
 
 export const FAST = {
   watchdog: { timeoutMs: 300, pollMs: 30, graceMs: 250 },
@@ -42,7 +43,10 @@ export function script(...steps: unknown[]): string {
  * Starts a runtime with fast watchdog settings, capturing logs and events, on workstream ws-1 of
  * tenant-a (created, unless `existing`: a store that already has it).
  */
-export async function startRuntime(options: TurnwardenOptions & TestSeams = {}, { existing = false } = {}) {
+export async function startRuntime(
+  options: Partial<TurnwardenOptions> & TestSeams = {},
+  { existing = false } = {},
+) {
   const { hooks, now, harness, manualWatchdog, timers, ...rest } = options;
   const seams: TestSeams = {
     ...(hooks ? { hooks } : {}),
@@ -72,8 +76,10 @@ export async function startRuntime(options: TurnwardenOptions & TestSeams = {}, 
   const tw = await startForTesting(
     {
       ...FAST,
-      pluginModules: [PLUGIN],
+      model: 'scripted',
       ...rest,
+      // The offline scripted model and demo tools are a plugin like any other (opt-in).
+      pluginModules: [SCRIPTED, ...(rest.pluginModules ?? [PLUGIN])],
       ...(store === undefined ? {} : { store }),
       logger,
     },
