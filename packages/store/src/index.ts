@@ -6,6 +6,7 @@ export type { SqliteStoreOptions } from './options.js';
 export type { SqlitePragmas } from './sqlite-store.js';
 export { openSqliteStore, SqliteStore } from './sqlite-store.js';
 export type {
+  AcquireLeaseOptions,
   AdminStore,
   AppendInput,
   CompactInput,

@@ -31,6 +31,31 @@ describe('turn leases', () => {
     expect(await store.getLease('w')).toEqual(lease);
   });
 
+  it('S7 P6: replacing takes over a live lease of an earlier process of the same host only, with a new token', async () => {
+    const dead = (await store.acquireLease('w', 'host-a:old', 60_000))!;
+    clock.advance(10);
+    // Another host's process, or no takeover asked: the live lease is respected.
+    expect(await store.acquireLease('w', 'host-b:new', 60_000, { replacing: 'host-b:' })).toBeUndefined();
+    expect(await store.acquireLease('w', 'host-a:new', 60_000)).toBeUndefined();
+    // `host-ab:` is not `host-a:`: the prefix includes the separator.
+    expect(await store.acquireLease('w', 'host-ab:new', 60_000, { replacing: 'host-ab:' })).toBeUndefined();
+    const taken = (await store.acquireLease('w', 'host-a:new', 60_000, { replacing: 'host-a:' }))!;
+    expect(taken).toMatchObject({ holder: 'host-a:new', token: dead.token + 1, released: false });
+    // The dead process's token is fenced: it can neither refresh nor release.
+    expect(await store.refreshLease('w', 'host-a:old', dead.token, 60_000)).toBe(false);
+    expect(await store.releaseLease('w', 'host-a:old', dead.token)).toBe(false);
+  });
+
+  it('T5: replacing must be a prefix of the holder: a host cannot take over another host’s leases', async () => {
+    await expect(
+      store.acquireLease('w', 'host-b:new', 1_000, { replacing: 'host-a:' }),
+    ).rejects.toMatchObject({
+      code: 'INVALID_INPUT',
+      details: { field: 'replacing' },
+    });
+    expect(await store.getLease('w')).toBeUndefined();
+  });
+
   it('token strictly increases over acquire/release/expire-reclaim cycles and is kept after release', async () => {
     const tokens: number[] = [];
     const take = async (holder: string) => {

@@ -67,10 +67,25 @@ export class LeaseTable {
     return row === undefined ? undefined : toLease(row);
   }
 
-  /** Call inside a write transaction. Undefined while another holder's lease is live. */
-  acquire(workstreamId: string, holder: string, ttlMs: number, now: number): Lease | undefined {
+  /**
+   * Call inside a write transaction. Undefined while another holder's lease is live, unless
+   * that holder starts with `replacing` (an earlier process of the same host).
+   */
+  acquire(
+    workstreamId: string,
+    holder: string,
+    ttlMs: number,
+    now: number,
+    replacing?: string,
+  ): Lease | undefined {
     const current = this.get(workstreamId);
-    if (current !== undefined && !current.released && now < current.expiresAt && current.holder !== holder) {
+    if (
+      current !== undefined &&
+      !current.released &&
+      now < current.expiresAt &&
+      current.holder !== holder &&
+      !(replacing !== undefined && current.holder.startsWith(replacing))
+    ) {
       return undefined;
     }
     const token = (current?.token ?? 0) + 1;

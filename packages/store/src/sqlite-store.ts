@@ -20,6 +20,7 @@ import { schemaVersion } from './migrations.js';
 import { openDatabase } from './open.js';
 import { resolveOptions, type SqliteStoreOptions } from './options.js';
 import type {
+  AcquireLeaseOptions,
   AppendInput,
   CompactInput,
   CompactResult,
@@ -214,14 +215,28 @@ export class SqliteStore implements Store {
     });
   }
 
-  acquireLease(workstreamId: string, holder: string, ttlMs: number): Promise<Lease | undefined> {
+  acquireLease(
+    workstreamId: string,
+    holder: string,
+    ttlMs: number,
+    options: AcquireLeaseOptions = {},
+  ): Promise<Lease | undefined> {
     return this.#run('acquireLease', () => {
       checkId('workstreamId', workstreamId);
       checkText('holder', holder, MAX_HOLDER_LENGTH);
       checkInteger('ttlMs', ttlMs, 1);
+      const { replacing } = options;
+      if (replacing !== undefined) {
+        checkText('replacing', replacing, MAX_HOLDER_LENGTH);
+        if (!holder.startsWith(replacing)) {
+          throw new TurnwardenError(ErrorCode.INVALID_INPUT, 'replacing must be a prefix of holder', {
+            details: { field: 'replacing' },
+          });
+        }
+      }
       return this.#write(() => {
         this.#workstreams.requireOpen(workstreamId);
-        return this.#leases.acquire(workstreamId, holder, ttlMs, this.#clock());
+        return this.#leases.acquire(workstreamId, holder, ttlMs, this.#clock(), replacing);
       });
     });
   }

@@ -137,14 +137,26 @@ export interface TurnStore {
   readHistory(workstreamId: string): Promise<HistoryRow[]>;
   /**
    * Takes the turn lease unless another holder has a live one. Every success gets a new
-   * token (previous + 1, from 1), which fences every earlier token.
+   * token (previous + 1, from 1), which fences every earlier token. With `replacing`, a live
+   * lease whose holder starts with that prefix — an earlier process of the same host, which
+   * a host id promises is dead — is taken over at once; `holder` must start with it too.
    */
-  acquireLease(workstreamId: string, holder: string, ttlMs: number): Promise<Lease | undefined>;
+  acquireLease(
+    workstreamId: string,
+    holder: string,
+    ttlMs: number,
+    options?: AcquireLeaseOptions,
+  ): Promise<Lease | undefined>;
   /** Extends a live lease to `now + ttlMs`; false if not the live lease of this holder and token. */
   refreshLease(workstreamId: string, holder: string, token: number, ttlMs: number): Promise<boolean>;
   /** Releases the lease if holder and token match and it is not released yet. */
   releaseLease(workstreamId: string, holder: string, token: number): Promise<boolean>;
   getLease(workstreamId: string): Promise<Lease | undefined>;
+}
+
+export interface AcquireLeaseOptions {
+  /** A holder prefix (`<hostId>:`) whose live leases belong to a dead earlier process of this host. */
+  readonly replacing?: string;
 }
 
 /** Workstream administration, recovery scans and the connection itself. Same error rules. */

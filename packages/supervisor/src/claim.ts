@@ -225,4 +225,9 @@ function dispatch(
     });
 }
 
-export const newHolder = (): string => `tw-${randomUUID()}`;
+/**
+ * This process's lease holder: `<hostId>:<uuid>` when the host has a stable id (so a restarted
+ * process recognises its predecessor's leases by the prefix), else `tw-<uuid>`.
+ */
+export const newHolder = (hostId: string | undefined): string =>
+  hostId === undefined ? `tw-${randomUUID()}` : `${hostId}:${randomUUID()}`;

@@ -67,6 +67,12 @@ export interface SupervisorConfig {
   readonly model: string;
   /** Modules every worker imports for extra tools and model providers. */
   readonly pluginModules: readonly string[];
+  /**
+   * This host's stable id (a pod name, a machine name), unique among the processes sharing a
+   * store. A restarted process with the same id takes over the leases its dead predecessor
+   * left at once instead of waiting for them to expire (S7). Absent: every process is new.
+   */
+  readonly hostId?: string;
 }
 
 export type SupervisorConfigInput = {
@@ -77,6 +83,7 @@ export type SupervisorConfigInput = {
   /** Required: the name of a model provider one of `pluginModules` exports. */
   readonly model: string;
   readonly pluginModules?: readonly string[];
+  readonly hostId?: string;
 };
 
 /**
@@ -146,7 +153,15 @@ function section(field: string, value: unknown, keys: readonly string[]): Record
 }
 
 export function resolveConfig(input: unknown): SupervisorConfig {
-  const top = section('config', input, ['watchdog', 'lease', 'pool', 'limits', 'model', 'pluginModules']);
+  const top = section('config', input, [
+    'watchdog',
+    'lease',
+    'pool',
+    'limits',
+    'model',
+    'pluginModules',
+    'hostId',
+  ]);
   const d = DEFAULT_CONFIG;
 
   const w = section('watchdog', top.watchdog, [
@@ -256,7 +271,13 @@ export function resolveConfig(input: unknown): SupervisorConfig {
     throw bad('pluginModules', 'must be an array of module specifiers', plugins);
   }
 
+  const hostId = top.hostId;
+  if (hostId !== undefined && (typeof hostId !== 'string' || !/^[A-Za-z0-9._-]{1,64}$/.test(hostId))) {
+    throw bad('hostId', 'must be 1–64 characters of A–Z a–z 0–9 . _ -', hostId);
+  }
+
   return {
+    ...(hostId === undefined ? {} : { hostId }),
     watchdog: {
       timeoutMs,
       pollMs,

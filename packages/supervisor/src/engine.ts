@@ -53,7 +53,9 @@ export class TurnEngine {
   readonly watchdog: Watchdog;
   readonly pool: WorkerPool;
   readonly counters = newCounters();
-  readonly holder = newHolder();
+  readonly holder: string;
+  /** `<hostId>:` — leases an earlier process of this host left are taken over at once (S7). */
+  readonly predecessors: string | undefined;
   readonly store: Store;
   readonly logger: Logger;
   readonly timers: Timers;
@@ -69,6 +71,8 @@ export class TurnEngine {
   constructor(options: EngineOptions) {
     const { config } = options;
     this.config = config;
+    this.holder = newHolder(config.hostId);
+    this.predecessors = config.hostId === undefined ? undefined : `${config.hostId}:`;
     this.store = options.store;
     this.logger = options.logger;
     this.timers = options.timers ?? nodeTimers;

@@ -35,6 +35,8 @@ describe('configuration', () => {
     [{ watchdog: { timeoutMS: 100 } }, 'watchdog.timeoutMS'],
     [{ limits: { maxToolArgBytes: 'big' } }, 'limits.maxToolArgBytes'],
     [{ pluginModules: [42] }, 'pluginModules'],
+    [{ hostId: 'a:b' }, 'hostId'],
+    [{ hostId: '' }, 'hostId'],
   ])('refuses %j with an INVALID_CONFIG error naming %s', (input, field) => {
     let caught: unknown;
     try {

@@ -17,12 +17,19 @@ export interface MaintenanceHost extends AbandonHost {
     Pick<TurnStore, 'acquireLease' | 'releaseLease' | 'getWorkstream' | 'compactHistory'> &
     Pick<AdminStore, 'closeWorkstream' | 'listWorkstreams'>;
   readonly holder: string;
+  /** The holder prefix of this host's earlier processes, whose leases are taken over (S7). */
+  readonly predecessors: string | undefined;
   readonly leaseTtlMs: number;
   readonly logger: Logger;
 }
 
 export async function acquireLease(host: MaintenanceHost, workstreamId: string): Promise<Lease> {
-  const lease = await host.store.acquireLease(workstreamId, host.holder, host.leaseTtlMs);
+  const lease = await host.store.acquireLease(
+    workstreamId,
+    host.holder,
+    host.leaseTtlMs,
+    host.predecessors === undefined ? {} : { replacing: host.predecessors },
+  );
   if (!lease) {
     throw new TurnwardenError(
       ErrorCode.TURN_IN_PROGRESS,

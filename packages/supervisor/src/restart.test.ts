@@ -19,10 +19,15 @@ afterEach(() => {
 });
 
 /** Runs the crash host (lease ttl `leaseTtlMs`) until it reports tool-debt, then kills it with SIGKILL. */
-async function killInToolDebt(dbPath: string, leaseTtlMs = 1_000): Promise<void> {
+async function killInToolDebt(dbPath: string, leaseTtlMs = 1_000, hostId?: string): Promise<void> {
   const child = spawn(
     process.execPath,
-    [new URL('./test-support/crash-host.mjs', import.meta.url).pathname, dbPath, String(leaseTtlMs)],
+    [
+      new URL('./test-support/crash-host.mjs', import.meta.url).pathname,
+      dbPath,
+      String(leaseTtlMs),
+      ...(hostId === undefined ? [] : [hostId]),
+    ],
     {
       stdio: ['ignore', 'pipe', 'inherit'],
     },
@@ -41,6 +46,16 @@ async function killInToolDebt(dbPath: string, leaseTtlMs = 1_000): Promise<void>
   );
   child.kill('SIGKILL');
   expect(await exited).toBe('SIGKILL');
+}
+
+/** The lease as the database holds it, read through a connection of its own. */
+async function leaseOf(dbPath: string) {
+  const probe = openSqliteStore({ path: dbPath });
+  try {
+    return await probe.getLease('ws-1');
+  } finally {
+    await probe.close();
+  }
 }
 
 describe('restart after a crash', () => {
@@ -116,6 +131,66 @@ describe('restart after a crash', () => {
       expect(rows.at(-1)?.message).toMatchObject({ role: 'tool', effect: 'unknown', synthesized: true });
       const next = await rt.tw.send({ ...ref, content: 'back?' });
       expect((await within(next.done, 10_000, 'the next turn completes')).status).toBe('completed');
+    } finally {
+      await rt.tw.shutdown();
+    }
+  }, 60_000);
+
+  it('S7: a host restarted with its stable hostId takes over its dead predecessor’s live lease at start: the first history() is already repaired and the first send is accepted at once', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'turnwarden-restart-'));
+    dirs.push(dir);
+    const dbPath = join(dir, 'turnwarden.db');
+    // SIGKILLed in the middle of a tool, holding a lease that would stay live for a minute.
+    await killInToolDebt(dbPath, 60_000, 'host-a');
+    const probe = openSqliteStore({ path: dbPath });
+    const dead = (await probe.getLease('ws-1'))!;
+    await probe.close();
+    expect(dead.holder.startsWith('host-a:')).toBe(true);
+    expect(dead.released).toBe(false);
+    expect(dead.expiresAt - Date.now()).toBeGreaterThan(30_000);
+
+    const rt = await startRuntime({ store: { path: dbPath }, hostId: 'host-a' }, { existing: true });
+    try {
+      const ref = { tenantId: 'tenant-a', workstreamId: 'ws-1' };
+      // Repaired during start, before any call: nothing was deferred to the lease's expiry.
+      const rows = await rt.tw.history(ref);
+      expect(openToolCalls(rows)).toEqual([]);
+      expect(rows.at(-1)?.message).toMatchObject({ role: 'tool', effect: 'unknown', synthesized: true });
+      expect(await rt.tw.status(ref)).toMatchObject({ state: 'idle', cleanupPending: false });
+      expect(
+        rt.logged(
+          'session left mid-turn by an earlier process is still leased; repairing when the lease expires',
+        ),
+      ).toEqual([]);
+      // The takeover fenced the dead process's token (P6).
+      const now = (await leaseOf(dbPath))!;
+      expect(now.token).toBeGreaterThan(dead.token);
+      expect(now.holder.startsWith('host-a:')).toBe(true);
+      expect(now.holder).not.toBe(dead.holder);
+      const next = await rt.tw.send({ ...ref, content: 'back?' });
+      expect((await within(next.done, 10_000, 'the next turn completes')).status).toBe('completed');
+    } finally {
+      await rt.tw.shutdown();
+    }
+  }, 60_000);
+
+  it('S7: a restart under another hostId respects the dead host’s live lease (no takeover)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'turnwarden-restart-'));
+    dirs.push(dir);
+    const dbPath = join(dir, 'turnwarden.db');
+    await killInToolDebt(dbPath, 60_000, 'host-a');
+    const rt = await startRuntime({ store: { path: dbPath }, hostId: 'host-b' }, { existing: true });
+    try {
+      const ref = { tenantId: 'tenant-a', workstreamId: 'ws-1' };
+      expect(openToolCalls(await rt.tw.history(ref))).toHaveLength(1);
+      // Until the repair is done, status() reports the debt.
+      expect(await rt.tw.status(ref)).toMatchObject({ state: 'tool-debt', cleanupPending: true });
+      expect(
+        rt.logged(
+          'session left mid-turn by an earlier process is still leased; repairing when the lease expires',
+        ),
+      ).toHaveLength(1);
+      expect((await leaseOf(dbPath))!.holder.startsWith('host-a:')).toBe(true);
     } finally {
       await rt.tw.shutdown();
     }

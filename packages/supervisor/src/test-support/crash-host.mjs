@@ -3,10 +3,11 @@
 import { Turnwarden } from '@turnwarden/supervisor';
 import { pino } from 'pino';
 
-const [dbPath, ttl = '1000'] = process.argv.slice(2);
+const [dbPath, ttl = '1000', hostId] = process.argv.slice(2);
 const tw = await Turnwarden.start({
   pluginModules: ['@turnwarden/session/scripted'],
   model: 'scripted',
+  ...(hostId === undefined ? {} : { hostId }),
   store: { path: dbPath },
   lease: { ttlMs: Number(ttl), renewMs: 200 },
   watchdog: { timeoutMs: 60_000, pollMs: 1_000, graceMs: 500 },
