@@ -8,11 +8,13 @@ import { openSqliteStore, type Store } from '@turnwarden/store';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { abandon } from './abandon.js';
+import { DEFAULT_CONFIG } from './config.js';
 import { EventHub, type TurnwardenEvent } from './events.js';
 import { JournalGate } from './journal-gate.js';
 import { repairOpenCalls } from './repair.js';
 import { Sessions } from './sessions.js';
 import { newCounters } from './stats.js';
+import { nodeTimers } from './timers.js';
 
 async function world(options: { failRepair?: boolean; failSave?: boolean } = {}) {
   const inner = openSqliteStore({ path: ':memory:' });
@@ -38,6 +40,8 @@ async function world(options: { failRepair?: boolean; failSave?: boolean } = {})
     logger,
     turnOf: () => undefined,
     fenced: () => false,
+    timers: nodeTimers,
+    config: { journal: DEFAULT_CONFIG.journal },
     refused: () => {},
   });
   await inner.createWorkstream({ id: 'ws', tenantId: 't' });

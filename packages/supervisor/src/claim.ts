@@ -103,15 +103,13 @@ async function admit(
         input.principal === undefined
           ? { role: 'user', content: input.content }
           : { role: 'user', content: input.content, principal: input.principal };
-      await host.gate.write(workstreamId, () =>
-        host.store.appendMessages({
-          workstreamId,
-          generation,
-          fencingToken: lease.token,
-          entries: [{ commitKey: `g${generation}:u`, message: user }],
-          session: claimed,
-        }),
-      );
+      await host.gate.append({
+        workstreamId,
+        generation,
+        fencingToken: lease.token,
+        entries: [{ commitKey: `g${generation}:u`, message: user }],
+        session: claimed,
+      });
       const history: HistoryMessage[] = [...rows.map((r) => r.message), user];
       host.sessions.set(rec, claimed, generation, { from: 'idle', via: 'CLAIM' });
       const turn = arm(host, rec, worker, lease, tenantId, generation);

@@ -55,11 +55,23 @@ export interface LimitsConfig {
   readonly maxMessageBytes: number;
 }
 
+/** Retries of journal writes the store reports as transient (P3, P4). */
+export interface JournalConfig {
+  /** Attempts per batch of rows, the first included, before the write fails (1: never retry). */
+  readonly maxAttempts: number;
+  /** Backoff before retry n: a random point in [½, 1] × min(retryMaxMs, retryBaseMs × 2^(n-1)). */
+  readonly retryBaseMs: number;
+  readonly retryMaxMs: number;
+  /** Period of the maintenance sweep that retries every batch waiting out its backoff at once. */
+  readonly sweepMs: number;
+}
+
 export interface SupervisorConfig {
   readonly watchdog: WatchdogConfig;
   readonly lease: LeaseConfig;
   readonly pool: PoolConfig;
   readonly limits: LimitsConfig;
+  readonly journal: JournalConfig;
   /**
    * The model provider turns use, by name: one of `pluginModules` must export it (there is no
    * default; the offline one is `scripted`, from the `@turnwarden/session/scripted` plugin).
@@ -80,6 +92,7 @@ export type SupervisorConfigInput = {
   readonly lease?: Partial<LeaseConfig>;
   readonly pool?: Partial<PoolConfig>;
   readonly limits?: Partial<LimitsConfig>;
+  readonly journal?: Partial<JournalConfig>;
   /** Required: the name of a model provider one of `pluginModules` exports. */
   readonly model: string;
   readonly pluginModules?: readonly string[];
@@ -119,6 +132,7 @@ export const DEFAULT_CONFIG: Omit<SupervisorConfig, 'model'> = {
     workerNice: 10,
   },
   limits: { maxModelSteps: 32, maxToolArgBytes: 64 * 1024, maxMessageBytes: 256 * 1024 },
+  journal: { maxAttempts: 5, retryBaseMs: 50, retryMaxMs: 2_000, sweepMs: 1_000 },
   pluginModules: [],
 };
 
@@ -158,6 +172,7 @@ export function resolveConfig(input: unknown): SupervisorConfig {
     'lease',
     'pool',
     'limits',
+    'journal',
     'model',
     'pluginModules',
     'hostId',
@@ -271,6 +286,20 @@ export function resolveConfig(input: unknown): SupervisorConfig {
     throw bad('pluginModules', 'must be an array of module specifiers', plugins);
   }
 
+  const j = section('journal', top.journal, ['maxAttempts', 'retryBaseMs', 'retryMaxMs', 'sweepMs']);
+  const retryBaseMs = int('journal.retryBaseMs', j.retryBaseMs ?? d.journal.retryBaseMs, 1, DAY_MS);
+  const journal: JournalConfig = {
+    maxAttempts: int('journal.maxAttempts', j.maxAttempts ?? d.journal.maxAttempts, 1, 100),
+    retryBaseMs,
+    retryMaxMs: int(
+      'journal.retryMaxMs',
+      j.retryMaxMs ?? Math.max(retryBaseMs, d.journal.retryMaxMs),
+      retryBaseMs,
+      DAY_MS,
+    ),
+    sweepMs: int('journal.sweepMs', j.sweepMs ?? d.journal.sweepMs, 10, DAY_MS),
+  };
+
   const hostId = top.hostId;
   if (hostId !== undefined && (typeof hostId !== 'string' || !/^[A-Za-z0-9._-]{1,64}$/.test(hostId))) {
     throw bad('hostId', 'must be 1–64 characters of A–Z a–z 0–9 . _ -', hostId);
@@ -296,6 +325,7 @@ export function resolveConfig(input: unknown): SupervisorConfig {
       ...(heap === undefined ? {} : { maxOldGenerationSizeMb: heap }),
     },
     limits,
+    journal,
     model,
     pluginModules: [...(plugins as string[])],
   };

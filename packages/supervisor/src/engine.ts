@@ -67,6 +67,7 @@ export class TurnEngine {
   /** Shutdown began: claims still queued are refused. */
   closing = false;
   private readonly bySlot = new Map<number, ActiveTurn>();
+  private cancelSweep: (() => void) | undefined;
 
   constructor(options: EngineOptions) {
     const { config } = options;
@@ -171,16 +172,18 @@ export class TurnEngine {
   status(
     workstreamId: string,
     durable: SessionSnapshotData | undefined,
-  ): Pick<WorkstreamStatus, 'state' | 'cleanupPending' | 'activeTurn'> {
+  ): Pick<WorkstreamStatus, 'state' | 'cleanupPending' | 'persistence' | 'activeTurn'> {
     const rec = this.sessions.peek(workstreamId);
     const snapshot = rec?.snapshot ?? durable;
     const state = snapshot === undefined ? 'idle' : stateOf(snapshot);
     const turn = rec?.turn;
     const cleanupPending = turn === undefined && state !== 'idle' && state !== 'closed';
-    if (!turn) return { state, cleanupPending };
+    const persistence = this.gate.status(workstreamId);
+    if (!turn) return { state, cleanupPending, persistence };
     return {
       state,
       cleanupPending,
+      persistence,
       activeTurn: {
         generation: turn.generation,
         idleMs: Math.round(this.clock.nowMs() - turn.watched.lastChangeAt),
@@ -209,6 +212,20 @@ export class TurnEngine {
    * S7: sessions a crashed process left mid-turn or unrepaired are repaired at start, each under
    * a lease of its own; one whose lease another holder still holds is left for its next claim.
    */
+  /** P4: the journal's maintenance sweep, every `journal.sweepMs` while the runtime runs. */
+  startSweep(): void {
+    this.stopSweep();
+    this.cancelSweep = this.timers.every(this.config.journal.sweepMs, () => {
+      const woken = this.gate.sweep();
+      if (woken.length > 0) this.logger.info({ workstreams: woken }, 'journal sweep retried writes now');
+    });
+  }
+
+  stopSweep(): void {
+    this.cancelSweep?.();
+    this.cancelSweep = undefined;
+  }
+
   /** S7 at start: see recovery.ts. */
   recoverLeftovers(): Promise<number> {
     return this.recovery.atStart();

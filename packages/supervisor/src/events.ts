@@ -19,6 +19,7 @@ export type TurnwardenEventType =
   | 'tool_results_synthesized'
   | 'stream_end'
   | 'idle'
+  | 'persistence'
   | 'ws_closed';
 
 export interface TurnwardenEvent {

@@ -11,8 +11,10 @@ import {
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import type { ActiveTurn } from './active-turn.js';
+import { DEFAULT_CONFIG } from './config.js';
 import { EventHub, type TurnwardenEvent } from './events.js';
 import { type GateHost, JournalGate } from './journal-gate.js';
+import { nodeTimers } from './timers.js';
 
 type Deferred = { resolve: (seqs: number[]) => void; reject: (e: unknown) => void; input: JournalRequest };
 
@@ -37,6 +39,8 @@ function world(level: 'debug' | 'info' = 'debug') {
     fenced: () => fenced,
     refused: () => void refused++,
     logger: pino({ level }, { write: (s: string) => void logs.push(JSON.parse(s)) }),
+    timers: nodeTimers,
+    config: { journal: DEFAULT_CONFIG.journal },
   };
   const gate = new JournalGate(host);
   const req = (key: string, generation = 3): JournalRequest => ({

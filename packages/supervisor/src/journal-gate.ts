@@ -12,15 +12,28 @@
  * repairs, rewrites — goes through one queue per workstream: the next write starts only once
  * the previous one settled. So acceptance order is durable order with any store, and a repair —
  * queued like any write — reads history only once everything admitted before it is durable.
+ *
+ * **Persistence status (P3, P4).** A batch of rows the store refuses with a transient error
+ * (`STORE_ERROR` marked retryable: a busy or locked database, a dropped connection) is retried
+ * with jittered exponential backoff, up to `journal.maxAttempts`; inserts are idempotent on the
+ * commit key (P1), so a retry after a lost acknowledgement returns the rows already written.
+ * Meanwhile the workstream is `retrying` (attempts, next retry time, the error), in `status()`
+ * and as a `persistence` event; the rows behind it wait (P2). A maintenance sweep every
+ * `journal.sweepMs` retries every batch waiting out its backoff at once. `COMMIT_CONFLICT` (the
+ * key holds another body) is `conflict` and never retried. Any other failure is the writer's.
  */
+
 import type { JournalAck, JournalRequest } from '@turnwarden/protocol';
-import { ErrorCode, SeamName, seam, TurnwardenError } from '@turnwarden/protocol';
+import { ErrorCode, isTurnwardenError, SeamName, seam, TurnwardenError, toWire } from '@turnwarden/protocol';
 // Harness-only switches: stripped from dist/ by scripts/build.mjs (see protocol/src/mutations.ts).
 import { Mutation, mutated } from '@turnwarden/protocol/mutations';
-import type { TurnStore } from '@turnwarden/store';
+import type { AppendInput, TurnStore } from '@turnwarden/store';
 import type { Logger } from 'pino';
 import type { ActiveTurn } from './active-turn.js';
+import type { JournalConfig } from './config.js';
 import type { EventHub } from './events.js';
+import type { CancelTimer, Timers } from './timers.js';
+import type { PersistenceStatus } from './types.js';
 
 export interface GateHost {
   readonly store: Pick<TurnStore, 'appendMessages'>;
@@ -32,12 +45,140 @@ export interface GateHost {
   /** Counts a refused row. */
   refused(): void;
   readonly logger: Logger;
+  readonly timers: Timers;
+  readonly config: { readonly journal: JournalConfig };
 }
+
+/** A workstream's journal while it has rows not yet durable, or a conflict. */
+interface Journal {
+  pendingRows: number;
+  retry:
+    | {
+        readonly attempts: number;
+        readonly nextRetryAt: number;
+        readonly error: TurnwardenError;
+        /** Ends the backoff now (the sweep). */
+        readonly wake: () => void;
+      }
+    | undefined;
+  conflict: TurnwardenError | undefined;
+}
+
+const retryable = (e: unknown): e is TurnwardenError =>
+  isTurnwardenError(e, ErrorCode.STORE_ERROR) && e.retryable;
 
 export class JournalGate {
   private readonly queues = new Map<string, Promise<unknown>>();
+  private readonly journals = new Map<string, Journal>();
 
   constructor(private readonly host: GateHost) {}
+
+  /** P3: `healthy` unless rows are queued or in flight (`pending`), retrying, or in conflict. */
+  status(workstreamId: string): PersistenceStatus {
+    const j = this.journals.get(workstreamId);
+    if (j === undefined) return { state: 'healthy', pendingRows: 0 };
+    const { pendingRows, retry, conflict } = j;
+    if (retry) {
+      const { attempts, nextRetryAt, error } = retry;
+      return { state: 'retrying', pendingRows, attempts, nextRetryAt, error: toWire(error) };
+    }
+    if (conflict) return { state: 'conflict', pendingRows, error: toWire(conflict) };
+    return { state: pendingRows > 0 ? 'pending' : 'healthy', pendingRows };
+  }
+
+  /** P4: every batch waiting out its backoff is retried now; returns their workstreams. */
+  sweep(): string[] {
+    const woken: string[] = [];
+    for (const [workstreamId, j] of this.journals) {
+      if (j.retry === undefined) continue;
+      j.retry.wake();
+      woken.push(workstreamId);
+    }
+    return woken;
+  }
+
+  /**
+   * Appends rows through the workstream's queue (P2), retrying transient store failures (P3).
+   * Resolves once they are durable; rejects with the store's error when they cannot be.
+   */
+  append(input: AppendInput): Promise<number[]> {
+    const { workstreamId } = input;
+    const j = this.journalOf(workstreamId);
+    j.pendingRows += input.entries.length;
+    return this.write(workstreamId, () => this.persist(j, input));
+  }
+
+  /** The batch is durable or has failed for good: it is no longer pending; then report. */
+  private done(j: Journal, input: AppendInput, announce: boolean): void {
+    const { workstreamId } = input;
+    j.pendingRows -= input.entries.length;
+    if (announce) this.announce(workstreamId);
+    if (j.pendingRows === 0 && j.conflict === undefined && this.journals.get(workstreamId) === j) {
+      this.journals.delete(workstreamId);
+    }
+  }
+
+  private journalOf(workstreamId: string): Journal {
+    let j = this.journals.get(workstreamId);
+    if (j === undefined) {
+      j = { pendingRows: 0, retry: undefined, conflict: undefined };
+      this.journals.set(workstreamId, j);
+    }
+    return j;
+  }
+
+  private async persist(j: Journal, input: AppendInput): Promise<number[]> {
+    const { workstreamId } = input;
+    const cfg = this.host.config.journal;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const seqs = await this.host.store.appendMessages(input);
+        const recovered = j.retry !== undefined || j.conflict !== undefined;
+        j.retry = undefined;
+        j.conflict = undefined;
+        this.done(j, input, recovered);
+        return seqs;
+      } catch (e) {
+        if (isTurnwardenError(e, ErrorCode.COMMIT_CONFLICT)) {
+          // P1/P3: never retried automatically.
+          j.retry = undefined;
+          j.conflict = e;
+          this.host.logger.error(
+            { err: e, workstreamId },
+            'journal conflict: a commit key holds another row',
+          );
+          this.done(j, input, true);
+          throw e;
+        }
+        if (!retryable(e) || attempt >= cfg.maxAttempts) {
+          const wasRetrying = j.retry !== undefined;
+          j.retry = undefined;
+          this.done(j, input, wasRetrying);
+          throw e;
+        }
+        const ceiling = Math.min(cfg.retryMaxMs, cfg.retryBaseMs * 2 ** (attempt - 1));
+        const delayMs = Math.max(1, Math.round(ceiling * (0.5 + Math.random() / 2)));
+        await new Promise<void>((resolve) => {
+          let cancel: CancelTimer = () => {};
+          const wake = () => {
+            cancel();
+            resolve();
+          };
+          j.retry = { attempts: attempt, nextRetryAt: Date.now() + delayMs, error: e, wake };
+          cancel = this.host.timers.after(delayMs, wake);
+          this.host.logger.warn(
+            { err: e, workstreamId, attempts: attempt, retryInMs: delayMs },
+            'journal write failed; retrying',
+          );
+          this.announce(workstreamId);
+        });
+      }
+    }
+  }
+
+  private announce(workstreamId: string): void {
+    this.host.events.emit(workstreamId, 'persistence', undefined, { ...this.status(workstreamId) });
+  }
 
   /**
    * Runs `write` after every write of the workstream queued before it; the queue moves on when
@@ -115,7 +256,7 @@ export class JournalGate {
         'journal admitted',
       );
     }
-    return this.write(req.workstreamId, () => this.host.store.appendMessages(req)).then((seqs) => {
+    return this.append(req).then((seqs) => {
       for (const entry of req.entries) {
         this.host.events.emit(req.workstreamId, 'message', req.generation, {
           commitKey: entry.commitKey,

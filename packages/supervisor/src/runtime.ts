@@ -79,6 +79,8 @@ export interface TestControls {
   pollWatchdog(): void;
   /** The activity clock's shared buffer. */
   readonly clockBuffer: SharedArrayBuffer;
+  /** One run of the journal's maintenance sweep (P4); the workstreams whose writes it retried. */
+  sweepJournal(): string[];
 }
 
 const engines = new WeakMap<Turnwarden, TurnEngine>();
@@ -95,6 +97,7 @@ export function testControls(tw: Turnwarden): TestControls {
   if (!engine) throw new TypeError('not a Turnwarden instance');
   return {
     pollWatchdog: () => engine.watchdog.poll(),
+    sweepJournal: () => engine.gate.sweep(),
     get clockBuffer() {
       return engine.clock.buffer;
     },
@@ -213,6 +216,7 @@ export class Turnwarden {
       throw e;
     }
     if (!manualWatchdog) tw.engine.watchdog.start();
+    tw.engine.startSweep();
     logger.info(
       { holder: tw.engine.holder, workers: config.pool.maxWorkers, watchdog: config.watchdog },
       'turnwarden supervisor started',
@@ -393,6 +397,7 @@ export class Turnwarden {
     await Promise.allSettled([...this.inFlight]);
     await this.engine.abortAll('shutdown');
     this.engine.watchdog.stop();
+    this.engine.stopSweep();
     await this.engine.pool.close();
     if (this.ownsStore) await this.store.close();
     if (this.harness) detachSeamController(this.harness.controller);

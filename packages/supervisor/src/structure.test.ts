@@ -159,6 +159,57 @@ describe('structural debt', () => {
     expect((await (await rt.send('again')).done).status).toBe('completed');
   });
 
+  it('S5: a rejected tool row keeps the assistant debt, ends the turn, and poisons claims until a repair succeeds', async () => {
+    const faulty = faultyStore();
+    rt = await startRuntime({ store: faulty.store });
+    // The tool's own result is rejected, and so is the automatic repair after it.
+    faulty.reject(2, (e) => e.message.role === 'tool');
+    const result = await (
+      await rt.send(script({ tools: [{ name: 'echo', args: { text: 'ran' } }] }, { text: 'never said' }))
+    ).done;
+    // The turn ends on the rejection itself: the model is not asked again.
+    expect(result).toMatchObject({ status: 'failed', synthesized: 0 });
+    expect(result.error?.code).toBe(ErrorCode.STORE_ERROR);
+    expect(rt.types()).not.toContain('token');
+    const rows = await rt.history();
+    // The debt stays: the assistant's call is durable, no result row — neither the real one nor a
+    // synthesized one — and the turn's final text was never produced.
+    expect(rows.map((r) => r.message.role)).toEqual(['user', 'assistant']);
+    expect(openToolCalls(rows)).toHaveLength(1);
+    const ref = { tenantId: 'tenant-a', workstreamId: rt.workstreamId };
+    expect(await rt.tw.status(ref)).toMatchObject({ cleanupPending: true });
+    // Poisoned: no claim, a typed error, nothing written.
+    expect((await refusal(rt.send('next'))).code).toBe(ErrorCode.TOOL_CLEANUP_PENDING);
+    expect(await rt.history()).toHaveLength(2);
+    // A repair (force cancel of the idle workstream, C5) resolves the debt and unpoisons.
+    expect(await rt.tw.cancel(ref)).toBe(true);
+    const repaired = await rt.history();
+    expect(openToolCalls(repaired)).toEqual([]);
+    expect(repaired.at(-1)?.message).toMatchObject({ role: 'tool', synthesized: true, effect: 'unknown' });
+    expect((await (await rt.send('next')).done).status).toBe('completed');
+  });
+
+  it('C4: a force cancel aimed at a turn that already ended leaves its successor untouched (handle and signal)', async () => {
+    rt = await startRuntime();
+    const ref = { tenantId: 'tenant-a', workstreamId: rt.workstreamId };
+    const controller = new AbortController();
+    const first = await rt.tw.send({ ...ref, content: 'first', signal: controller.signal });
+    expect((await first.done).status).toBe('completed');
+    // The successor runs a tool; both cancels were meant for the first turn.
+    const successor = await rt.send(
+      script({ tools: [{ name: 'heartbeat', args: { ms: 300, everyMs: 20 } }] }, { text: 'ok' }),
+    );
+    await nextEvent(rt.tw, rt.workstreamId, 'tool_started');
+    first.cancel();
+    controller.abort();
+    const result = await successor.done;
+    expect(result).toMatchObject({ status: 'completed', synthesized: 0 });
+    expect(result.abortReason).toBeUndefined();
+    expect(rt.types()).not.toContain('turn_aborted');
+    const tools = (await rt.history()).filter((r) => r.message.role === 'tool').map((r) => r.message);
+    expect(tools).toEqual([expect.objectContaining({ effect: 'applied' })]);
+  });
+
   it('C3: force cancel journals unknown results before it releases the turn, and stream_end then idle precede the successor', async () => {
     rt = await startRuntime();
     const turn = await rt.send(hangingTool);

@@ -67,6 +67,20 @@ export interface TurnHandle {
   cancel(): Promise<TurnResult>;
 }
 
+/**
+ * P3: the journal of a workstream. `pending`: rows admitted and not yet durable; `retrying`: the
+ * store refused the head batch with a transient error and it is retried at `nextRetryAt` (epoch
+ * ms; the rows behind it wait); `conflict`: a commit key already holds another row — never
+ * retried, cleared by the next successful write.
+ */
+export interface PersistenceStatus {
+  readonly state: 'healthy' | 'pending' | 'retrying' | 'conflict';
+  readonly pendingRows: number;
+  readonly attempts?: number;
+  readonly nextRetryAt?: number;
+  readonly error?: WireError;
+}
+
 export interface WorkstreamStatus {
   readonly workstreamId: string;
   readonly tenantId: string;
@@ -74,6 +88,8 @@ export interface WorkstreamStatus {
   readonly generation: number;
   /** Structural debt could not be repaired: claims are refused until repaired (S3). */
   readonly cleanupPending: boolean;
+  /** The journal's persistence status (P3). */
+  readonly persistence: PersistenceStatus;
   readonly activeTurn?: {
     readonly generation: number;
     readonly idleMs: number;

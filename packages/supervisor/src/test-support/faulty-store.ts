@@ -8,7 +8,8 @@ import { openSqliteStore, type Store } from '@turnwarden/store';
  */
 export function faultyStore() {
   const inner = openSqliteStore({ path: ':memory:' });
-  let rule: { n: number; match: (e: JournalEntry) => boolean } | undefined;
+  let rule: { n: number; match: (e: JournalEntry) => boolean; error: () => Error } | undefined;
+  const calls: Parameters<Store['appendMessages']>[0][] = [];
   const store = new Proxy(inner, {
     get(target, key, receiver) {
       const value = Reflect.get(target, key, receiver) as unknown;
@@ -16,11 +17,10 @@ export function faultyStore() {
         return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
       }
       return (input: Parameters<Store['appendMessages']>[0]) => {
+        calls.push(input);
         if (rule && rule.n > 0 && input.entries.some(rule.match)) {
           rule.n--;
-          return Promise.reject(
-            new TurnwardenError(ErrorCode.STORE_ERROR, 'injected: the store rejected the write'),
-          );
+          return Promise.reject(rule.error());
         }
         return inner.appendMessages(input);
       };
@@ -28,9 +28,21 @@ export function faultyStore() {
   });
   return {
     store,
-    /** Rejects the next `n` appends that contain a matching entry. */
+    /** Rejects the next `n` appends that contain a matching entry (a non-transient STORE_ERROR). */
     reject(n: number, match: (e: JournalEntry) => boolean) {
-      rule = { n, match };
+      rule = {
+        n,
+        match,
+        error: () => new TurnwardenError(ErrorCode.STORE_ERROR, 'injected: the store rejected the write'),
+      };
+    },
+    /** Rejects the next `n` matching appends with `error()` (a transient error, a conflict …). */
+    rejectWith(n: number, match: (e: JournalEntry) => boolean, error: () => Error) {
+      rule = { n, match, error };
+    },
+    /** How many appends containing a matching entry the store was asked for. */
+    attempts(match: (e: JournalEntry) => boolean): number {
+      return calls.filter((c) => c.entries.some(match)).length;
     },
   };
 }
