@@ -15,6 +15,8 @@ export class ManualTimers implements Timers {
   private now = 0;
   private nextId = 0;
   private readonly pending = new Map<number, Pending>();
+  /** Timers the runtime keeps for its whole life (the journal's sweep), armed before any run. */
+  private readonly lifetime = new Set<number>();
 
   every(ms: number, fn: () => void): CancelTimer {
     return this.add({ at: this.now + ms, every: Math.max(1, ms), fn });
@@ -24,9 +26,19 @@ export class ManualTimers implements Timers {
     return this.add({ at: this.now + ms, every: undefined, fn });
   }
 
-  /** Timers armed and not yet cancelled or fired (a clean runtime between runs has none). */
+  /** Marks every timer armed so far as the runtime's own: `size` no longer counts them. */
+  markLifetime(): void {
+    for (const id of this.pending.keys()) this.lifetime.add(id);
+  }
+
+  /**
+   * Timers armed by runs and not yet cancelled or fired (a clean runtime between runs has none);
+   * the runtime's lifetime timers are not counted.
+   */
   get size(): number {
-    return this.pending.size;
+    let n = 0;
+    for (const id of this.pending.keys()) if (!this.lifetime.has(id)) n++;
+    return n;
   }
 
   /** Moves time by `ms`, firing every timer that falls due, in time order (ties: arming order). */

@@ -66,6 +66,8 @@ export class HarnessRuntime {
       { ...RUN_CONFIG, store, logger, pluginModules: [SCRIPTED, ...(pluginModules ?? [])] },
       { harness, manualWatchdog: true, timers, now: () => time.now },
     );
+    // The runtime's own periodic timers (the journal's sweep) are not a run's leftovers.
+    timers.markLifetime();
     runtime = new HarnessRuntime(tw, store, harness, time, timers, options.delayedWrites === true);
     return runtime;
   }

@@ -1,5 +1,11 @@
 /** Structural debt after failures (S3, S4, C5): repair, poison, rollback. */
-import { ErrorCode, isTurnwardenError, openToolCalls } from '@turnwarden/protocol';
+import {
+  ErrorCode,
+  type HarnessLink,
+  isTurnwardenError,
+  openToolCalls,
+  SeamName,
+} from '@turnwarden/protocol';
 import { afterEach, describe, expect, it } from 'vitest';
 import { within } from './test-support/bounded.js';
 import { assistantRow, faultyStore, synthesized } from './test-support/faulty-store.js';
@@ -208,6 +214,45 @@ describe('structural debt', () => {
     expect(rt.types()).not.toContain('turn_aborted');
     const tools = (await rt.history()).filter((r) => r.message.role === 'tool').map((r) => r.message);
     expect(tools).toEqual([expect.objectContaining({ effect: 'applied' })]);
+  });
+
+  it('C7: a claim captured before a force cancel cannot start its turn after it; a claim taken after the cancel runs', async () => {
+    let release: (() => void) | undefined;
+    let held = false;
+    const harness: HarnessLink = {
+      controller: {
+        mutations: new Set(),
+        reach: (name) => {
+          if (name !== SeamName.claimCaptureToDispatch || held) return undefined;
+          held = true;
+          return new Promise((resolve) => {
+            release = () => resolve(undefined);
+          });
+        },
+      },
+      workerArrived: (_id, _arrival, go) => go(),
+    };
+    rt = await startRuntime({ harness });
+    const ref = { tenantId: 'tenant-a', workstreamId: rt.workstreamId };
+    // The claim is captured (user row durable, turn armed); its dispatch is held at the seam.
+    const turn = await rt.send(
+      script({ text: 'never streamed' }, { tools: [{ name: 'echo', args: { text: 'x' } }] }),
+    );
+    expect(release).toBeDefined();
+    const aborted = nextEvent(rt.tw, rt.workstreamId, 'turn_aborted');
+    const cancelled = rt.tw.cancel(ref);
+    await within(aborted, 10_000, 'the cancel commits');
+    release!();
+    expect(await cancelled).toBe(true);
+    const result = await within(turn.done, 10_000, 'the cancelled turn settles');
+    expect(result).toMatchObject({ status: 'interrupted', abortReason: 'cancel' });
+    // The dispatch reached the worker only after the cancel: the turn never streamed or ran a tool.
+    const types = rt.types();
+    expect(types).not.toContain('token');
+    expect(types).not.toContain('tool_started');
+    expect((await rt.history()).map((r) => r.message.role)).toEqual(['user']);
+    // A claim taken after the cancel may start.
+    expect((await (await rt.send('after the cancel')).done).status).toBe('completed');
   });
 
   it('C3: force cancel journals unknown results before it releases the turn, and stream_end then idle precede the successor', async () => {
