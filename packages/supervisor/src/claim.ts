@@ -33,6 +33,8 @@ export interface ClaimHost extends MaintenanceHost {
   startRenewal(turn: ActiveTurn): void;
   /** Shutdown began: no new turn is admitted. */
   readonly closing: boolean;
+  /** A soft close waits on this workstream's running turn: no new turn is admitted (C1). */
+  closeLatched(workstreamId: string): boolean;
   /** Ends the turn (in the session's mailbox) when its worker returned or died. */
   settleLater(rec: SessionRecord, turn: ActiveTurn, outcome: TurnOutcome | undefined, err: unknown): void;
 }
@@ -72,6 +74,12 @@ async function admit(
 ): Promise<Admitted> {
   const { workstreamId, tenantId } = input;
   if (host.closing) throw new TurnwardenError(ErrorCode.SHUTTING_DOWN, 'turnwarden is shutting down');
+  if (host.closeLatched(workstreamId)) {
+    throw new TurnwardenError(
+      ErrorCode.TURN_IN_PROGRESS,
+      `workstream ${workstreamId} is closing: a soft close waits for its turn to end`,
+    );
+  }
   await host.sessions.load(rec);
   if (rec.turn === undefined && leftover(rec, undefined) && rec.state !== 'force-abandoning') {
     // The machine is mid-turn with no turn running here: a crashed process left it (S7).

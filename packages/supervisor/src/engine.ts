@@ -14,7 +14,7 @@ import type {
   SessionSnapshotData,
   TurnOutcome,
 } from '@turnwarden/protocol';
-import { toWire } from '@turnwarden/protocol';
+import { ErrorCode, TurnwardenError, toWire } from '@turnwarden/protocol';
 import { sessionWorkerUrl, stateOf } from '@turnwarden/session';
 import type { Store } from '@turnwarden/store';
 import type { Logger } from 'pino';
@@ -68,6 +68,8 @@ export class TurnEngine {
   closing = false;
   private readonly bySlot = new Map<number, ActiveTurn>();
   private cancelSweep: (() => void) | undefined;
+  /** Workstreams whose soft close waits on their running turn (C1). */
+  private readonly closeLatches = new Set<string>();
 
   constructor(options: EngineOptions) {
     const { config } = options;
@@ -147,10 +149,50 @@ export class TurnEngine {
     if (running && running.generation === generation) this.aborts.abort(running, 'cancel');
   }
 
-  /** Closes an idle session: the machine's CLOSE; listeners receive `ws_closed` and are removed. */
-  async close(workstreamId: string): Promise<void> {
-    await this.idle(workstreamId, (rec) => closeSession(this, rec));
+  /**
+   * Closes a session: the machine's CLOSE; listeners receive `ws_closed` and are removed. With a
+   * running turn it refuses at once (`waitMs` 0) or, soft, latches the workstream — no new turn
+   * is admitted — and waits up to `waitMs` for the turn to end (its tools finished or repaired),
+   * then closes a structurally complete history (C1). On timeout the latch is rolled back, the
+   * turn keeps running and the workstream stays usable; a force cancel repairs it (C2).
+   */
+  async close(workstreamId: string, waitMs = 0): Promise<void> {
+    const running = this.sessions.peek(workstreamId)?.turn;
+    if (running === undefined || waitMs === 0) {
+      await this.idle(workstreamId, (rec) => closeSession(this, rec));
+    } else {
+      if (this.closeLatches.has(workstreamId)) {
+        throw new TurnwardenError(
+          ErrorCode.TURN_IN_PROGRESS,
+          `a close of ${workstreamId} is already waiting`,
+        );
+      }
+      this.closeLatches.add(workstreamId);
+      try {
+        let cancelTimer = () => {};
+        const timedOut = new Promise<true>((resolve) => {
+          cancelTimer = this.timers.after(waitMs, () => resolve(true));
+        });
+        const ended = await Promise.race([running.done.then(() => false as const), timedOut]);
+        cancelTimer();
+        if (ended !== false) {
+          this.logger.warn({ workstreamId, waitMs }, 'soft close timed out; the turn keeps running');
+          throw new TurnwardenError(
+            ErrorCode.TIMEOUT,
+            `soft close of ${workstreamId} timed out after ${waitMs} ms: its turn is still running (cancel() forces it)`,
+            { details: { waitMs } },
+          );
+        }
+        await this.idle(workstreamId, (rec) => closeSession(this, rec));
+      } finally {
+        this.closeLatches.delete(workstreamId);
+      }
+    }
     this.events.closeWorkstream(workstreamId, { reason: 'closed' });
+  }
+
+  closeLatched(workstreamId: string): boolean {
+    return this.closeLatches.has(workstreamId);
   }
 
   /** See `Turnwarden.compact`. */

@@ -32,7 +32,9 @@ export type { RuntimeStats, TurnwardenOptions } from './runtime.js';
 export { Turnwarden } from './runtime.js';
 export type { RuntimeCounters } from './stats.js';
 export type {
+  CloseInput,
   CompactInput,
+  PersistenceStatus,
   SendInput,
   TurnHandle,
   TurnResult,

@@ -38,6 +38,7 @@ import type { RuntimeCounters } from './stats.js';
 import type { Timers } from './timers.js';
 import type {
   ClaimedTurn,
+  CloseInput,
   CompactInput,
   SendInput,
   TurnHandle,
@@ -308,15 +309,20 @@ export class Turnwarden {
   }
 
   /**
-   * Closes an idle workstream (the machine's CLOSE; closed is final). Refused while a turn runs
-   * (TURN_IN_PROGRESS) or while debt is unrepaired (TOOL_CLEANUP_PENDING). Listeners receive
-   * `ws_closed` and are removed.
+   * Closes a workstream (the machine's CLOSE; closed is final). While a turn runs it is refused
+   * at once with TURN_IN_PROGRESS, or — with `waitMs` — waits that long for the turn to end, no
+   * new turn admitted meanwhile, then closes (C1); on timeout it fails with TIMEOUT and the
+   * workstream stays usable (C2). Refused while debt is unrepaired (TOOL_CLEANUP_PENDING).
+   * Listeners receive `ws_closed` and are removed.
    */
-  async close(input: WorkstreamRef): Promise<void> {
-    checkRef(input, 'close');
-    const { tenantId, workstreamId } = input;
+  async close(input: CloseInput): Promise<void> {
+    checkRef(input, 'close', ['waitMs']);
+    const { tenantId, workstreamId, waitMs = 0 } = input;
+    if (!Number.isSafeInteger(waitMs) || waitMs < 0 || waitMs > 3_600_000) {
+      throw invalid('waitMs must be an integer from 0 to 3600000', 'waitMs');
+    }
     await this.owned(tenantId, workstreamId);
-    await this.engine.close(workstreamId);
+    await this.engine.close(workstreamId, waitMs);
     this.logger.info({ workstreamId }, 'workstream closed');
   }
 

@@ -13,6 +13,16 @@ export interface WorkstreamRef {
   readonly workstreamId: string;
 }
 
+/** `close()`'s argument: a workstream and, for a soft close, how long to wait for its turn. */
+export interface CloseInput extends WorkstreamRef {
+  /**
+   * 0 (default): refuse at once while a turn runs. More: latch the workstream (no new turn) and
+   * wait up to this many ms for the running turn to end, then close (C1); on timeout the latch
+   * is rolled back and the call fails with TIMEOUT, the workstream still usable (C2).
+   */
+  readonly waitMs?: number;
+}
+
 export interface SendInput extends WorkstreamRef {
   /** The user's message: non-empty, not only whitespace, at most `limits.maxMessageBytes` UTF-8 bytes. */
   readonly content: string;
