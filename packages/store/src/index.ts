@@ -9,6 +9,7 @@ export type {
   AcquireLeaseOptions,
   AdminStore,
   AppendInput,
+  AppendOutcome,
   CompactInput,
   CompactResult,
   CreateWorkstreamInput,

@@ -22,6 +22,7 @@ import { resolveOptions, type SqliteStoreOptions } from './options.js';
 import type {
   AcquireLeaseOptions,
   AppendInput,
+  AppendOutcome,
   CompactInput,
   CompactResult,
   CreateWorkstreamInput,
@@ -44,6 +45,21 @@ export interface SqlitePragmas {
   readonly synchronous: 'OFF' | 'NORMAL' | 'FULL' | 'EXTRA';
   readonly foreignKeys: boolean;
   readonly busyTimeoutMs: number;
+}
+
+type CheckedAppend = ReturnType<typeof checkAppend>;
+
+/** The checks of an append that need no database (INVALID_INPUT naming the field). */
+function checkAppend(input: AppendInput) {
+  const i = checkObject('input', input);
+  checkKeys('input', i, ['workstreamId', 'generation', 'fencingToken', 'entries', 'session']);
+  return {
+    workstreamId: checkId('workstreamId', i.workstreamId),
+    generation: checkInteger('generation', i.generation, 0),
+    token: i.fencingToken === undefined ? undefined : checkInteger('fencingToken', i.fencingToken, 1),
+    entries: checkEntries(i.entries),
+    session: i.session === undefined ? undefined : checkSession('session', i.session),
+  };
 }
 
 export class SqliteStore implements Store {
@@ -144,29 +160,52 @@ export class SqliteStore implements Store {
 
   appendMessages(input: AppendInput): Promise<number[]> {
     return this.#run('appendMessages', () => {
-      const i = checkObject('input', input);
-      checkKeys('input', i, ['workstreamId', 'generation', 'fencingToken', 'entries', 'session']);
-      const workstreamId = checkId('workstreamId', i.workstreamId);
-      const generation = checkInteger('generation', i.generation, 0);
-      const token =
-        i.fencingToken === undefined ? undefined : checkInteger('fencingToken', i.fencingToken, 1);
-      const entries = checkEntries(i.entries);
-      const session = i.session === undefined ? undefined : checkSession('session', i.session);
-      return this.#write(() => {
-        const ws = this.#workstreams.requireOpen(workstreamId);
-        const now = this.#clock();
-        if (token !== undefined) this.#leases.assertFence(workstreamId, token, now);
-        if (generation > ws.generation) {
-          throw invalidInput(
-            'generation',
-            `${generation} was never issued (durable generation ${ws.generation})`,
-          );
-        }
-        const seqs = this.#messages.append(workstreamId, generation, entries, now);
-        if (session !== undefined) this.#workstreams.saveSession(workstreamId, session);
-        return seqs;
-      });
+      const checked = checkAppend(input);
+      return this.#write(() => this.#append(checked));
     });
+  }
+
+  /**
+   * Group commit: every batch in one immediate transaction, each in a savepoint of its own (a
+   * nested better-sqlite3 transaction), so a batch that is refused — fenced, a conflict, bad
+   * input — is rolled back alone and reported in its slot while the others commit together.
+   */
+  appendMany(inputs: readonly AppendInput[]): Promise<AppendOutcome[]> {
+    return this.#run('appendMany', () => {
+      if (!Array.isArray(inputs)) throw invalidInput('inputs', 'must be an array');
+      const checked = inputs.map((input): CheckedAppend | { error: TurnwardenError } => {
+        try {
+          return checkAppend(input);
+        } catch (e) {
+          return { error: toStoreError(e, 'appendMessages') };
+        }
+      });
+      return this.#write(() =>
+        checked.map((c): AppendOutcome => {
+          if ('error' in c) return c;
+          try {
+            return { seqs: this.#tx(() => this.#append(c)) as number[] };
+          } catch (e) {
+            return { error: toStoreError(e, 'appendMessages') };
+          }
+        }),
+      );
+    });
+  }
+
+  #append(c: CheckedAppend): number[] {
+    const ws = this.#workstreams.requireOpen(c.workstreamId);
+    const now = this.#clock();
+    if (c.token !== undefined) this.#leases.assertFence(c.workstreamId, c.token, now);
+    if (c.generation > ws.generation) {
+      throw invalidInput(
+        'generation',
+        `${c.generation} was never issued (durable generation ${ws.generation})`,
+      );
+    }
+    const seqs = this.#messages.append(c.workstreamId, c.generation, c.entries, now);
+    if (c.session !== undefined) this.#workstreams.saveSession(c.workstreamId, c.session);
+    return seqs;
   }
 
   saveSession(input: SaveSessionInput): Promise<void> {

@@ -14,6 +14,7 @@ const WRITES: ReadonlySet<string> = new Set([
   'closeWorkstream',
   'nextGeneration',
   'appendMessages',
+  'appendMany',
   'saveSession',
   'compactHistory',
   'acquireLease',

@@ -2,7 +2,13 @@
  * The store's public face: an async interface, so that a PostgreSQL implementation can
  * replace the SQLite one without changing any caller.
  */
-import type { HistoryRow, JournalEntry, OpenToolCall, SessionSnapshotData } from '@turnwarden/protocol';
+import type {
+  HistoryRow,
+  JournalEntry,
+  OpenToolCall,
+  SessionSnapshotData,
+  TurnwardenError,
+} from '@turnwarden/protocol';
 
 export type WorkstreamStatus = 'open' | 'closed';
 
@@ -129,6 +135,13 @@ export interface TurnStore {
    * snapshot is stored in the same transaction.
    */
   appendMessages(input: AppendInput): Promise<number[]>;
+  /**
+   * Optional group commit: several batches (of different workstreams, or one after another of
+   * the same) in one transaction, each all-or-nothing on its own: a refused batch is reported
+   * in its slot and rolled back alone; the others commit together. The journal uses it to make
+   * rows that arrive together durable at the cost of one commit; without it, batch by batch.
+   */
+  appendMany?(inputs: readonly AppendInput[]): Promise<AppendOutcome[]>;
   /** Stores the session machine's snapshot (a transition that writes no row). */
   saveSession(input: SaveSessionInput): Promise<void>;
   /** History rewrite (L8); refused if the cut would split a tool call from its results (S1). */
@@ -153,6 +166,9 @@ export interface TurnStore {
   releaseLease(workstreamId: string, holder: string, token: number): Promise<boolean>;
   getLease(workstreamId: string): Promise<Lease | undefined>;
 }
+
+/** One batch's outcome in a group commit: its seqs, or the error that refused it alone. */
+export type AppendOutcome = { readonly seqs: number[] } | { readonly error: TurnwardenError };
 
 export interface AcquireLeaseOptions {
   /** A holder prefix (`<hostId>:`) whose live leases belong to a dead earlier process of this host. */

@@ -37,7 +37,9 @@ describe('history rewrite fence', () => {
     await rt.waitForLog('turn end waiting for history rewrite in flight');
     // The abort's repair has not read or written history while the rewrite is in flight.
     const sinceRewrite = gated.calls.slice(gated.calls.lastIndexOf('compactHistory'));
-    expect(sinceRewrite.filter((c) => c === 'readHistory' || c === 'appendMessages')).toEqual([]);
+    expect(
+      sinceRewrite.filter((c) => c === 'readHistory' || c === 'appendMessages' || c === 'appendMany'),
+    ).toEqual([]);
     gated.open();
     expect(await rewrite).toEqual({ removed: 2 });
     const result = await turn.done;

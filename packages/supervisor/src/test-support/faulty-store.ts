@@ -12,6 +12,8 @@ export function faultyStore() {
   const calls: Parameters<Store['appendMessages']>[0][] = [];
   const store = new Proxy(inner, {
     get(target, key, receiver) {
+      // No group commit: every append goes through the faults below, batch by batch.
+      if (key === 'appendMany') return undefined;
       const value = Reflect.get(target, key, receiver) as unknown;
       if (key !== 'appendMessages' || typeof value !== 'function') {
         return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;

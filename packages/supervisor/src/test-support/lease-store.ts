@@ -17,6 +17,8 @@ export function leaseStore() {
 
   const store: Store = new Proxy(inner, {
     get(target, key, receiver) {
+      // No group commit: every append passes the holds below, batch by batch.
+      if (key === 'appendMany') return undefined;
       const value = Reflect.get(target, key, receiver) as unknown;
       if (typeof value !== 'function') return value;
       if (key === 'refreshLease') {
