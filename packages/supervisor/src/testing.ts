@@ -1,6 +1,6 @@
 /**
  * @turnwarden/supervisor/testing — not for hosts. The runtime's building blocks (the worker
- * pool, the watchdog, the event hub, the configuration resolver) for benchmarks and tools, and
+ * pool, the watchdog, the event hub, the journal gate, the configuration resolver) for benchmarks and tools, and
  * the seams tests and the interleaving harness drive: injected time and timers, watchdog hooks,
  * a watchdog polled by hand, the harness link.
  *
@@ -11,11 +11,14 @@ export { DEFAULT_CONFIG, resolveConfig } from './config.js';
 export { EventHub } from './events.js';
 // The public entry too, so a consumer of the harness build takes every value and type from one build.
 export * from './index.js';
+export type { GateHost } from './journal-gate.js';
+export { JournalGate } from './journal-gate.js';
 export type { PoolOptions, WorkerHandle } from './pool.js';
 export { WorkerPool } from './pool.js';
 export type { TestControls, TestSeams } from './runtime.js';
 export { startForTesting, testControls } from './runtime.js';
 export type { CancelTimer, Timers } from './timers.js';
+export { nodeTimers } from './timers.js';
 export type {
   StallBound,
   StallInfo,

@@ -11,6 +11,7 @@ const SECTION_NAMES = [
   'storm',
   'memory',
   'l12',
+  'journal',
 ] as const;
 export type SectionName = (typeof SECTION_NAMES)[number];
 

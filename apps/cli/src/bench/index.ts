@@ -9,6 +9,7 @@ import { cpus, loadavg } from 'node:os';
 import { benchActivation } from './activation.js';
 import { BenchUsageError, parseBenchArgs, type SectionName, USAGE } from './args.js';
 import { type BenchContext, errorText, silentLogger, within } from './common.js';
+import { benchJournal } from './journal.js';
 import { benchL12 } from './l12.js';
 import { benchMemory } from './memory.js';
 import { err, out } from './out.js';
@@ -34,6 +35,7 @@ const SECTIONS: Record<SectionName, { readonly title: string; readonly run: Sect
   storm: { title: 'abort storm', run: benchStorm },
   memory: { title: 'memory per workstream', run: benchMemory },
   l12: { title: 'watchdog starvation', run: benchL12 },
+  journal: { title: 'durable rows through the journal', run: benchJournal },
 };
 
 /** A section that hangs is reported as an error instead of holding the run forever. */
