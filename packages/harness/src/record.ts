@@ -33,6 +33,11 @@ export interface RunRecord {
   result: TurnResult | undefined;
   renewalsAtCommit: number | undefined;
   renewalsAtEnd: number;
+  /**
+   * The host's force cancel, if the schedule took it: whether the turn's dispatch was still held
+   * at its seam then (C7), and how the call ended (`true`, `false` or an error code).
+   */
+  cancel: { readonly whileDispatchHeld: boolean; outcome: 'pending' | boolean | string } | undefined;
   /** A plain turn sent after the run completed (the workstream recovered). */
   recovered: boolean | undefined;
   stuck: string | undefined;
@@ -46,6 +51,7 @@ export function newRecord(): RunRecord {
     logs: [],
     attempts: [],
     rewrite: undefined,
+    cancel: undefined,
     summaryAtIdle: undefined,
     journalReleases: [],
     history: [],

@@ -115,6 +115,23 @@ export class Run {
       );
   }
 
+  /** The host force-cancels the workstream's turn (C3, C7); the call settles when the turn has. */
+  cancel(): void {
+    const cancel = {
+      whileDispatchHeld: this.harness.isParked('D'),
+      outcome: 'pending' as 'pending' | boolean | string,
+    };
+    this.record.cancel = cancel;
+    this.tw.cancel({ tenantId: TENANT, workstreamId: this.workstreamId }).then(
+      (done) => {
+        cancel.outcome = done;
+      },
+      (e: unknown) => {
+        cancel.outcome = (e as { code?: string }).code ?? String(e);
+      },
+    );
+  }
+
   /** Time moves past the stall bound; one watchdog pass samples the slot. */
   advance(): void {
     this.rt.time.now += RUN_CONFIG.watchdog.timeoutMs + RUN_CONFIG.watchdog.pollMs;
@@ -196,8 +213,11 @@ export class Run {
         this.harness.isParked('J') ||
         (this.harness.isParked('R') &&
           this.record.logs.some((l) => l.msg === 'turn end waiting for history rewrite in flight'));
+      // A worker whose turn's dispatch is held at its seam has not started yet: not busy.
+      const dispatchHeld = this.harness.isParked('D');
       const busy = [...this.running].filter(
-        (t) => !this.harness.isParked(t) && !(t.startsWith('W') && (this.turnDone || journalHeld)),
+        (t) =>
+          !this.harness.isParked(t) && !(t.startsWith('W') && (this.turnDone || journalHeld || dispatchHeld)),
       );
       if (busy.length === 0) {
         // A worker stays in `running` until its turn is done: parked or blocked, it runs again later.

@@ -48,6 +48,13 @@ export const expireGrace: Action = {
   run: (run) => run.gracePeriod(),
 };
 
+/** The host force-cancels the turn, once, at any point of the schedule (C3, C7). */
+export const forceCancel: Action = {
+  name: 'cancel',
+  enabled: (run) => !run.turnDone && run.record.cancel === undefined,
+  run: (run) => run.cancel(),
+};
+
 /** The host rewrites history (compaction of the prelude) while the turn runs (L8). */
 export const compactHistory: Action = {
   name: 'compact',
