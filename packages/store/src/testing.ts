@@ -6,8 +6,14 @@
  * random time (seeded, so a run can be repeated) before it runs, and writes issued together
  * complete in any order. The engine must not rely on a write running, or finishing, when it was
  * called — only on what the `TurnStore` contract states.
+ *
+ * `faultyStore` (faults.ts) makes appends fail the way real stores fail: rejected, transient,
+ * acknowledgement lost, a synchronous throw, slow.
  */
 import type { Store } from './types.js';
+
+export type { FaultRule, FaultyStore, StoreFault } from './faults.js';
+export { faultyStore } from './faults.js';
 
 const WRITES: ReadonlySet<string> = new Set([
   'createWorkstream',

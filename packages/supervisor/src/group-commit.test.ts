@@ -1,6 +1,7 @@
 /** The journal's group commit: rows ready together share one transaction; each writer hears its own outcome (P2). */
 import { ErrorCode } from '@turnwarden/protocol';
 import { type AppendInput, openSqliteStore, type Store } from '@turnwarden/store';
+import { faultyStore } from '@turnwarden/store/testing';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_CONFIG } from './config.js';
@@ -86,5 +87,28 @@ describe('group commit', () => {
     expect(results[1]).toMatchObject({ status: 'rejected', reason: { code: ErrorCode.INVALID_INPUT } });
     expect((await store.readHistory('a')).map((r) => r.commitKey)).toEqual(['a1']);
     expect(await store.readHistory('b')).toEqual([]);
+  });
+
+  it('a store that throws instead of rejecting fails every batch of the group, typed, and the gate goes on', async () => {
+    const { store } = await fixture(['a', 'b']);
+    const f = faultyStore(store);
+    f.inject({ match: (e) => e.commitKey === 'b1', fault: 'throw' });
+    const thrower = new JournalGate({
+      store: f.store,
+      events: new EventHub(logger),
+      logger,
+      turnOf: () => undefined,
+      fenced: () => false,
+      refused: () => {},
+      timers: nodeTimers,
+      config: { journal: { ...DEFAULT_CONFIG.journal, maxAttempts: 1 } },
+    });
+    const results = await Promise.allSettled([
+      thrower.append(row('a', 'a1')),
+      thrower.append(row('b', 'b1')),
+    ]);
+    expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected']);
+    expect(results[1]).toMatchObject({ reason: { code: ErrorCode.STORE_ERROR } });
+    expect(await thrower.append(row('a', 'a1'))).toEqual([1]);
   });
 });

@@ -34,7 +34,7 @@ import type { JournalAck, JournalRequest } from '@turnwarden/protocol';
 import { ErrorCode, isTurnwardenError, SeamName, seam, TurnwardenError, toWire } from '@turnwarden/protocol';
 // Harness-only switches: stripped from dist/ by scripts/build.mjs (see protocol/src/mutations.ts).
 import { Mutation, mutated } from '@turnwarden/protocol/mutations';
-import type { AppendInput, TurnStore } from '@turnwarden/store';
+import type { AppendInput, AppendOutcome, TurnStore } from '@turnwarden/store';
 import type { Logger } from 'pino';
 import type { ActiveTurn } from './active-turn.js';
 import type { JournalConfig } from './config.js';
@@ -205,7 +205,15 @@ export class JournalGate {
     const group = this.group.splice(0);
     if (group.length === 0) return;
     this.groups++;
-    this.host.store.appendMany!(group.map((g) => g.input)).then(
+    let written: Promise<AppendOutcome[]>;
+    try {
+      written = this.host.store.appendMany!(group.map((g) => g.input));
+    } catch (err) {
+      // A store that throws instead of rejecting: every batch in the group failed.
+      for (const g of group) g.reject(err);
+      return;
+    }
+    written.then(
       (outcomes) => {
         group.forEach((g, i) => {
           const o = outcomes[i];
