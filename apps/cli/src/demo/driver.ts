@@ -16,6 +16,8 @@ export interface DemoObserver {
   /** A send was accepted. */
   turnStarted(workstreamId: string, index: number, kind: RecordKind): void;
   turnFinished(record: TurnRecord): void;
+  /** The host force-cancels a workstream's turn (a cancel turn). */
+  forceCancel?(workstreamId: string): void;
 }
 
 export interface DriverContext {
@@ -71,8 +73,40 @@ interface TurnSpec {
   readonly content: string;
 }
 
+/**
+ * A cancel turn: the host force-cancels the workstream once its `sleep` tool started (C3).
+ * Returns the unsubscribe function.
+ */
+function cancelWhenSleeping(ctx: DriverContext, workstreamId: string): Promise<() => void> {
+  let fired = false;
+  return ctx.tw.subscribe({
+    tenantId: ctx.tenantId,
+    workstreamId,
+    listener: (e) => {
+      if (fired || e.type !== 'tool_started' || e.data.name !== 'sleep') return;
+      fired = true;
+      ctx.observer.forceCancel?.(workstreamId);
+      void ctx.tw.cancel({ tenantId: ctx.tenantId, workstreamId }).catch(() => false);
+    },
+  });
+}
+
 async function runTurn(ctx: DriverContext, spec: TurnSpec): Promise<TurnRecord> {
   const { content, ...base } = spec;
+  const unsubscribe = spec.kind === 'cancel' ? await cancelWhenSleeping(ctx, spec.workstreamId) : undefined;
+  try {
+    return await sendAndWait(ctx, spec, content, base);
+  } finally {
+    unsubscribe?.();
+  }
+}
+
+async function sendAndWait(
+  ctx: DriverContext,
+  spec: TurnSpec,
+  content: string,
+  base: Omit<TurnSpec, 'content'>,
+): Promise<TurnRecord> {
   const sent = await sendWithRetry(ctx, spec.workstreamId, content);
   const timing = { refusals: sent.refusals, waitMs: sent.waitMs };
   if (!sent.handle) {
@@ -104,7 +138,7 @@ async function runTurn(ctx: DriverContext, spec: TurnSpec): Promise<TurnRecord> 
     ...(result.error === undefined
       ? {}
       : { errorCode: result.error.code, errorMessage: result.error.message }),
-    verdict: classifyTurn(spec.expected, result),
+    verdict: classifyTurn(spec.expected, { ...result, errorCode: result.error?.code }),
   };
 }
 

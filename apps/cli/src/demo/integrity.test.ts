@@ -135,6 +135,7 @@ describe('durable history audit', () => {
       audit,
       historyMismatches: 0,
       synthesizedCounted: 0,
+      faultsNotInjected: 0,
     });
     expect(checks.filter((c) => !c.ok).map((c) => c.id)).toEqual(['dangling_tool_calls']);
   });
@@ -192,7 +193,31 @@ describe('durable history audit', () => {
       audit: merged,
       historyMismatches: 0,
       synthesizedCounted: 3,
+      faultsNotInjected: 2,
     });
     expect(checks.find((c) => c.id === 'synthesized_mismatch')).toMatchObject({ ok: false, value: 1 });
+    // Planned store faults that never fired: the demo did not test what it claims to.
+    expect(checks.find((c) => c.id === 'faults_not_injected')).toMatchObject({ ok: false, value: 2 });
+  });
+});
+
+describe('verdicts of the host-driven kinds', () => {
+  it('C3 S5: a force-cancelled turn must end interrupted by the cancel; a store-rejected one failed with STORE_ERROR', () => {
+    const interrupted = (abortReason: string) => ({
+      status: 'interrupted' as const,
+      abortReason,
+      workerTerminated: false,
+    });
+    expect(classifyTurn('force-cancelled', interrupted('cancel'))).toBe('ok');
+    expect(classifyTurn('force-cancelled', interrupted('watchdog'))).toBe('unexpected_failure');
+    expect(classifyTurn('force-cancelled', { status: 'completed', workerTerminated: false })).toBe(
+      'unexpected_failure',
+    );
+    const failed = (errorCode: string) => ({ status: 'failed' as const, workerTerminated: false, errorCode });
+    expect(classifyTurn('failed', failed('STORE_ERROR'))).toBe('ok');
+    expect(classifyTurn('failed', failed('MODEL_ERROR'))).toBe('unexpected_failure');
+    expect(classifyTurn('failed', { status: 'completed', workerTerminated: false })).toBe(
+      'unexpected_failure',
+    );
   });
 });

@@ -39,6 +39,12 @@ export function classifyTurn(expected: Expectation, obs: Observation): Verdict {
     case 'terminated':
       // L3: only terminating the thread ends a synchronous loop.
       return byWatchdog && obs.workerTerminated ? 'ok' : 'not_recovered';
+    case 'force-cancelled':
+      // C3: the host's force cancel ended the turn (its results synthesized before it released).
+      return obs.status === 'interrupted' && obs.abortReason === 'cancel' ? 'ok' : 'unexpected_failure';
+    case 'failed':
+      // S5: the store refused a tool row: the turn fails with the store's error (and is repaired).
+      return obs.status === 'failed' && obs.errorCode === 'STORE_ERROR' ? 'ok' : 'unexpected_failure';
   }
 }
 
@@ -161,6 +167,8 @@ export interface IntegrityInput {
   readonly historyMismatches: number;
   /** Synthesized results the supervisor counted (`tw.stats()`), to compare with the durable ones. */
   readonly synthesizedCounted: number;
+  /** Store faults the plan asked for that the store never injected (the demo did not test them). */
+  readonly faultsNotInjected: number;
 }
 
 /** Every check, passing or not, in the order the summary prints them. */
@@ -192,6 +200,7 @@ export function integrityChecks(input: IntegrityInput): IntegrityCheck[] {
       'S2',
       Math.abs(input.synthesizedCounted - a.synthesizedResults),
     ),
+    zero('faults_not_injected', 'planned store faults never injected', 'P3 S5', input.faultsNotInjected),
     zero(
       'history_mismatches',
       'workstreams whose user rows differ from accepted sends',

@@ -6,11 +6,12 @@ import { setMaxListeners } from 'node:events';
 import { closeSync, existsSync, mkdirSync, openSync, readSync, rmSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { openSqliteStore, type Store } from '@turnwarden/store';
+import { type FaultyStore, faultyStore } from '@turnwarden/store/testing';
 import { Turnwarden } from '@turnwarden/supervisor';
 import { type DemoArgs, UsageError } from '../args.js';
 import type { Output } from '../output.js';
 import { SCRIPTED } from '../scripted.js';
-import { driveWorkstream } from './driver.js';
+import { type DemoObserver, driveWorkstream } from './driver.js';
 import {
   auditHistory,
   countVerdicts,
@@ -24,6 +25,10 @@ import { openDemoLog } from './logging.js';
 import { buildSummary, type DemoSummary } from './summary.js';
 import type { RecordKind, TurnRecord } from './types.js';
 import { planWorkload, prng, type WorkloadPlan } from './workload.js';
+
+/** Faults the demo's store injected, every kind. */
+const injected = (applied: FaultyStore['applied']) =>
+  applied.reject + applied.transient + applied['lose-ack'] + applied.delay;
 
 const DEMO_TENANT = 'demo';
 const LEASE_TTL_MS = 5000;
@@ -146,6 +151,24 @@ export async function runDemo(args: DemoArgs, env: DemoEnv): Promise<DemoReport>
     await log.close();
     throw e;
   }
+  // The store the runtime writes through fails the planned tool rows (marked per turn) as real
+  // stores fail; the audit after shutdown re-reads the file itself.
+  const faults = faultyStore(store);
+  let plannedFaults = 0;
+  for (const ws of plan.workstreams) {
+    for (const turn of ws.turns) {
+      if (turn.fault === undefined) continue;
+      const { marker, fault, times } = turn.fault;
+      plannedFaults += times;
+      faults.inject({
+        match: (e) => e.message.role === 'tool' && e.message.content.includes(marker),
+        fault,
+        times,
+      });
+    }
+  }
+  let journalRetries = 0;
+  let forceCancels = 0;
   let tw: Turnwarden | undefined;
   let view: LiveView | undefined;
   let shuttingDown: Promise<void> | undefined;
@@ -155,7 +178,7 @@ export async function runDemo(args: DemoArgs, env: DemoEnv): Promise<DemoReport>
   };
   const onStop = () => void shutdown();
   try {
-    tw = await Turnwarden.start({ store, logger: log.logger, ...config });
+    tw = await Turnwarden.start({ store: faults.store, logger: log.logger, ...config });
     const runtime = tw;
     const liveView = new LiveView(output, mode, plan, () => runtime.stats());
     view = liveView;
@@ -164,15 +187,24 @@ export async function runDemo(args: DemoArgs, env: DemoEnv): Promise<DemoReport>
       await runtime.subscribe({
         tenantId: DEMO_TENANT,
         workstreamId: ws.id,
-        listener: (ev) => liveView.event(ev),
+        listener: (ev) => {
+          if (ev.type === 'persistence' && ev.data.state === 'retrying') journalRetries++;
+          liveView.event(ev);
+        },
       });
     }
     stop.addEventListener('abort', onStop, { once: true });
     liveView.start();
     const rand = prng(args.seed ^ 0x5eed);
+    const observer: DemoObserver = {
+      waiting: (w) => liveView.waiting(w),
+      turnStarted: (w, i, k) => liveView.turnStarted(w, i, k),
+      turnFinished: (r) => liveView.turnFinished(r),
+      forceCancel: () => void forceCancels++,
+    };
     const perWorkstream = await Promise.all(
       plan.workstreams.map((ws) =>
-        driveWorkstream({ tw: runtime, tenantId: DEMO_TENANT, stop, observer: liveView, rand }, ws),
+        driveWorkstream({ tw: runtime, tenantId: DEMO_TENANT, stop, observer, rand }, ws),
       ),
     );
     liveView.stop();
@@ -187,6 +219,7 @@ export async function runDemo(args: DemoArgs, env: DemoEnv): Promise<DemoReport>
       audit,
       historyMismatches,
       synthesizedCounted: stats.toolResultsSynthesized,
+      faultsNotInjected: stop.aborted ? 0 : plannedFaults - injected(faults.applied),
     });
     const planned = { ...plan.counts, 'idle-check': plan.workstreams.length } satisfies Record<
       RecordKind,
@@ -194,6 +227,15 @@ export async function runDemo(args: DemoArgs, env: DemoEnv): Promise<DemoReport>
     >;
     const summary = buildSummary({
       records,
+      storeFaults: {
+        planned: plannedFaults,
+        reject: faults.applied.reject,
+        transient: faults.applied.transient,
+        lost_ack: faults.applied['lose-ack'],
+        slow: faults.applied.delay,
+      },
+      journalRetries,
+      forceCancels,
       planned,
       sessions: args.workstreams,
       turnsPerSession: args.turns,

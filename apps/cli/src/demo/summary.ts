@@ -46,6 +46,18 @@ export interface DemoSummary {
   readonly lease_renewals: number;
   readonly lease_losses: number;
   readonly journal_refused_fenced: number;
+  /** Store faults the demo's store injected, by kind, and how many the plan asked for. */
+  readonly store_faults: {
+    readonly planned: number;
+    readonly reject: number;
+    readonly transient: number;
+    readonly lost_ack: number;
+    readonly slow: number;
+  };
+  /** Times a journal became `retrying` (P3): each a transient failure or a lost acknowledgement. */
+  readonly journal_retries: number;
+  /** Force cancels the host issued (cancel turns). */
+  readonly force_cancels: number;
   readonly watchdog_poll_lateness_ms: { readonly p50: number; readonly p99: number; readonly max: number };
   // Integrity (per-turn verdicts, and the durable history re-read after shutdown).
   readonly false_aborts: number;
@@ -82,6 +94,9 @@ export interface DemoSummary {
 
 export interface SummaryInput {
   readonly records: readonly TurnRecord[];
+  readonly storeFaults: DemoSummary['store_faults'];
+  readonly journalRetries: number;
+  readonly forceCancels: number;
   readonly planned: Readonly<Record<RecordKind, number>>;
   readonly sessions: number;
   readonly turnsPerSession: number;
@@ -148,6 +163,9 @@ export function buildSummary(input: SummaryInput): DemoSummary {
     lease_renewals: stats.leaseRenewals,
     lease_losses: stats.leaseLosses,
     journal_refused_fenced: stats.journalRefusedFenced,
+    store_faults: input.storeFaults,
+    journal_retries: input.journalRetries,
+    force_cancels: input.forceCancels,
     watchdog_poll_lateness_ms: {
       p50: round(lateness.p50),
       p99: round(lateness.p99),
@@ -183,6 +201,9 @@ const GUARANTEE: Readonly<Record<RecordKind, string>> = {
   heartbeat: 'L2',
   stall: 'L1',
   wedge: 'L3',
+  cancel: 'C3',
+  'store-fault': 'P1 P3',
+  'store-reject': 'S5',
   'idle-check': 'L1 L3',
 };
 
@@ -254,6 +275,12 @@ export function formatSummary(s: DemoSummary, checks: readonly IntegrityCheck[],
       ['tool results synthesized', String(s.tool_results_synthesized)],
       ['lease renewals / losses', `${s.lease_renewals} / ${s.lease_losses}`],
       ['journal writes refused (fenced)', String(s.journal_refused_fenced)],
+      [
+        'store faults injected: reject / transient / lost ack / slow',
+        `${s.store_faults.reject} / ${s.store_faults.transient} / ${s.store_faults.lost_ack} / ${s.store_faults.slow}`,
+      ],
+      ['journal retries (persistence retrying)', String(s.journal_retries)],
+      ['force cancels by the host', String(s.force_cancels)],
       ['capacity refusals (retried)', String(s.capacity_refusals)],
       ['watchdog poll lateness p50 / p99 / max', `${lat.p50} / ${lat.p99} / ${lat.max} ms`],
     ],

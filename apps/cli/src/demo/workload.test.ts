@@ -21,7 +21,7 @@ describe('demo workload plan', () => {
     expect(plan.workstreams.map((w) => w.id)).toEqual(
       Array.from({ length: 24 }, (_, i) => `ws-${String(i + 1).padStart(2, '0')}`),
     );
-    const seen: Record<TurnKind, number> = { normal: 0, tools: 0, heartbeat: 0, stall: 0, wedge: 0 };
+    const seen = Object.fromEntries(TURN_KINDS.map((k) => [k, 0])) as Record<TurnKind, number>;
     for (const ws of plan.workstreams) {
       expect(ws.turns.map((t) => t.index)).toEqual([1, 2, 3, 4]);
       for (const t of ws.turns) seen[t.kind]++;
@@ -34,7 +34,7 @@ describe('demo workload plan', () => {
     for (const [workstreams, turns] of [
       [24, 4],
       [4, 3],
-      [1, 5],
+      [1, 10],
     ] as const) {
       const plan = planWorkload({ workstreams, turns, seed, timeoutMs: 300 });
       const kinds = new Set(plan.workstreams.flatMap((w) => w.turns.map((t) => t.kind)));
@@ -43,7 +43,16 @@ describe('demo workload plan', () => {
   });
 
   it('puts the recovery kinds first when there are fewer turns than kinds', () => {
-    expect(kindCounts(2)).toEqual({ normal: 0, tools: 0, heartbeat: 1, stall: 1, wedge: 0 });
+    expect(kindCounts(2)).toEqual({
+      normal: 0,
+      tools: 0,
+      heartbeat: 1,
+      stall: 1,
+      wedge: 0,
+      cancel: 0,
+      'store-fault': 0,
+      'store-reject': 0,
+    });
   });
 
   it('writes valid scripts scaled to the timeout whose steps produce the expected outcome', () => {
@@ -101,5 +110,24 @@ describe('demo workload plan', () => {
     expect(
       tools.some((t) => t.variant === 'dup-ids' && (t.content.match(/"id":"dup"/g) ?? []).length === 2),
     ).toBe(true);
+  });
+
+  it('C3 P3 S5: cancel turns sleep in a tool for the host to cancel; store turns carry their own fault, marked in their script', () => {
+    const plan = planWorkload(base);
+    const turns = plan.workstreams.flatMap((w) => w.turns);
+    for (const t of turns) {
+      if (t.kind === 'cancel') expect(t.content).toContain('"name":"sleep"');
+      if (t.kind === 'store-fault' || t.kind === 'store-reject') {
+        expect(t.fault).toBeDefined();
+        expect(t.content).toContain(t.fault!.marker);
+        expect(t.fault!.fault === 'reject').toBe(t.kind === 'store-reject');
+      } else {
+        expect(t.fault).toBeUndefined();
+      }
+    }
+    // Every marker is its turn's own.
+    const markers = turns.flatMap((t) => (t.fault ? [t.fault.marker] : []));
+    expect(new Set(markers).size).toBe(markers.length);
+    expect(markers.length).toBe(plan.counts['store-fault'] + plan.counts['store-reject']);
   });
 });

@@ -7,13 +7,29 @@
  * - heartbeat — a tool that heartbeats for ≈ 2.5 × timeoutMs (L2)          → completed
  * - stall     — a promise that ignores the abort signal (L1)               → interrupted
  * - wedge     — a synchronous infinite loop (L3)                           → interrupted, worker terminated
+ * - cancel    — the host force-cancels while a tool runs (C3)              → interrupted (cancel), results synthesized
+ * - store-fault  — the store fails a tool row transiently, loses its ack, or is slow (P1, P3)
+ *                                                                           → completed (the journal retries)
+ * - store-reject — the store refuses a tool row (S5)                       → failed; repaired before the next turn
+ *
+ * Store faults are injected by the demo's store (`faultyStore`) for the row carrying the turn's
+ * marker (an echo of `⚑<fault>:<workstream>#<turn>`), so each fault hits exactly its turn.
  */
 import { rng } from '@turnwarden/harness';
 
-export const TURN_KINDS = ['normal', 'tools', 'heartbeat', 'stall', 'wedge'] as const;
+export const TURN_KINDS = [
+  'normal',
+  'tools',
+  'heartbeat',
+  'stall',
+  'wedge',
+  'cancel',
+  'store-fault',
+  'store-reject',
+] as const;
 export type TurnKind = (typeof TURN_KINDS)[number];
 
-export type Expectation = 'completed' | 'interrupted' | 'terminated';
+export type Expectation = 'completed' | 'interrupted' | 'terminated' | 'force-cancelled' | 'failed';
 
 export const EXPECTED: Readonly<Record<TurnKind, Expectation>> = {
   normal: 'completed',
@@ -21,15 +37,29 @@ export const EXPECTED: Readonly<Record<TurnKind, Expectation>> = {
   heartbeat: 'completed',
   stall: 'interrupted',
   wedge: 'terminated',
+  cancel: 'force-cancelled',
+  'store-fault': 'completed',
+  'store-reject': 'failed',
 };
 
 /** Share of each kind in the plan (normal takes the rest); each appears at least once. */
 const SHARE: Readonly<Record<Exclude<TurnKind, 'normal'>, number>> = {
-  tools: 0.25,
-  heartbeat: 0.15,
-  stall: 0.15,
-  wedge: 0.1,
+  tools: 0.2,
+  heartbeat: 0.12,
+  stall: 0.12,
+  wedge: 0.08,
+  cancel: 0.08,
+  'store-fault': 0.1,
+  'store-reject': 0.05,
 };
+
+/** A store fault the demo injects for one turn: the row that carries `marker` gets it. */
+export interface PlannedFault {
+  readonly marker: string;
+  readonly fault: 'reject' | 'transient' | 'lose-ack' | { readonly delayMs: number };
+  /** How many times (a transient failure twice: the journal retries both). */
+  readonly times: number;
+}
 
 export interface TurnPlan {
   /** 1-based position in its workstream. */
@@ -39,6 +69,8 @@ export interface TurnPlan {
   readonly variant: string;
   /** The user message: a scripted-model script (JSON). */
   readonly content: string;
+  /** The store fault this turn meets (store-fault and store-reject turns). */
+  readonly fault?: PlannedFault;
 }
 
 export interface WorkstreamPlan {
@@ -75,10 +107,18 @@ function workstreamId(i: number, total: number): string {
 
 /** How many turns of each kind a plan of `total` turns has. */
 export function kindCounts(total: number): Record<TurnKind, number> {
-  const counts: Record<TurnKind, number> = { normal: 0, tools: 0, heartbeat: 0, stall: 0, wedge: 0 };
+  const counts = Object.fromEntries(TURN_KINDS.map((k) => [k, 0])) as Record<TurnKind, number>;
   if (total < TURN_KINDS.length) {
     // Too few turns for every kind: the recovery kinds first, they are the point of the demo.
-    const order: TurnKind[] = ['stall', 'heartbeat', 'wedge', 'tools'];
+    const order: TurnKind[] = [
+      'stall',
+      'heartbeat',
+      'wedge',
+      'cancel',
+      'store-reject',
+      'store-fault',
+      'tools',
+    ];
     for (const kind of order.slice(0, total)) counts[kind] = 1;
     return counts;
   }
@@ -106,7 +146,7 @@ export function planWorkload(options: WorkloadOptions): WorkloadPlan {
     const turnPlans: TurnPlan[] = [];
     for (let t = 0; t < turns; t++) {
       const kind = kinds[w * turns + t] as TurnKind;
-      turnPlans.push({ index: t + 1, kind, ...script(kind, rand, timeoutMs) });
+      turnPlans.push({ index: t + 1, kind, ...script(kind, rand, timeoutMs, `${id}#${t + 1}`) });
     }
     plans.push({ id, turns: turnPlans, idleCheck: `${id}: are you idle again?` });
   }
@@ -125,7 +165,12 @@ const SENTENCES = [
 
 type Step = Record<string, unknown>;
 
-function script(kind: TurnKind, rand: Rand, timeoutMs: number): { variant: string; content: string } {
+function script(
+  kind: TurnKind,
+  rand: Rand,
+  timeoutMs: number,
+  tag: string,
+): { variant: string; content: string; fault?: PlannedFault } {
   // Every silence in a turn that must complete stays far below the timeout.
   const gap = (lo: number, hi: number) => Math.min(between(rand, lo, hi), Math.floor(timeoutMs / 5));
   const text = (): Step => ({
@@ -135,6 +180,13 @@ function script(kind: TurnKind, rand: Rand, timeoutMs: number): { variant: strin
   });
   let variant: string;
   let steps: Step[];
+  const planned: { fault?: PlannedFault } = {};
+  /** A tool row carrying the fault's marker, then a streamed answer. */
+  const faulted = (f: PlannedFault['fault'], times: number, name: string): Step[] => {
+    const marker = `⚑${name}:${tag}`;
+    planned.fault = { marker, fault: f, times };
+    return [{ tools: [{ name: 'echo', args: { text: marker } }] }, text()];
+  };
   switch (kind) {
     case 'normal':
       variant = rand() < 0.7 ? 'short' : 'long';
@@ -206,6 +258,33 @@ function script(kind: TurnKind, rand: Rand, timeoutMs: number): { variant: strin
               },
             ];
       break;
+    case 'cancel':
+      // The host force-cancels once the sleep started: echo applied, sleep unknown, the last echo none.
+      variant = 'mid-tool';
+      steps = [
+        { text: 'Fetching the data.' },
+        {
+          tools: [
+            { name: 'echo', args: { text: 'before the cancel' } },
+            { name: 'sleep', args: { ms: 600_000 } },
+            { name: 'echo', args: { text: 'never runs' } },
+          ],
+        },
+      ];
+      break;
+    case 'store-fault':
+      variant = pick(rand, ['transient', 'lost-ack', 'slow']);
+      steps =
+        variant === 'transient'
+          ? faulted('transient', 2, 'busy')
+          : variant === 'lost-ack'
+            ? faulted('lose-ack', 1, 'lost-ack')
+            : faulted({ delayMs: gap(50, 150) }, 1, 'slow');
+      break;
+    case 'store-reject':
+      variant = 'tool-row';
+      steps = faulted('reject', 1, 'reject');
+      break;
     case 'wedge':
       variant = rand() < 0.5 ? 'model' : 'tool';
       steps =
@@ -221,5 +300,6 @@ function script(kind: TurnKind, rand: Rand, timeoutMs: number): { variant: strin
             ];
       break;
   }
-  return { variant, content: JSON.stringify({ script: steps }) };
+  const content = JSON.stringify({ script: steps });
+  return planned.fault === undefined ? { variant, content } : { variant, content, fault: planned.fault };
 }
