@@ -54,7 +54,7 @@ const SHARE: Readonly<Record<Exclude<TurnKind, 'normal'>, number>> = {
 };
 
 /** A store fault the demo injects for one turn: the row that carries `marker` gets it. */
-export interface PlannedFault {
+interface PlannedFault {
   readonly marker: string;
   readonly fault: 'reject' | 'transient' | 'lose-ack' | { readonly delayMs: number };
   /** How many times (a transient failure twice: the journal retries both). */
