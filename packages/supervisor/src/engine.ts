@@ -128,6 +128,16 @@ export class TurnEngine {
     const running = this.sessions.peek(workstreamId)?.turn;
     if (running) {
       this.aborts.abort(running, 'cancel');
+      // C6: a history rewrite in flight cannot be abandoned and the turn's end waits for it (L8);
+      // the cancel does not. It returns once the abort is committed and signalled; the turn
+      // finishes — results synthesized, stream_end, idle — when the rewrite is done.
+      if (running.rewrites.size > 0) {
+        this.logger.info(
+          { workstreamId, rewrites: running.rewrites.size },
+          'cancel returns before a history rewrite in flight; the turn ends after it',
+        );
+        return true;
+      }
       await running.done;
       return true;
     }

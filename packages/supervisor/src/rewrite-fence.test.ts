@@ -6,6 +6,7 @@ import { SlotStamp } from '@turnwarden/clock';
 import { ErrorCode, isTurnwardenError, openToolCalls } from '@turnwarden/protocol';
 import { openSqliteStore } from '@turnwarden/store';
 import { afterEach, describe, expect, it } from 'vitest';
+import { within } from './test-support/bounded.js';
 import { gatedStore } from './test-support/gated-store.js';
 import { nextEvent, script, startRuntime } from './test-support/runtime.js';
 import { type StallInfo, testControls } from './testing.js';
@@ -130,5 +131,44 @@ describe('history rewrite fence', () => {
     ).toEqual({
       removed: 2,
     });
+  });
+
+  it('C6: a force cancel never waits on a history rewrite in flight: it returns once the abort is signalled, and the turn ends after the rewrite', async () => {
+    const gated = gatedStore(openSqliteStore({ path: ':memory:' }));
+    rt = await startRuntime({ store: gated.store });
+    const ref = { tenantId: 'tenant-a', workstreamId: rt.workstreamId };
+    await (await rt.send('hello')).done; // rows 1–2 to compact
+    const turn = await rt.send(
+      script({ tools: [{ name: 'sleep', args: { ms: 60_000, ignoreAbort: true } }] }),
+    );
+    await nextEvent(rt.tw, rt.workstreamId, 'tool_started');
+    const rewrite = rt.tw.compact({ ...ref, throughSeq: 2, summary: 'The user said hello.' });
+    await gated.atGate; // the rewrite is in flight under the turn's lease and cannot finish yet
+    let turnEnded = false;
+    void turn.done.then(() => {
+      turnEnded = true;
+    });
+    const ofTurn = () => rt!.events.filter((e) => e.generation === turn.generation).map((e) => e.type);
+    try {
+      // The cancel settles while the rewrite is still held: it did not wait for it. Once the
+      // abort is announced, the call has nothing left to wait for but its own continuation.
+      const aborted = nextEvent(rt.tw, rt.workstreamId, 'turn_aborted');
+      let outcome: boolean | 'pending' = 'pending';
+      void rt.tw.cancel(ref).then((done) => {
+        outcome = done;
+      });
+      await within(aborted, 10_000, 'the cancel commits its abort');
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(outcome).toBe(true);
+      expect(turnEnded).toBe(false);
+      expect(ofTurn()).toContain('turn_aborted');
+      expect(ofTurn()).not.toContain('stream_end');
+    } finally {
+      // The owner of the rewrite was left running: it completes, then the turn ends, repaired.
+      gated.open();
+    }
+    expect(await rewrite).toEqual({ removed: 2 });
+    expect(await turn.done).toMatchObject({ status: 'interrupted', abortReason: 'cancel', synthesized: 1 });
+    expect(openToolCalls(await rt.history())).toEqual([]);
   });
 });
