@@ -7,6 +7,7 @@
 import {
   ErrorCode,
   type HistoryRow,
+  isTurnwardenError,
   openToolCalls,
   type SessionSnapshotData,
   TurnwardenError,
@@ -166,9 +167,10 @@ export class SqliteStore implements Store {
   }
 
   /**
-   * Group commit: every batch in one immediate transaction, each in a savepoint of its own (a
-   * nested better-sqlite3 transaction), so a batch that is refused — fenced, a conflict, bad
-   * input — is rolled back alone and reported in its slot while the others commit together.
+   * Group commit: every batch in one immediate transaction. A batch that is refused — fenced, a
+   * conflict, bad input — is rolled back alone and reported in its slot while the others commit
+   * together: the group is first written without savepoints (the common case: nothing refused)
+   * and, if a batch is refused, written again with a savepoint per batch.
    */
   appendMany(inputs: readonly AppendInput[]): Promise<AppendOutcome[]> {
     return this.#run('appendMany', () => {
@@ -180,6 +182,19 @@ export class SqliteStore implements Store {
           return { error: toStoreError(e, 'appendMessages') };
         }
       });
+      const valid = checked.filter((c): c is CheckedAppend => !('error' in c));
+      try {
+        // Fast path: every batch in one transaction, no savepoints. A batch that is refused
+        // throws and rolls the whole transaction back; the group is then written again below.
+        const written = this.#write(() => valid.map((c) => this.#append(c)));
+        let k = 0;
+        return checked.map((c): AppendOutcome => ('error' in c ? c : { seqs: written[k++]! }));
+      } catch (e) {
+        // A store failure (I/O, busy) fails the whole group; a refusal of one batch does not.
+        if (!isTurnwardenError(e)) throw e;
+      }
+      // Each batch in a savepoint of its own (a nested better-sqlite3 transaction): a refused
+      // batch is rolled back alone and reported in its slot; the others commit together.
       return this.#write(() =>
         checked.map((c): AppendOutcome => {
           if ('error' in c) return c;

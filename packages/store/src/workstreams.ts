@@ -36,9 +36,14 @@ export class WorkstreamTable {
   readonly #close;
   readonly #bump;
   readonly #session;
+  readonly #state;
 
   constructor(db: Database.Database) {
     this.#get = db.prepare<[string], WorkstreamRow>('SELECT * FROM workstreams WHERE id = ?');
+    // What every write checks: no session snapshot to read and parse (it can be kilobytes).
+    this.#state = db.prepare<[string], { status: 'open' | 'closed'; generation: number }>(
+      'SELECT status, generation FROM workstreams WHERE id = ?',
+    );
     this.#list = db.prepare<[{ tenant: string | null; status: string | null }], WorkstreamRow>(
       `SELECT * FROM workstreams
        WHERE (@tenant IS NULL OR tenant_id = @tenant) AND (@status IS NULL OR status = @status)
@@ -78,8 +83,10 @@ export class WorkstreamTable {
     return ws;
   }
 
-  requireOpen(id: string): WorkstreamRecord {
-    const ws = this.require(id);
+  /** An open workstream's durable generation (a write's check); not found or closed: typed errors. */
+  requireOpen(id: string): { readonly generation: number } {
+    const ws = this.#state.get(id);
+    if (ws === undefined) throw workstreamNotFound(id);
     if (ws.status !== 'open') throw workstreamClosed(id);
     return ws;
   }

@@ -157,7 +157,7 @@ export async function benchJournal(ctx: BenchContext): Promise<Omit<SectionResul
       notes: [
         `group commit: ${full.batches} batches in ${full.groups} transactions under FULL (${(full.batches / Math.max(1, full.groups)).toFixed(1)} per commit), ${normal.batches} in ${normal.groups} under NORMAL`,
         'store writes run on the supervisor thread (better-sqlite3 is synchronous): the lateness row is what a watchdog tick would see',
-        'per row the journal also looks up its commit key (P1), checks structure against the open tool calls (S1), the workstream and the fence (P6), in a savepoint: under NORMAL, where a commit costs no fsync, that work outweighs what group commit saves',
+        'per row the journal also looks up its commit key (P1), reads the open tool calls (S1), checks the workstream and the fence (P6), and writes a second B-tree (the commit-key index): under NORMAL, where a commit costs no fsync, that work outweighs what group commit saves',
       ],
     };
   } finally {
