@@ -38,6 +38,17 @@ export interface RunRecord {
    * at its seam then (C7), and how the call ended (`true`, `false` or an error code).
    */
   cancel: { readonly whileDispatchHeld: boolean; outcome: 'pending' | boolean | string } | undefined;
+  /**
+   * The host's soft close, if the schedule took it: with `waitMs` (waiting) or without, and how
+   * it ended (`closed` or an error code); `settled` resolves when it has.
+   */
+  close:
+    | {
+        readonly waiting: boolean;
+        outcome: 'pending' | 'closed' | string;
+        readonly settled: Promise<unknown>;
+      }
+    | undefined;
   /** A plain turn sent after the run completed (the workstream recovered). */
   recovered: boolean | undefined;
   stuck: string | undefined;
@@ -52,6 +63,7 @@ export function newRecord(): RunRecord {
     attempts: [],
     rewrite: undefined,
     cancel: undefined,
+    close: undefined,
     summaryAtIdle: undefined,
     journalReleases: [],
     history: [],

@@ -132,6 +132,22 @@ export class Run {
     );
   }
 
+  /** The host closes the workstream: at once (refused while the turn runs) or waiting for the turn (C1). */
+  softClose(waiting: boolean): void {
+    const settled = this.tw
+      .close({ tenantId: TENANT, workstreamId: this.workstreamId, ...(waiting ? { waitMs: 600_000 } : {}) })
+      .then(
+        () => {
+          close.outcome = 'closed';
+        },
+        (e: unknown) => {
+          close.outcome = (e as { code?: string }).code ?? String(e);
+        },
+      );
+    const close = { waiting, outcome: 'pending' as string, settled };
+    this.record.close = close;
+  }
+
   /** Time moves past the stall bound; one watchdog pass samples the slot. */
   advance(): void {
     this.rt.time.now += RUN_CONFIG.watchdog.timeoutMs + RUN_CONFIG.watchdog.pollMs;
@@ -265,9 +281,18 @@ export class Run {
       await tick();
     }
     this.record.renewalsAtEnd = this.tw.stats().leaseRenewals;
+    // A soft close settles right after the turn: judge it once it has (bounded).
+    if (this.record.close !== undefined) {
+      await Promise.race([
+        this.record.close.settled,
+        new Promise((resolve) => setTimeout(resolve, SETTLE_TIMEOUT_MS)),
+      ]);
+    }
     this.record.history = await this.rt.store.readHistory(this.workstreamId);
     // The recovery turn runs unscheduled: nothing parks any more.
     this.harness.disarm();
+    // A closed workstream takes no turn: that is the close working, not a failure to recover.
+    if (this.record.close?.outcome === 'closed') return;
     try {
       const next = await this.tw.send({
         tenantId: TENANT,

@@ -55,6 +55,20 @@ export const forceCancel: Action = {
   run: (run) => run.cancel(),
 };
 
+/** The host closes the workstream without waiting: refused while the turn runs (C1). */
+export const closeNow: Action = {
+  name: 'close',
+  enabled: (run) => !run.turnDone && run.record.close === undefined,
+  run: (run) => run.softClose(false),
+};
+
+/** The host closes the workstream waiting for the turn to end (C1). */
+export const closeWaiting: Action = {
+  name: 'close-wait',
+  enabled: (run) => !run.turnDone && run.record.close === undefined,
+  run: (run) => run.softClose(true),
+};
+
 /** The host rewrites history (compaction of the prelude) while the turn runs (L8). */
 export const compactHistory: Action = {
   name: 'compact',
