@@ -49,6 +49,8 @@ export interface RunRecord {
         readonly settled: Promise<unknown>;
       }
     | undefined;
+  /** The host's next message, sent while the scheduled turn had not ended (S3). */
+  next: { outcome: 'pending' | 'accepted' | string } | undefined;
   /** A plain turn sent after the run completed (the workstream recovered). */
   recovered: boolean | undefined;
   stuck: string | undefined;
@@ -64,6 +66,7 @@ export function newRecord(): RunRecord {
     rewrite: undefined,
     cancel: undefined,
     close: undefined,
+    next: undefined,
     summaryAtIdle: undefined,
     journalReleases: [],
     history: [],

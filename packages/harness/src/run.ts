@@ -148,6 +148,21 @@ export class Run {
     this.record.close = close;
   }
 
+  /** The host sends its next message while the scheduled turn has not ended (S3). */
+  sendNext(): void {
+    const next = { outcome: 'pending' as string };
+    this.record.next = next;
+    this.tw.send({ tenantId: TENANT, workstreamId: this.workstreamId, content: 'and next?' }).then(
+      (handle) => {
+        next.outcome = 'accepted';
+        void handle.done;
+      },
+      (e: unknown) => {
+        next.outcome = (e as { code?: string }).code ?? String(e);
+      },
+    );
+  }
+
   /** Time moves past the stall bound; one watchdog pass samples the slot. */
   advance(): void {
     this.rt.time.now += RUN_CONFIG.watchdog.timeoutMs + RUN_CONFIG.watchdog.pollMs;

@@ -55,6 +55,13 @@ export const forceCancel: Action = {
   run: (run) => run.cancel(),
 };
 
+/** The host sends its next message while the turn has not ended: it must be refused (S3). */
+export const sendNext: Action = {
+  name: 'send',
+  enabled: (run) => !run.turnDone && run.record.next === undefined,
+  run: (run) => run.sendNext(),
+};
+
 /** The host closes the workstream without waiting: refused while the turn runs (C1). */
 export const closeNow: Action = {
   name: 'close',

@@ -276,6 +276,7 @@ export class JournalGate {
       const held = seam(SeamName.journalAdmit, {
         workstreamId: req.workstreamId,
         generation: req.generation,
+        commitKeys: req.entries.map((e) => e.commitKey).join(','),
       });
       if (held === undefined) return this.admit(append);
       return held.then(async (fault) => {
