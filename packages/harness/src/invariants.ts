@@ -122,6 +122,15 @@ const recovers: Invariant = {
     r.recovered === false ? 'the workstream did not complete a plain turn after the run' : undefined,
 };
 
+const staleCancelSparesSuccessor: Invariant = {
+  id: 'stale-cancel-spares-successor',
+  guarantee: 'C4',
+  check: (r) =>
+    r.staleCancel && r.recovered === false
+      ? "the successor turn did not complete after the ended turn's handle was cancelled"
+      : undefined,
+};
+
 const notStuck: Invariant = {
   id: 'not-stuck',
   guarantee: 'L3',
@@ -156,6 +165,7 @@ export const COMMON_INVARIANTS: readonly Invariant[] = [
   noRenewalAfterCommit,
   faultDeclines,
   recovers,
+  staleCancelSparesSuccessor,
   notStuck,
   noEventAfterClose,
 ];

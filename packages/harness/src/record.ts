@@ -53,6 +53,8 @@ export interface RunRecord {
   next: { outcome: 'pending' | 'accepted' | string } | undefined;
   /** A plain turn sent after the run completed (the workstream recovered). */
   recovered: boolean | undefined;
+  /** The scheduled turn's handle was cancelled after its successor started (C4). */
+  staleCancel: boolean;
   stuck: string | undefined;
   /** What the previous run on the same runtime left behind (undefined: a clean start). */
   leaked: string | undefined;
@@ -74,6 +76,7 @@ export function newRecord(): RunRecord {
     renewalsAtCommit: undefined,
     renewalsAtEnd: 0,
     recovered: undefined,
+    staleCancel: false,
     stuck: undefined,
     leaked: undefined,
   };

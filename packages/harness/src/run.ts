@@ -314,6 +314,10 @@ export class Run {
         workstreamId: this.workstreamId,
         content: 'are you still there?',
       });
+      // C4: the host cancels the scheduled turn's handle late, once its successor runs: the
+      // cancel is bound to the ended turn's generation and must leave the successor alone.
+      this.record.staleCancel = true;
+      void this.turn.cancel();
       let timer: NodeJS.Timeout | undefined;
       const deadline = new Promise<undefined>((resolve) => {
         timer = setTimeout(() => resolve(undefined), SETTLE_TIMEOUT_MS);
