@@ -34,9 +34,8 @@ export const BUGS = [
     id: 'unfenced-write',
     what: "the engine writes a turn's rows without the lease's fencing token (P6)",
     file: `${S}/journal-gate.ts`,
-    find: '    return this.write(req.workstreamId, () => this.host.store.appendMessages(req)).then((seqs) => {',
-    replace:
-      '    const { fencingToken: _token, ...unfenced } = req;\n    return this.write(req.workstreamId, () => this.host.store.appendMessages(unfenced)).then((seqs) => {',
+    find: '    return this.append(req).then((seqs) => {',
+    replace: '    const { fencingToken: _token, ...unfenced } = req;\n    return this.append(unfenced).then((seqs) => {',
     tests: [`${S}/leases.test.ts`],
   },
   {
