@@ -1,0 +1,161 @@
+/** The journal gate's persistence status, backoff and group limits, driven directly (P2, P3, P4). */
+import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+import { type AppendInput, openSqliteStore, type Store } from '@turnwarden/store';
+import { faultyStore } from '@turnwarden/store/testing';
+import { pino } from 'pino';
+import { describe, expect, it } from 'vitest';
+import { DEFAULT_CONFIG, type JournalConfig } from './config.js';
+import { EventHub, type TurnwardenEvent } from './events.js';
+import { JournalGate } from './journal-gate.js';
+import { nodeTimers } from './timers.js';
+
+const logger = pino({ level: 'silent' });
+
+async function gateOn(store: Store, ids: readonly string[], journal: Partial<JournalConfig> = {}) {
+  for (const id of ids) {
+    await store.createWorkstream({ id, tenantId: 't' });
+    await store.nextGeneration(id);
+  }
+  const events = new EventHub(logger);
+  const seen: TurnwardenEvent[] = [];
+  for (const id of ids) events.subscribe(id, (e) => seen.push(e));
+  const gate = new JournalGate({
+    store,
+    events,
+    logger,
+    turnOf: () => undefined,
+    fenced: () => false,
+    refused: () => {},
+    timers: nodeTimers,
+    config: { journal: { ...DEFAULT_CONFIG.journal, ...journal } },
+  });
+  return { gate, seen };
+}
+
+const row = (workstreamId: string, key: string): AppendInput => ({
+  workstreamId,
+  generation: 1,
+  entries: [{ commitKey: key, message: { role: 'user', content: key } }],
+});
+
+describe('journal status', () => {
+  it('P3: a batch not yet durable is pending, with its rows counted; durable, the journal is healthy again', async () => {
+    const inner = openSqliteStore({ path: ':memory:' });
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const store: Store = new Proxy(inner, {
+      get(target, key, receiver) {
+        if (key === 'appendMany') {
+          return (inputs: readonly AppendInput[]) => held.then(() => inner.appendMany(inputs));
+        }
+        const value = Reflect.get(target, key, receiver) as unknown;
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    const { gate } = await gateOn(store, ['a']);
+    const ack = gate.append({
+      ...row('a', 'a1'),
+      entries: [...row('a', 'a1').entries, ...row('a', 'a2').entries],
+    });
+    expect(gate.status('a')).toEqual({ state: 'pending', pendingRows: 2 });
+    release();
+    expect(await ack).toEqual([1, 2]);
+    expect(gate.status('a')).toEqual({ state: 'healthy', pendingRows: 0 });
+  });
+
+  it('P3 P4: backoff n lies in [½, 1] × min(retryMaxMs, retryBaseMs × 2ⁿ⁻¹); retrying, retrying, then healthy is announced', async () => {
+    const base = openSqliteStore({ path: ':memory:' });
+    const faults = faultyStore(base);
+    faults.inject({ match: () => true, fault: 'transient', times: 2 });
+    const { gate, seen } = await gateOn(faults.store, ['a'], {
+      retryBaseMs: 1_000,
+      retryMaxMs: 60_000,
+      sweepMs: 60_000,
+      maxAttempts: 3,
+    });
+    const ack = gate.append(row('a', 'a1'));
+    const retryIn = async (attempt: number) => {
+      for (let i = 0; i < 100 && gate.status('a').attempts !== attempt; i++) {
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      const s = gate.status('a');
+      expect(s).toMatchObject({ state: 'retrying', attempts: attempt, pendingRows: 1 });
+      return s.nextRetryAt! - Date.now();
+    };
+    const first = await retryIn(1);
+    expect(first).toBeGreaterThanOrEqual(500 - 50);
+    expect(first).toBeLessThanOrEqual(1_000);
+    expect(gate.sweep()).toEqual(['a']);
+    const second = await retryIn(2);
+    expect(second).toBeGreaterThanOrEqual(1_000 - 50);
+    expect(second).toBeLessThanOrEqual(2_000);
+    expect(gate.sweep()).toEqual(['a']);
+    expect(await ack).toEqual([1]);
+    expect(seen.filter((e) => e.type === 'persistence').map((e) => [e.data.state, e.data.attempts])).toEqual([
+      ['retrying', 1],
+      ['retrying', 2],
+      ['healthy', undefined],
+    ]);
+  });
+
+  it('P3: when the attempts run out the writer gets the error and healthy is announced: nothing is left unresolved', async () => {
+    const faults = faultyStore(openSqliteStore({ path: ':memory:' }));
+    faults.inject({ match: () => true, fault: 'transient', times: 5 });
+    const { gate, seen } = await gateOn(faults.store, ['a'], {
+      retryBaseMs: 1,
+      retryMaxMs: 1,
+      maxAttempts: 2,
+    });
+    await expect(gate.append(row('a', 'a1'))).rejects.toMatchObject({
+      code: ErrorCode.STORE_ERROR,
+      retryable: true,
+    });
+    expect(seen.filter((e) => e.type === 'persistence').map((e) => e.data.state)).toEqual([
+      'retrying',
+      'healthy',
+    ]);
+    expect(gate.status('a')).toEqual({ state: 'healthy', pendingRows: 0 });
+  });
+
+  it('group commit carries at most 64 batches; the 65th goes in the next transaction', async () => {
+    const inner = openSqliteStore({ path: ':memory:' });
+    const groups: number[] = [];
+    const store: Store = new Proxy(inner, {
+      get(target, key, receiver) {
+        if (key === 'appendMany') {
+          return (inputs: readonly AppendInput[]) => {
+            groups.push(inputs.length);
+            return inner.appendMany(inputs);
+          };
+        }
+        const value = Reflect.get(target, key, receiver) as unknown;
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    const ids = Array.from({ length: 65 }, (_, i) => `w${i}`);
+    const { gate } = await gateOn(store, ids);
+    const acks = await Promise.all(ids.map((id) => gate.append(row(id, `${id}-1`))));
+    expect(acks.every((a) => a.length === 1 && a[0] === 1)).toBe(true);
+    expect(groups).toEqual([64, 1]);
+  });
+
+  it('a store whose appendMany returns fewer outcomes than batches fails the missing ones, typed', async () => {
+    const inner = openSqliteStore({ path: ':memory:' });
+    const store: Store = new Proxy(inner, {
+      get(target, key, receiver) {
+        if (key === 'appendMany') {
+          return async (inputs: readonly AppendInput[]) => (await inner.appendMany(inputs)).slice(0, 1);
+        }
+        const value = Reflect.get(target, key, receiver) as unknown;
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    const { gate } = await gateOn(store, ['a', 'b'], { maxAttempts: 1 });
+    const [a, b] = await Promise.allSettled([gate.append(row('a', 'a1')), gate.append(row('b', 'b1'))]);
+    expect(a).toEqual({ status: 'fulfilled', value: [1] });
+    expect(b).toMatchObject({ status: 'rejected', reason: expect.any(TurnwardenError) });
+    expect((b as PromiseRejectedResult).reason.message).toBe('appendMany returned no outcome');
+  });
+});
