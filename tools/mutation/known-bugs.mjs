@@ -35,7 +35,8 @@ export const BUGS = [
     what: "the engine writes a turn's rows without the lease's fencing token (P6)",
     file: `${S}/journal-gate.ts`,
     find: '    return this.append(req).then((seqs) => {',
-    replace: '    const { fencingToken: _token, ...unfenced } = req;\n    return this.append(unfenced).then((seqs) => {',
+    replace:
+      '    const { fencingToken: _token, ...unfenced } = req;\n    return this.append(unfenced).then((seqs) => {',
     tests: [`${S}/leases.test.ts`],
   },
   {
