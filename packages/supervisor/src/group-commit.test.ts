@@ -11,6 +11,20 @@ import { nodeTimers } from './timers.js';
 
 const logger = pino({ level: 'silent' });
 
+/** A gate on `store` with no turn running and no retries (one attempt per batch). */
+function gateOn(store: Store): JournalGate {
+  return new JournalGate({
+    store,
+    events: new EventHub(logger),
+    logger,
+    turnOf: () => undefined,
+    fenced: () => false,
+    refused: () => {},
+    timers: nodeTimers,
+    config: { journal: { ...DEFAULT_CONFIG.journal, maxAttempts: 1 } },
+  });
+}
+
 async function fixture(ids: readonly string[]) {
   const inner = openSqliteStore({ path: ':memory:' });
   const groups: number[] = [];
@@ -30,17 +44,7 @@ async function fixture(ids: readonly string[]) {
     await store.createWorkstream({ id, tenantId: 't' });
     await store.nextGeneration(id);
   }
-  const gate = new JournalGate({
-    store,
-    events: new EventHub(logger),
-    logger,
-    turnOf: () => undefined,
-    fenced: () => false,
-    refused: () => {},
-    timers: nodeTimers,
-    config: { journal: { ...DEFAULT_CONFIG.journal, maxAttempts: 1 } },
-  });
-  return { gate, store, groups };
+  return { gate: gateOn(store), store, groups };
 }
 
 const row = (workstreamId: string, key: string, role: 'user' | 'assistant' = 'user'): AppendInput => ({
@@ -93,16 +97,7 @@ describe('group commit', () => {
     const { store } = await fixture(['a', 'b']);
     const f = faultyStore(store);
     f.inject({ match: (e) => e.commitKey === 'b1', fault: 'throw' });
-    const thrower = new JournalGate({
-      store: f.store,
-      events: new EventHub(logger),
-      logger,
-      turnOf: () => undefined,
-      fenced: () => false,
-      refused: () => {},
-      timers: nodeTimers,
-      config: { journal: { ...DEFAULT_CONFIG.journal, maxAttempts: 1 } },
-    });
+    const thrower = gateOn(f.store);
     const results = await Promise.allSettled([
       thrower.append(row('a', 'a1')),
       thrower.append(row('b', 'b1')),

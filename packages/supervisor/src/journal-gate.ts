@@ -276,7 +276,8 @@ export class JournalGate {
       const held = seam(SeamName.journalAdmit, {
         workstreamId: req.workstreamId,
         generation: req.generation,
-        commitKeys: req.entries.map((e) => e.commitKey).join(','),
+        // What the batch starts with (a harness fault can pick tool results); no allocation.
+        firstRole: req.entries[0]?.message.role,
       });
       if (held === undefined) return this.admit(append);
       return held.then(async (fault) => {

@@ -1,6 +1,6 @@
 /** The journal gate's persistence status, backoff and group limits, driven directly (P2, P3, P4). */
 import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
-import { type AppendInput, openSqliteStore, type Store } from '@turnwarden/store';
+import { type AppendInput, type AppendOutcome, openSqliteStore, type Store } from '@turnwarden/store';
 import { faultyStore } from '@turnwarden/store/testing';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
@@ -32,6 +32,20 @@ async function gateOn(store: Store, ids: readonly string[], journal: Partial<Jou
   return { gate, seen };
 }
 
+/** `inner` with its appendMany replaced. */
+function withAppendMany(
+  inner: ReturnType<typeof openSqliteStore>,
+  appendMany: (inputs: readonly AppendInput[]) => Promise<AppendOutcome[]>,
+): Store {
+  return new Proxy(inner, {
+    get(target, key, receiver) {
+      if (key === 'appendMany') return appendMany;
+      const value = Reflect.get(target, key, receiver) as unknown;
+      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+}
+
 const row = (workstreamId: string, key: string): AppendInput => ({
   workstreamId,
   generation: 1,
@@ -45,15 +59,7 @@ describe('journal status', () => {
     const held = new Promise<void>((resolve) => {
       release = resolve;
     });
-    const store: Store = new Proxy(inner, {
-      get(target, key, receiver) {
-        if (key === 'appendMany') {
-          return (inputs: readonly AppendInput[]) => held.then(() => inner.appendMany(inputs));
-        }
-        const value = Reflect.get(target, key, receiver) as unknown;
-        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-      },
-    });
+    const store = withAppendMany(inner, (inputs) => held.then(() => inner.appendMany(inputs)));
     const { gate } = await gateOn(store, ['a']);
     const ack = gate.append({
       ...row('a', 'a1'),
@@ -122,17 +128,9 @@ describe('journal status', () => {
   it('group commit carries at most 64 batches; the 65th goes in the next transaction', async () => {
     const inner = openSqliteStore({ path: ':memory:' });
     const groups: number[] = [];
-    const store: Store = new Proxy(inner, {
-      get(target, key, receiver) {
-        if (key === 'appendMany') {
-          return (inputs: readonly AppendInput[]) => {
-            groups.push(inputs.length);
-            return inner.appendMany(inputs);
-          };
-        }
-        const value = Reflect.get(target, key, receiver) as unknown;
-        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-      },
+    const store = withAppendMany(inner, (inputs) => {
+      groups.push(inputs.length);
+      return inner.appendMany(inputs);
     });
     const ids = Array.from({ length: 65 }, (_, i) => `w${i}`);
     const { gate } = await gateOn(store, ids);
@@ -143,15 +141,7 @@ describe('journal status', () => {
 
   it('a store whose appendMany returns fewer outcomes than batches fails the missing ones, typed', async () => {
     const inner = openSqliteStore({ path: ':memory:' });
-    const store: Store = new Proxy(inner, {
-      get(target, key, receiver) {
-        if (key === 'appendMany') {
-          return async (inputs: readonly AppendInput[]) => (await inner.appendMany(inputs)).slice(0, 1);
-        }
-        const value = Reflect.get(target, key, receiver) as unknown;
-        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-      },
-    });
+    const store = withAppendMany(inner, async (inputs) => (await inner.appendMany(inputs)).slice(0, 1));
     const { gate } = await gateOn(store, ['a', 'b'], { maxAttempts: 1 });
     const [a, b] = await Promise.allSettled([gate.append(row('a', 'a1')), gate.append(row('b', 'b1'))]);
     expect(a).toEqual({ status: 'fulfilled', value: [1] });

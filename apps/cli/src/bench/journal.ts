@@ -14,30 +14,13 @@ import { DEFAULT_CONFIG, EventHub, JournalGate, nodeTimers } from '@turnwarden/s
 import Database from 'better-sqlite3';
 import type { BenchContext } from './common.js';
 import { row, type SectionResult, target } from './report.js';
-import { quantile, sleep } from './stats.js';
+import { latenessProbe, quantile, sleep } from './stats.js';
 
 const WRITERS = 8;
 const BODY = 'r'.repeat(200);
 const PROBE_MS = 10;
 
 type Sync = 'FULL' | 'NORMAL';
-
-/** A setInterval measuring its own lateness (as the watchdog's tick does). */
-function probe(): { stop: () => number[] } {
-  const samples: number[] = [];
-  let due = performance.now() + PROBE_MS;
-  const timer = setInterval(() => {
-    const now = performance.now();
-    samples.push(Math.max(0, now - due));
-    due = Math.max(due, now) + PROBE_MS;
-  }, PROBE_MS);
-  return {
-    stop: () => {
-      clearInterval(timer);
-      return samples;
-    },
-  };
-}
 
 interface Ours {
   readonly rowsPerSec: number;
@@ -68,7 +51,7 @@ async function ours(dir: string, sync: Sync, windowMs: number, ctx: BenchContext
     const latency: number[] = [];
     let rows = 0;
     let running = true;
-    const lateness = probe();
+    const lateness = latenessProbe(PROBE_MS);
     const t0 = performance.now();
     const writers = ids.map(async (workstreamId) => {
       for (let i = 0; running; i++) {
@@ -123,7 +106,7 @@ export async function benchJournal(ctx: BenchContext): Promise<Omit<SectionResul
   const dir = mkdtempSync(join(tmpdir(), 'turnwarden-bench-journal-'));
   try {
     // A quiet run of the same probe first: the lateness the machine has without the journal.
-    const quietProbe = probe();
+    const quietProbe = latenessProbe(PROBE_MS);
     await sleep(windowMs);
     const quiet = quietProbe.stop();
     const full = await ours(dir, 'FULL', windowMs, ctx);

@@ -15,7 +15,7 @@ import { Turnwarden } from '@turnwarden/supervisor';
 import { SCRIPTED } from '../scripted.js';
 import { type BenchContext, script, TENANT, within } from './common.js';
 import { type Row, row, type SectionResult, target } from './report.js';
-import { max, quantile, sleep, yieldToLoop } from './stats.js';
+import { latenessProbe, max, quantile, sleep, yieldToLoop } from './stats.js';
 
 const POLL_MS = 20;
 const INTERVAL_MS = POLL_MS / 2; // the watchdog ticks every pollMs / 2
@@ -35,23 +35,6 @@ interface PhaseResult {
   readonly ours: { readonly p50: number; readonly p99: number; readonly max: number; readonly polls: number };
   readonly probe: { readonly p50: number; readonly p99: number; readonly max: number };
   readonly info: string;
-}
-
-/** A raw setInterval measuring its own lateness exactly as the watchdog's tick does. */
-function startProbe(): { stop: () => number[] } {
-  const samples: number[] = [];
-  let nextDueAt = performance.now() + INTERVAL_MS;
-  const timer = setInterval(() => {
-    const now = performance.now();
-    samples.push(Math.max(0, now - nextDueAt));
-    nextDueAt = Math.max(nextDueAt, now) + INTERVAL_MS;
-  }, INTERVAL_MS);
-  return {
-    stop: () => {
-      clearInterval(timer);
-      return samples;
-    },
-  };
 }
 
 async function phase(
@@ -78,7 +61,7 @@ async function phase(
     watchdog: { timeoutMs: 5_000, pollMs: POLL_MS, graceMs: 200 },
     pool: { maxWorkers: 4, warmWorkers: 2 },
   });
-  const probe = startProbe();
+  const probe = latenessProbe(INTERVAL_MS);
   const info: string[] = [];
   let running = true;
   const loads: Promise<void>[] = [];

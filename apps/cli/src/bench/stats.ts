@@ -32,3 +32,23 @@ export function sleep(ms: number): Promise<void> {
 export function yieldToLoop(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));
 }
+
+/**
+ * A setInterval measuring its own lateness, the way the watchdog's tick does: each sample is
+ * how long after its due time a tick ran. `stop` ends it and returns the samples (ms).
+ */
+export function latenessProbe(intervalMs: number): { stop: () => number[] } {
+  const samples: number[] = [];
+  let dueAt = performance.now() + intervalMs;
+  const timer = setInterval(() => {
+    const now = performance.now();
+    samples.push(Math.max(0, now - dueAt));
+    dueAt = Math.max(dueAt, now) + intervalMs;
+  }, intervalMs);
+  return {
+    stop: () => {
+      clearInterval(timer);
+      return samples;
+    },
+  };
+}

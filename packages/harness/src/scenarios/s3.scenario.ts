@@ -17,7 +17,7 @@ export const s3: Scenario = {
   actions: [sendNext, advance],
   // Every tool result's journal request fails (the assistant row, the first request, lands).
   fault: (parked) =>
-    parked.seam === SeamName.journalAdmit && String(parked.ctx.commitKeys ?? '').includes(':t')
+    parked.seam === SeamName.journalAdmit && parked.ctx.firstRole === 'tool'
       ? { kind: 'throw', message: 'the store refused the tool result' }
       : undefined,
   maxSteps: 10,
