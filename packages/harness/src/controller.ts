@@ -28,6 +28,7 @@ const MAIN_THREAD: Partial<Record<SeamName, string>> = {
   'journal.admit': 'J',
   'rewrite.admit→write': 'R',
   'claim.capture→dispatch': 'D',
+  'send.capture→enqueue': 'Q',
 };
 
 export class SeamHarness implements HarnessLink {
@@ -37,6 +38,7 @@ export class SeamHarness implements HarnessLink {
   private parkAt: ReadonlySet<SeamName>;
   private mutations: ReadonlySet<Mutation>;
   private armed = true;
+  private readonly passing = new Set<SeamName>();
   /** The worker whose seams the run schedules; arrivals from any other worker pass (and count). */
   private scheduledWorker: number | undefined;
   /** Arrivals from a worker the run does not schedule: a previous run leaking into this one. */
@@ -52,6 +54,7 @@ export class SeamHarness implements HarnessLink {
       },
       reach: (name, ctx) => {
         if (!this.armed || !this.parkAt.has(name)) return undefined;
+        if (this.passing.delete(name)) return undefined;
         return new Promise<SeamFault | undefined>((resolve) => {
           this.arrive(MAIN_THREAD[name] ?? 'M', name, ctx, resolve);
         });
@@ -70,6 +73,7 @@ export class SeamHarness implements HarnessLink {
     for (const p of [...this.parked.values()]) p.release();
     this.parked.clear();
     this.parkAt = parkAt;
+    this.passing.clear();
     this.mutations = mutations;
     this.armed = true;
     this.scheduledWorker = undefined;
@@ -106,6 +110,11 @@ export class SeamHarness implements HarnessLink {
 
   rearm(): void {
     this.armed = true;
+  }
+
+  /** The next arrival at `seam` passes without parking (the run's own scheduled send). */
+  passNext(seam: SeamName): void {
+    if (this.parkAt.has(seam)) this.passing.add(seam);
   }
 
   /** Stops parking (mutations stay on) and lets every parked thread go. */

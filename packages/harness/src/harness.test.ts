@@ -54,6 +54,7 @@ describe('interleaving harness', () => {
     [Mutation.skipRepair, 'history-complete', 'S1', ['L3', 'T7']],
     [Mutation.rewriteIgnoresAbort, 'committed-abort-revokes-rewrite', 'L8', ['L8']],
     [Mutation.abortTearsRewrite, 'rewrite-not-torn', 'L8', ['L8']],
+    [Mutation.claimIgnoresFence, 'no-queued-start-after-cancel', 'C7', ['C7']],
   ])(
     'finds the %s mutation: a %s violation of %s',
     async (mutation, invariant, guarantee, ids) => {

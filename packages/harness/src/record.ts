@@ -49,8 +49,16 @@ export interface RunRecord {
         readonly settled: Promise<unknown>;
       }
     | undefined;
-  /** The host's next message, sent while the scheduled turn had not ended (S3). */
-  next: { outcome: 'pending' | 'accepted' | string } | undefined;
+  /** The host's next message, sent while the scheduled turn had not ended (S3, C7). */
+  next:
+    | {
+        outcome: 'pending' | 'accepted' | string;
+        /** Sent before the host's force cancel (or with none): its claim predates the fence. */
+        beforeCancel: boolean;
+        /** The generation of its turn, once it started. */
+        generation?: number;
+      }
+    | undefined;
   /** A plain turn sent after the run completed (the workstream recovered). */
   recovered: boolean | undefined;
   /** The scheduled turn's handle was cancelled after its successor started (C4). */

@@ -6,7 +6,7 @@
  * released thread has parked again or finished.
  */
 import { isFenced } from '@turnwarden/clock';
-import type { SeamFault } from '@turnwarden/protocol';
+import { type SeamFault, SeamName } from '@turnwarden/protocol';
 import { Mutation } from '@turnwarden/protocol/mutations';
 import type { TurnHandle } from '@turnwarden/supervisor/harness';
 import { testControls } from '@turnwarden/supervisor/harness';
@@ -24,6 +24,8 @@ export class Run {
   committed = false;
   waits = 0;
   private turn!: TurnHandle;
+  /** The turn of the host's next message, once it started (S3, C7). */
+  private nextDone: Promise<unknown> | undefined;
   private running = new Set<string>();
   private readonly words: Int32Array;
   private unsubscribe: () => void = () => {};
@@ -84,6 +86,8 @@ export class Run {
     }
     // The scheduled turn's generation is the next one: its turn_started names its worker.
     scheduled = (await tw.status({ tenantId: TENANT, workstreamId })).generation + 1;
+    // The scheduled send itself is not a competing send: it is not held before it enqueues.
+    harness.passNext(SeamName.sendCaptureToEnqueue);
     run.turn = await tw.send({ tenantId: TENANT, workstreamId, content: scenario.script });
     run.running.add(`W${run.turn.generation}`);
     void run.turn.done.then((result) => {
@@ -148,14 +152,22 @@ export class Run {
     this.record.close = close;
   }
 
-  /** The host sends its next message while the scheduled turn has not ended (S3). */
+  /**
+   * The host sends its next message while the scheduled turn has not ended: it queues behind
+   * the turn (S3, C7). Whether a force cancel was already called is noted: the send's claim is
+   * captured as it is called, like the cancel's fence.
+   */
   sendNext(): void {
-    const next = { outcome: 'pending' as string };
+    const next: RunRecord['next'] & object = {
+      outcome: 'pending',
+      beforeCancel: this.record.cancel === undefined,
+    };
     this.record.next = next;
     this.tw.send({ tenantId: TENANT, workstreamId: this.workstreamId, content: 'and next?' }).then(
       (handle) => {
         next.outcome = 'accepted';
-        void handle.done;
+        next.generation = handle.generation;
+        this.nextDone = handle.done;
       },
       (e: unknown) => {
         next.outcome = (e as { code?: string }).code ?? String(e);
@@ -290,6 +302,12 @@ export class Run {
 
   /** Reads what the invariants judge, and checks the workstream takes a plain turn again. */
   async collect(): Promise<void> {
+    if (this.nextDone !== undefined) {
+      // The host's next message started its turn after the scheduled one: it runs unscheduled
+      // to its end first, so the renewals counted below are the scheduled turn's alone.
+      this.harness.disarm();
+      await Promise.race([this.nextDone, new Promise((resolve) => setTimeout(resolve, SETTLE_TIMEOUT_MS))]);
+    }
     // Renewal periods pass after the turn: a renewal that outlived the commit would show here.
     if (this.committed) {
       this.rt.timers.advance(2 * RUN_CONFIG.lease.renewMs);

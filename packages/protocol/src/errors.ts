@@ -15,6 +15,13 @@ export const ErrorCode = {
   WORKSTREAM_CLOSED: 'WORKSTREAM_CLOSED',
   /** A turn is already running on this workstream. */
   TURN_IN_PROGRESS: 'TURN_IN_PROGRESS',
+  /** The workstream's queue of sends waiting behind its running turn is full; retry later. */
+  QUEUE_FULL: 'QUEUE_FULL',
+  /**
+   * A send captured before a cancel, a close or a poisoned turn end cannot start after it (C7);
+   * `details.reason` says which. Nothing was written.
+   */
+  SEND_REVOKED: 'SEND_REVOKED',
   /** Structural debt (tool calls without results) is unresolved: no claim until repaired (S3). */
   TOOL_CLEANUP_PENDING: 'TOOL_CLEANUP_PENDING',
   /** No active-worker capacity right now; retry later (T4). */
@@ -43,6 +50,7 @@ export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 const RETRYABLE: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
   ErrorCode.CAPACITY_EXHAUSTED,
   ErrorCode.TURN_IN_PROGRESS,
+  ErrorCode.QUEUE_FULL,
   ErrorCode.TIMEOUT,
 ]);
 

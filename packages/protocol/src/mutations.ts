@@ -27,6 +27,8 @@ export const Mutation = {
   rewriteIgnoresAbort: 'rewrite-ignores-abort',
   /** The turn settles without waiting for a history rewrite in flight (breaks L8). */
   abortTearsRewrite: 'abort-tears-rewrite',
+  /** A send's claim is not checked against later cancels, closes or poisons (breaks C7). */
+  claimIgnoresFence: 'claim-ignores-fence',
 } as const;
 export type Mutation = (typeof Mutation)[keyof typeof Mutation];
 

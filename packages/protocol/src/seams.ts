@@ -19,6 +19,8 @@ export const SeamName = {
   journalAdmit: 'journal.admit',
   /** Supervisor: a history rewrite was admitted under a live turn; its write has not run (L8). */
   rewriteAdmitToWrite: 'rewrite.admit→write',
+  /** Supervisor: a send captured its claim; it has not been queued or admitted yet (C7). */
+  sendCaptureToEnqueue: 'send.capture→enqueue',
   /** Supervisor: a claim was captured; the turn is not yet dispatched to its worker (C7). */
   claimCaptureToDispatch: 'claim.capture→dispatch',
   /** Worker: a model stream event arrived; it has not stamped the clock yet (L4, L6). */

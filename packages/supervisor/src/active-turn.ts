@@ -17,6 +17,8 @@ export type AbandonReason = AbortReason | 'crash';
 export interface ActiveTurn {
   readonly workstreamId: string;
   readonly tenantId: string;
+  /** Who sent the turn's message: only the same principal's sends queue behind it (T3). */
+  readonly principal: string | undefined;
   readonly generation: number;
   readonly lease: Lease;
   readonly worker: WorkerHandle;

@@ -55,11 +55,25 @@ function deferred<T>(): { promise: Promise<T>; resolve: (v: T) => void } {
   return { promise, resolve };
 }
 
-/** Claims a turn (input and ownership already checked) and dispatches it. */
-export async function claim(host: ClaimHost, rec: SessionRecord, input: ClaimInput): Promise<ClaimedTurn> {
-  const admitted = await rec.run(() => admit(host, rec, input));
-  dispatch(host, rec, admitted, input.tools);
-  return { workstreamId: input.workstreamId, generation: admitted.turn.generation, done: admitted.turn.done };
+/**
+ * Admits a turn — run it in the session's mailbox (`rec.run`) — and returns what `start`
+ * dispatches. Refusals are typed: closing, a soft close's latch (C1), the machine not idle
+ * (TURN_IN_PROGRESS, TOOL_CLEANUP_PENDING: S3), no worker (CAPACITY_EXHAUSTED).
+ */
+export function admitTurn(host: ClaimHost, rec: SessionRecord, input: ClaimInput): Promise<Admitted> {
+  return admit(host, rec, input);
+}
+
+/** Dispatches an admitted turn to its worker; the turn runs from here. */
+export function start(
+  host: ClaimHost,
+  rec: SessionRecord,
+  admitted: Admitted,
+  tools: readonly string[] | undefined,
+): ClaimedTurn {
+  dispatch(host, rec, admitted, tools);
+  const { turn } = admitted;
+  return { workstreamId: turn.workstreamId, generation: turn.generation, done: turn.done };
 }
 
 /**
@@ -120,7 +134,7 @@ async function admit(
       });
       const history: HistoryMessage[] = [...rows.map((r) => r.message), user];
       host.sessions.set(rec, claimed, generation, { from: 'idle', via: 'CLAIM' });
-      const turn = arm(host, rec, worker, lease, tenantId, generation);
+      const turn = arm(host, rec, worker, lease, { tenantId, principal: input.principal }, generation);
       return { turn, history, user, claimed };
     } catch (e) {
       await host.store.releaseLease(workstreamId, host.holder, lease.token).catch(() => false);
@@ -141,9 +155,10 @@ function arm(
   rec: SessionRecord,
   worker: WorkerHandle,
   lease: ActiveTurn['lease'],
-  tenantId: string,
+  sender: { readonly tenantId: string; readonly principal: string | undefined },
   generation: number,
 ): ActiveTurn {
+  const { tenantId, principal } = sender;
   const { workstreamId } = rec;
   host.clock.arm(worker.slot, generation);
   const watched = host.watchdog.watch({ slot: worker.slot, workstreamId, tenantId, generation });
@@ -151,6 +166,7 @@ function arm(
   const turn: ActiveTurn = {
     workstreamId,
     tenantId,
+    principal,
     generation,
     lease,
     worker,
@@ -172,7 +188,7 @@ function arm(
   return turn;
 }
 
-interface Admitted {
+export interface Admitted {
   readonly turn: ActiveTurn;
   readonly history: HistoryMessage[];
   readonly user: UserMessage;

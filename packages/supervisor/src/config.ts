@@ -53,6 +53,11 @@ export interface LimitsConfig {
   readonly maxModelSteps: number;
   readonly maxToolArgBytes: number;
   readonly maxMessageBytes: number;
+  /**
+   * Sends that may wait behind a workstream's running turn (C7); one more is refused with
+   * QUEUE_FULL. 0 turns queueing off: a send during a turn is refused with TURN_IN_PROGRESS.
+   */
+  readonly maxQueuedSends: number;
 }
 
 /** Retries of journal writes the store reports as transient (P3, P4). */
@@ -131,7 +136,7 @@ export const DEFAULT_CONFIG: Omit<SupervisorConfig, 'model'> = {
     maxConcurrentSpawns: 2,
     workerNice: 10,
   },
-  limits: { maxModelSteps: 32, maxToolArgBytes: 64 * 1024, maxMessageBytes: 256 * 1024 },
+  limits: { maxModelSteps: 32, maxToolArgBytes: 64 * 1024, maxMessageBytes: 256 * 1024, maxQueuedSends: 8 },
   journal: { maxAttempts: 5, retryBaseMs: 50, retryMaxMs: 2_000, sweepMs: 1_000 },
   pluginModules: [],
 };
@@ -254,7 +259,12 @@ export function resolveConfig(input: unknown): SupervisorConfig {
       ? undefined
       : int('pool.maxOldGenerationSizeMb', p.maxOldGenerationSizeMb, 16, 64 * 1024);
 
-  const lim = section('limits', top.limits, ['maxModelSteps', 'maxToolArgBytes', 'maxMessageBytes']);
+  const lim = section('limits', top.limits, [
+    'maxModelSteps',
+    'maxToolArgBytes',
+    'maxMessageBytes',
+    'maxQueuedSends',
+  ]);
   const limits: LimitsConfig = {
     maxModelSteps: int('limits.maxModelSteps', lim.maxModelSteps ?? d.limits.maxModelSteps, 1, 10_000),
     maxToolArgBytes: int(
@@ -269,6 +279,7 @@ export function resolveConfig(input: unknown): SupervisorConfig {
       16,
       64 << 20,
     ),
+    maxQueuedSends: int('limits.maxQueuedSends', lim.maxQueuedSends ?? d.limits.maxQueuedSends, 0, 1_000),
   };
 
   const model = top.model;

@@ -14,13 +14,13 @@ import type {
   SessionSnapshotData,
   TurnOutcome,
 } from '@turnwarden/protocol';
-import { ErrorCode, TurnwardenError, toWire } from '@turnwarden/protocol';
+import { ErrorCode, SeamName, seam, TurnwardenError, toWire } from '@turnwarden/protocol';
 import { sessionWorkerUrl, stateOf } from '@turnwarden/session';
 import type { Store } from '@turnwarden/store';
 import type { Logger } from 'pino';
 import { AbortProtocol } from './abort-protocol.js';
 import type { ActiveTurn } from './active-turn.js';
-import { type ClaimInput, claim, newHolder } from './claim.js';
+import { type Admitted, admitTurn, type ClaimInput, newHolder, start } from './claim.js';
 import type { SupervisorConfig } from './config.js';
 import { EventHub } from './events.js';
 import { JournalGate } from './journal-gate.js';
@@ -28,6 +28,7 @@ import { closeSession, compactIdle, leftover, repairLeftover } from './maintenan
 import { WorkerPool } from './pool.js';
 import { Recovery } from './recovery.js';
 import { compactLive } from './rewrite.js';
+import { type SendClaim, SendQueue } from './send-queue.js';
 import { type SessionRecord, Sessions } from './sessions.js';
 import { settle } from './settle.js';
 import { newCounters } from './stats.js';
@@ -64,6 +65,8 @@ export class TurnEngine {
   readonly gate: JournalGate;
   readonly leaseTtlMs: number;
   readonly recovery: Recovery;
+  /** Claims, fences and the sends waiting behind running turns (C7). */
+  readonly sends: SendQueue;
   /** Shutdown began: claims still queued are refused. */
   closing = false;
   private readonly bySlot = new Map<number, ActiveTurn>();
@@ -86,6 +89,7 @@ export class TurnEngine {
     this.gate = new JournalGate(this);
     this.aborts = new AbortProtocol(this);
     this.recovery = new Recovery(this);
+    this.sends = new SendQueue(config.limits.maxQueuedSends);
     this.watchdog = new Watchdog(this.clock, config.watchdog, this.aborts, this.logger, options.hooks);
     const host: HostApi = { journal: (req) => this.gate.journal(req, (turn, n) => turn.worker.caughtUp(n)) };
     this.pool = new WorkerPool({
@@ -109,13 +113,93 @@ export class TurnEngine {
 
   // ── the public operations (runtime.ts) ────────────────────────────────────
 
-  /** Claims a turn and dispatches it (input and ownership already checked). */
-  async claim(input: ClaimInput): Promise<ClaimedTurn> {
-    const rec = this.sessions.record(input.workstreamId);
+  /**
+   * A send (input and ownership already checked; its claim captured when the host called).
+   * With no turn running and none waiting, the turn is claimed and dispatched now; otherwise
+   * the send waits in the workstream's queue (QUEUE_FULL when full) and its turn is claimed
+   * when the turns before it have ended. Either way the claim is revalidated in the session's
+   * mailbox, where it would enqueue or start: one captured before a fence is revoked (C7).
+   */
+  async send(claim: SendClaim, input: ClaimInput, signal: AbortSignal | undefined): Promise<ClaimedTurn> {
+    const { workstreamId } = input;
     try {
-      return await claim(this, rec, input);
+      const held = seam(SeamName.sendCaptureToEnqueue, { workstreamId });
+      if (held !== undefined) await held;
+      const rec = this.sessions.record(workstreamId);
+      let step: { readonly queued: Promise<ClaimedTurn> } | { readonly admitted: Admitted };
+      try {
+        step = await rec.run(async () => {
+          this.sends.check(claim);
+          const busy = rec.turn !== undefined || this.sends.depth(workstreamId) > 0;
+          // T3: only the running turn's own principal queues behind it; another's message is an
+          // interjection, refused (TURN_IN_PROGRESS) — as is any send while queueing is off.
+          const own = rec.turn === undefined || rec.turn.principal === input.principal;
+          if (busy && own && this.config.limits.maxQueuedSends > 0) {
+            if (this.closing)
+              throw new TurnwardenError(ErrorCode.SHUTTING_DOWN, 'turnwarden is shutting down');
+            if (this.closeLatches.has(workstreamId)) {
+              throw new TurnwardenError(
+                ErrorCode.TURN_IN_PROGRESS,
+                `workstream ${workstreamId} is closing: a soft close waits for its turn to end`,
+              );
+            }
+            const queued = this.sends.enqueue(claim, input, signal);
+            this.logger.debug(
+              { workstreamId, depth: this.sends.depth(workstreamId) },
+              'send queued behind the running turn',
+            );
+            return { queued };
+          }
+          return { admitted: await admitTurn(this, rec, input) };
+        });
+      } finally {
+        this.sessions.release(rec);
+      }
+      return 'queued' in step ? await step.queued : start(this, rec, step.admitted, input.tools);
     } finally {
-      this.sessions.release(rec);
+      this.sends.settled(claim);
+    }
+  }
+
+  /**
+   * The next waiting send of a workstream whose turn has ended: revalidated and claimed in the
+   * session's mailbox. A refused one is answered with its refusal and the next one tried.
+   */
+  private pump(workstreamId: string): void {
+    if (this.sends.depth(workstreamId) === 0) return;
+    const rec = this.sessions.record(workstreamId);
+    let waiting: ReturnType<SendQueue['shift']>;
+    rec
+      .run(async () => {
+        // A turn started meanwhile: its end pumps again.
+        if (rec.turn !== undefined) return undefined;
+        waiting = this.sends.shift(workstreamId);
+        if (waiting === undefined) return undefined;
+        this.sends.check(waiting.claim);
+        return admitTurn(this, rec, waiting.input);
+      })
+      .then(
+        (admitted) => {
+          if (admitted !== undefined) waiting?.resolve(start(this, rec, admitted, waiting.input.tools));
+        },
+        (err: unknown) => {
+          waiting?.reject(err);
+          this.pump(workstreamId);
+        },
+      )
+      .finally(() => this.sessions.release(rec));
+  }
+
+  /** A turn ended poisoned — its history still open: sends captured before it cannot start (C7). */
+  private fenceIfPoisoned(rec: SessionRecord): void {
+    const state = rec.state;
+    if (state !== undefined && state !== 'idle' && state !== 'closed') {
+      const revoked = this.sends.fence(rec.workstreamId, this.sends.ticket(), 'poison');
+      if (revoked > 0)
+        this.logger.warn(
+          { workstreamId: rec.workstreamId, revoked },
+          'queued sends revoked: the turn ended poisoned',
+        );
     }
   }
 
@@ -124,9 +208,10 @@ export class TurnEngine {
    * before the slot is released; resolves once the session is idle. Without one: debt is
    * repaired (true), or it is a silent no-op (false).
    */
-  async cancel(workstreamId: string): Promise<boolean> {
+  async cancel(workstreamId: string, ticket: number = this.sends.ticket()): Promise<boolean> {
     const running = this.sessions.peek(workstreamId)?.turn;
     if (running) {
+      this.revoke(workstreamId, ticket, 'cancel');
       this.aborts.abort(running, 'cancel');
       // C6: a history rewrite in flight cannot be abandoned and the turn's end waits for it (L8);
       // the cancel does not. It returns once the abort is committed and signalled; the turn
@@ -143,11 +228,14 @@ export class TurnEngine {
     }
     return this.idle(workstreamId, async (rec) => {
       if (rec.turn) {
+        this.revoke(workstreamId, ticket, 'cancel');
         this.aborts.abort(rec.turn, 'cancel');
         return true;
       }
       const rows = rec.state === 'idle' ? await this.store.readHistory(workstreamId) : undefined;
+      // C5: an idle clean workstream is a silent no-op (sends on their way are left alone).
       if (!leftover(rec, rows)) return false;
+      this.revoke(workstreamId, ticket, 'cancel');
       await repairLeftover(this, rec, 'cancelled');
       return true;
     });
@@ -156,7 +244,16 @@ export class TurnEngine {
   /** Force-cancels one turn, by generation: a later turn on the workstream is left alone. */
   cancelTurn(workstreamId: string, generation: number): void {
     const running = this.sessions.peek(workstreamId)?.turn;
-    if (running && running.generation === generation) this.aborts.abort(running, 'cancel');
+    if (running && running.generation === generation) {
+      this.revoke(workstreamId, this.sends.ticket(), 'cancel');
+      this.aborts.abort(running, 'cancel');
+    }
+  }
+
+  /** Fences the workstream's earlier claims (C7) and says so when waiting sends were dropped. */
+  private revoke(workstreamId: string, ticket: number, reason: 'cancel' | 'close'): void {
+    const revoked = this.sends.fence(workstreamId, ticket, reason);
+    if (revoked > 0) this.logger.info({ workstreamId, revoked, reason }, 'queued sends revoked');
   }
 
   /**
@@ -166,10 +263,13 @@ export class TurnEngine {
    * then closes a structurally complete history (C1). On timeout the latch is rolled back, the
    * turn keeps running and the workstream stays usable; a force cancel repairs it (C2).
    */
-  async close(workstreamId: string, waitMs = 0): Promise<void> {
+  async close(workstreamId: string, waitMs = 0, ticket: number = this.sends.ticket()): Promise<void> {
     const running = this.sessions.peek(workstreamId)?.turn;
     if (running === undefined || waitMs === 0) {
-      await this.idle(workstreamId, (rec) => closeSession(this, rec));
+      await this.idle(workstreamId, async (rec) => {
+        await closeSession(this, rec);
+        this.revoke(workstreamId, ticket, 'close');
+      });
     } else {
       if (this.closeLatches.has(workstreamId)) {
         throw new TurnwardenError(
@@ -178,6 +278,9 @@ export class TurnEngine {
         );
       }
       this.closeLatches.add(workstreamId);
+      // Latched: sends captured before the close never start, even if the close times out (C7).
+      this.revoke(workstreamId, ticket, 'close');
+      this.logger.info({ workstreamId, waitMs }, 'soft close waiting for the running turn');
       try {
         let cancelTimer = () => {};
         const timedOut = new Promise<true>((resolve) => {
@@ -224,18 +327,20 @@ export class TurnEngine {
   status(
     workstreamId: string,
     durable: SessionSnapshotData | undefined,
-  ): Pick<WorkstreamStatus, 'state' | 'cleanupPending' | 'persistence' | 'activeTurn'> {
+  ): Pick<WorkstreamStatus, 'state' | 'cleanupPending' | 'persistence' | 'queuedSends' | 'activeTurn'> {
     const rec = this.sessions.peek(workstreamId);
     const snapshot = rec?.snapshot ?? durable;
     const state = snapshot === undefined ? 'idle' : stateOf(snapshot);
     const turn = rec?.turn;
     const cleanupPending = turn === undefined && state !== 'idle' && state !== 'closed';
     const persistence = this.gate.status(workstreamId);
-    if (!turn) return { state, cleanupPending, persistence };
+    const queuedSends = this.sends.depth(workstreamId);
+    if (!turn) return { state, cleanupPending, persistence, queuedSends };
     return {
       state,
       cleanupPending,
       persistence,
+      queuedSends,
       activeTurn: {
         generation: turn.generation,
         idleMs: Math.round(this.clock.nowMs() - turn.watched.lastChangeAt),
@@ -337,12 +442,16 @@ export class TurnEngine {
     // In the session's mailbox, on a loop turn of its own: an abort storm's turn ends do not
     // block the watchdog's timer (L12).
     rec
-      .run(() => settle(this, rec, turn, outcome, err))
+      .run(async () => {
+        await settle(this, rec, turn, outcome, err);
+        this.fenceIfPoisoned(rec);
+      })
       .catch((e: unknown) => {
         // Never leave `done` (and so shutdown) hanging on an unexpected failure while finishing.
         turn.log.error({ err: e }, 'turn finish failed');
         this.detach(turn);
         if (rec.turn === turn) rec.turn = undefined;
+        this.fenceIfPoisoned(rec);
         turn.resolve({
           workstreamId: turn.workstreamId,
           generation: turn.generation,
@@ -352,7 +461,10 @@ export class TurnEngine {
           workerTerminated: turn.workerTerminated,
         });
       })
-      .finally(() => this.sessions.release(rec));
+      .finally(() => {
+        this.sessions.release(rec);
+        this.pump(turn.workstreamId);
+      });
   }
 
   // ── internals ──────────────────────────────────────────────────────────────

@@ -1,6 +1,10 @@
 /** Input checks (T5): refuse bad input with a typed error before anything is written. */
 import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
 import type { LimitsConfig } from './config.js';
+
+/** The limits a call's input is checked against. */
+type InputLimits = Omit<LimitsConfig, 'maxQueuedSends'>;
+
 import type { CompactInput, SendInput } from './types.js';
 
 const ID_RE = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -57,7 +61,7 @@ function checkToolNames(tools: unknown, known: readonly string[] | undefined): v
   }
 }
 
-export function checkSendInput(input: SendInput, limits: LimitsConfig, known?: readonly string[]): void {
+export function checkSendInput(input: SendInput, limits: InputLimits, known?: readonly string[]): void {
   checkFields(input, SEND_FIELDS, 'send');
   checkId(input.tenantId, 'tenantId');
   checkId(input.workstreamId, 'workstreamId');
@@ -69,7 +73,7 @@ export function checkSendInput(input: SendInput, limits: LimitsConfig, known?: r
   checkText(input.content, 'content', limits.maxMessageBytes);
 }
 
-export function checkCompactInput(input: CompactInput, limits: LimitsConfig): void {
+export function checkCompactInput(input: CompactInput, limits: InputLimits): void {
   checkFields(input, COMPACT_FIELDS, 'compact');
   checkId(input.tenantId, 'tenantId');
   checkId(input.workstreamId, 'workstreamId');

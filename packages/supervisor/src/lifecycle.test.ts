@@ -448,7 +448,7 @@ describe('input', () => {
     expect((await rt.history()).length).toBe(rows);
   });
 
-  it('T3: a message into an in-flight turn is refused (another user or the same), with a retryable TURN_IN_PROGRESS', async () => {
+  it('T3: a message from another principal (or from none) into an in-flight turn is refused, with a retryable TURN_IN_PROGRESS', async () => {
     rt = await startRuntime();
     const turn = await rt.tw.send({
       tenantId: 'tenant-a',

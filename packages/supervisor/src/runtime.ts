@@ -313,6 +313,7 @@ export class Turnwarden {
    * at once with TURN_IN_PROGRESS, or — with `waitMs` — waits that long for the turn to end, no
    * new turn admitted meanwhile, then closes (C1); on timeout it fails with TIMEOUT and the
    * workstream stays usable (C2). Refused while debt is unrepaired (TOOL_CLEANUP_PENDING).
+   * Sends waiting behind the turn are revoked once the close is admitted (SEND_REVOKED, C7).
    * Listeners receive `ws_closed` and are removed.
    */
   async close(input: CloseInput): Promise<void> {
@@ -321,26 +322,39 @@ export class Turnwarden {
     if (!Number.isSafeInteger(waitMs) || waitMs < 0 || waitMs > 3_600_000) {
       throw invalid('waitMs must be an integer from 0 to 3600000', 'waitMs');
     }
+    const ticket = this.engine.sends.ticket();
     await this.owned(tenantId, workstreamId);
-    await this.engine.close(workstreamId, waitMs);
+    await this.engine.close(workstreamId, waitMs, ticket);
     this.logger.info({ workstreamId }, 'workstream closed');
   }
 
   // ── turns ──────────────────────────────────────────────────────────────────
 
   /**
-   * Claims a turn and dispatches it to a worker. Bad input is refused with a typed error and
-   * nothing written (T5); a busy workstream with TURN_IN_PROGRESS; unrepaired structural debt
-   * with TOOL_CLEANUP_PENDING (S3); no free worker with CAPACITY_EXHAUSTED (T4, retryable).
+   * Claims a turn and dispatches it to a worker; resolves once the turn has started. Bad input
+   * is refused with a typed error and nothing written (T5). While a turn runs, the send waits in
+   * the workstream's queue (`limits.maxQueuedSends`; QUEUE_FULL, retryable, when full; with 0,
+   * TURN_IN_PROGRESS) and starts when the turns before it have ended; its `signal` withdraws it
+   * meanwhile (TURN_ABORTED). Only the running turn's own principal queues: another's message
+   * is refused with TURN_IN_PROGRESS (T3). A cancel, a close or a poisoned turn end after this
+   * call revokes it (SEND_REVOKED, C7). Unrepaired structural debt refuses it with
+   * TOOL_CLEANUP_PENDING (S3); no free worker with CAPACITY_EXHAUSTED (T4, retryable).
    */
   send(input: SendInput): Promise<TurnHandle> {
     return this.tracked(async () => {
       this.assertOpen();
       checkSendInput(input, this.config.limits, this.engine.pool.catalogue?.tools);
-      await this.owned(input.tenantId, input.workstreamId);
-      const { signal, ...claim } = input;
-      if (signal?.aborted) throw aborted();
-      return this.handle(await this.engine.claim(claim), signal);
+      // C7: the claim is captured now, as the host calls — before anything is awaited.
+      const claim = this.engine.sends.capture(input.workstreamId);
+      const { signal, ...rest } = input;
+      try {
+        await this.owned(input.tenantId, input.workstreamId);
+        if (signal?.aborted) throw aborted();
+      } catch (e) {
+        this.engine.sends.settled(claim);
+        throw e;
+      }
+      return this.handle(await this.engine.send(claim, rest, signal), signal);
     });
   }
 
@@ -351,9 +365,11 @@ export class Turnwarden {
    */
   async cancel(input: WorkstreamRef): Promise<boolean> {
     checkRef(input, 'cancel');
+    // C7: sends the host made before this call cannot start after it.
+    const ticket = this.engine.sends.ticket();
     const { tenantId, workstreamId } = input;
     await this.owned(tenantId, workstreamId);
-    return this.engine.cancel(workstreamId);
+    return this.engine.cancel(workstreamId, ticket);
   }
 
   /**
@@ -399,6 +415,10 @@ export class Turnwarden {
     this.closing = true;
     this.engine.closing = true;
     this.engine.recovery.stop();
+    // Sends waiting behind a turn never start now.
+    this.engine.sends.rejectAll(
+      () => new TurnwardenError(ErrorCode.SHUTTING_DOWN, 'turnwarden shut down before the send could start'),
+    );
     // Sends already on their way finish their admission (or are refused) before turns are aborted.
     await Promise.allSettled([...this.inFlight]);
     await this.engine.abortAll('shutdown');

@@ -100,6 +100,8 @@ export interface WorkstreamStatus {
   readonly cleanupPending: boolean;
   /** The journal's persistence status (P3). */
   readonly persistence: PersistenceStatus;
+  /** Sends waiting behind the running turn (`limits.maxQueuedSends` at most). */
+  readonly queuedSends: number;
   readonly activeTurn?: {
     readonly generation: number;
     readonly idleMs: number;

@@ -2,8 +2,9 @@
  * S3 — while structural debt is unresolved no new turn is claimed. The journal refuses the
  * turn's tool results (the admission seam throws: a store that rejects them), so the turn ends
  * with calls unanswered and the session in force-abandoning until the supervisor's repair; the
- * host sends its next message at any point meanwhile. That send is refused — a turn runs, or
- * cleanup is pending — and no turn ever starts over a history with open calls.
+ * host sends its next message at any point meanwhile. That send queues behind the turn; it
+ * starts only once the turn has ended with a complete history — a poisoned end revokes it (C7)
+ * — and no turn ever starts over a history with open calls.
  */
 import { openToolCalls, SeamName } from '@turnwarden/protocol';
 import { advance, type Scenario, sendNext } from '../scenario.js';
@@ -27,13 +28,22 @@ export const s3: Scenario = {
       guarantee: 'S3',
       check: (r) => {
         const next = r.next;
-        if (next !== undefined && next.outcome === 'accepted') {
-          return 'a send was accepted while the turn ran or its debt was unrepaired';
+        if (next?.outcome === 'accepted') {
+          // It waited for the scheduled turn: its turn started after that turn's idle.
+          const g = r.result?.generation;
+          const idleAt = r.events.findIndex((e) => e.type === 'idle' && e.generation === g);
+          const startedAt = r.events.findIndex(
+            (e) => e.type === 'turn_started' && e.generation === next.generation,
+          );
+          if (idleAt < 0 || startedAt < idleAt) {
+            return 'the next send started its turn before the running turn ended';
+          }
         }
         if (
           next !== undefined &&
           next.outcome !== 'pending' &&
-          next.outcome !== 'TURN_IN_PROGRESS' &&
+          next.outcome !== 'accepted' &&
+          next.outcome !== 'SEND_REVOKED' &&
           next.outcome !== 'TOOL_CLEANUP_PENDING'
         ) {
           return `the send was refused with ${next.outcome}`;

@@ -1,0 +1,204 @@
+/**
+ * Dispatch order and the send queue (C7).
+ *
+ * A send captures a *claim* the moment the host calls it: a ticket from one counter. A force
+ * cancel (of the workstream or of its running turn), an admitted close and a turn that ends
+ * *poisoned* — its history could not be made complete (S3, S5) — fence the workstream with a
+ * ticket of their own, taken when they happen (a cancel or close: when the host called it). A
+ * claim captured before a fence can neither enqueue nor start a turn after it: it is refused
+ * with SEND_REVOKED (nothing written). One captured after the fence may. A turn starting
+ * normally is not a fence: a send queued behind it stays valid.
+ *
+ * While a turn runs (or sends wait before it), a send waits in a bounded FIFO queue per
+ * workstream and starts once the turns before it have ended; a full queue refuses with
+ * QUEUE_FULL (retryable, nothing written). A waiting send ends early by its signal (withdrawn)
+ * or by shutdown. The queue holds claims and input only; the turn itself is claimed by the
+ * session's mailbox when its turn comes (claim.ts), revalidated there.
+ */
+import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+// Harness-only switches: stripped from dist/ by scripts/build.mjs (see protocol/src/mutations.ts).
+import { Mutation, mutated } from '@turnwarden/protocol/mutations';
+import type { ClaimInput } from './claim.js';
+import type { ClaimedTurn } from './types.js';
+
+/** What fenced a workstream's earlier claims. */
+export type FenceReason = 'cancel' | 'close' | 'poison';
+
+/** A send's claim: its workstream and the moment (ticket) it was captured. */
+export interface SendClaim {
+  readonly workstreamId: string;
+  readonly ticket: number;
+}
+
+export interface Waiting {
+  readonly claim: SendClaim;
+  readonly input: ClaimInput;
+  resolve(turn: ClaimedTurn): void;
+  reject(err: unknown): void;
+}
+
+interface Entry extends Waiting {
+  /** Stops listening to the send's signal. */
+  detach(): void;
+}
+
+const WHY: Record<FenceReason, string> = {
+  cancel: 'the workstream was cancelled after it was sent',
+  close: 'the workstream was closed after it was sent',
+  poison: 'the turn before it ended with tool calls it could not complete (cancel() repairs them)',
+};
+
+export class SendQueue {
+  private ticketCounter = 0;
+  /** The latest fence per workstream, kept only while claims captured before it are outstanding. */
+  private readonly fences = new Map<string, { readonly ticket: number; readonly reason: FenceReason }>();
+  private readonly outstanding = new Map<string, number>();
+  private readonly queues = new Map<string, Entry[]>();
+
+  constructor(private readonly maxPerWorkstream: number) {}
+
+  /** A ticket for an event that fences (a cancel or close call): take it when the host calls. */
+  ticket(): number {
+    return ++this.ticketCounter;
+  }
+
+  /** Captures a send's claim; `settled` must be called once the send is answered. */
+  capture(workstreamId: string): SendClaim {
+    this.outstanding.set(workstreamId, (this.outstanding.get(workstreamId) ?? 0) + 1);
+    return { workstreamId, ticket: this.ticket() };
+  }
+
+  settled(claim: SendClaim): void {
+    const n = (this.outstanding.get(claim.workstreamId) ?? 1) - 1;
+    if (n > 0) {
+      this.outstanding.set(claim.workstreamId, n);
+    } else {
+      this.outstanding.delete(claim.workstreamId);
+      this.fences.delete(claim.workstreamId);
+    }
+  }
+
+  /**
+   * Fences the workstream at `ticket`: claims captured before it are revoked — waiting ones at
+   * once, the others where they would enqueue or start. Returns how many waiting sends it revoked.
+   */
+  fence(workstreamId: string, ticket: number, reason: FenceReason): number {
+    if (this.outstanding.has(workstreamId)) {
+      const last = this.fences.get(workstreamId);
+      if (last === undefined || last.ticket < ticket) this.fences.set(workstreamId, { ticket, reason });
+    }
+    const queue = this.queues.get(workstreamId);
+    if (queue === undefined || mutated(Mutation.claimIgnoresFence)) return 0;
+    const revoked = queue.filter((e) => e.claim.ticket < ticket);
+    if (revoked.length === 0) return 0;
+    this.setQueue(
+      workstreamId,
+      queue.filter((e) => e.claim.ticket >= ticket),
+    );
+    for (const e of revoked) {
+      e.detach();
+      e.reject(revokedError(workstreamId, reason));
+    }
+    return revoked.length;
+  }
+
+  /** C7: throws SEND_REVOKED when a fence came after the claim was captured. */
+  check(claim: SendClaim): void {
+    const fence = this.fences.get(claim.workstreamId);
+    if (mutated(Mutation.claimIgnoresFence)) return;
+    if (fence !== undefined && fence.ticket > claim.ticket)
+      throw revokedError(claim.workstreamId, fence.reason);
+  }
+
+  /** Sends waiting on the workstream. */
+  depth(workstreamId: string): number {
+    return this.queues.get(workstreamId)?.length ?? 0;
+  }
+
+  /** Every waiting send, across workstreams. */
+  get total(): number {
+    let n = 0;
+    for (const q of this.queues.values()) n += q.length;
+    return n;
+  }
+
+  /**
+   * Queues a send behind the running turn. Refused with QUEUE_FULL when the workstream's queue
+   * is full. The promise settles when the send's turn is claimed (or it is refused, revoked,
+   * withdrawn by its signal).
+   */
+  enqueue(claim: SendClaim, input: ClaimInput, signal: AbortSignal | undefined): Promise<ClaimedTurn> {
+    const { workstreamId } = claim;
+    const queue = this.queues.get(workstreamId) ?? [];
+    if (queue.length >= this.maxPerWorkstream) {
+      throw new TurnwardenError(
+        ErrorCode.QUEUE_FULL,
+        `${queue.length} sends already wait on ${workstreamId} (limits.maxQueuedSends); retry when its turn ends`,
+        { details: { limit: this.maxPerWorkstream } },
+      );
+    }
+    return new Promise<ClaimedTurn>((resolve, reject) => {
+      const onAbort = () => {
+        if (!this.remove(entry)) return;
+        reject(
+          new TurnwardenError(
+            ErrorCode.TURN_ABORTED,
+            'the send was withdrawn by its signal while it waited for the turn before it',
+          ),
+        );
+      };
+      const entry: Entry = {
+        claim,
+        input,
+        resolve,
+        reject,
+        detach: () => signal?.removeEventListener('abort', onAbort),
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      queue.push(entry);
+      this.queues.set(workstreamId, queue);
+    });
+  }
+
+  /** The next waiting send of the workstream, taken off its queue (its signal no longer heard). */
+  shift(workstreamId: string): Waiting | undefined {
+    const queue = this.queues.get(workstreamId);
+    const entry = queue?.shift();
+    if (queue !== undefined) this.setQueue(workstreamId, queue);
+    entry?.detach();
+    return entry;
+  }
+
+  /** Refuses every waiting send (shutdown). */
+  rejectAll(err: () => unknown): void {
+    const all = [...this.queues.values()].flat();
+    this.queues.clear();
+    for (const e of all) {
+      e.detach();
+      e.reject(err());
+    }
+  }
+
+  private remove(entry: Entry): boolean {
+    const queue = this.queues.get(entry.claim.workstreamId);
+    const at = queue?.indexOf(entry) ?? -1;
+    if (queue === undefined || at < 0) return false;
+    queue.splice(at, 1);
+    this.setQueue(entry.claim.workstreamId, queue);
+    entry.detach();
+    return true;
+  }
+
+  private setQueue(workstreamId: string, queue: Entry[]): void {
+    if (queue.length === 0) this.queues.delete(workstreamId);
+    else this.queues.set(workstreamId, queue);
+  }
+}
+
+function revokedError(workstreamId: string, reason: FenceReason): TurnwardenError {
+  return new TurnwardenError(
+    ErrorCode.SEND_REVOKED,
+    `the send to ${workstreamId} did not start: ${WHY[reason]}; nothing was written`,
+    { details: { reason } },
+  );
+}
