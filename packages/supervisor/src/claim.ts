@@ -56,12 +56,18 @@ function deferred<T>(): { promise: Promise<T>; resolve: (v: T) => void } {
 }
 
 /**
- * Admits a turn — run it in the session's mailbox (`rec.run`) — and returns what `start`
- * dispatches. Refusals are typed: closing, a soft close's latch (C1), the machine not idle
- * (TURN_IN_PROGRESS, TOOL_CLEANUP_PENDING: S3), no worker (CAPACITY_EXHAUSTED).
+ * Why no turn may be admitted on the workstream now — shutdown, or a soft close's latch (C1) —
+ * or undefined. Checked where a claim is admitted and where a send would queue.
  */
-export function admitTurn(host: ClaimHost, rec: SessionRecord, input: ClaimInput): Promise<Admitted> {
-  return admit(host, rec, input);
+export function admissionRefusal(host: ClaimHost, workstreamId: string): TurnwardenError | undefined {
+  if (host.closing) return new TurnwardenError(ErrorCode.SHUTTING_DOWN, 'turnwarden is shutting down');
+  if (host.closeLatched(workstreamId)) {
+    return new TurnwardenError(
+      ErrorCode.TURN_IN_PROGRESS,
+      `workstream ${workstreamId} is closing: a soft close waits for its turn to end`,
+    );
+  }
+  return undefined;
 }
 
 /** Dispatches an admitted turn to its worker; the turn runs from here. */
@@ -77,23 +83,22 @@ export function start(
 }
 
 /**
+ * Admits a turn — run it in the session's mailbox (`rec.run`) — and returns what `start`
+ * dispatches. Refusals are typed: closing, a soft close's latch (C1), the machine not idle
+ * (TURN_IN_PROGRESS, TOOL_CLEANUP_PENDING: S3), no worker (CAPACITY_EXHAUSTED).
+ *
  * `repaired`: debt found in the history was repaired once already; if the history still ends
  * with open calls, the claim is refused (S3) instead of repairing again.
  */
-async function admit(
+export async function admit(
   host: ClaimHost,
   rec: SessionRecord,
   input: ClaimInput,
   repaired = false,
 ): Promise<Admitted> {
   const { workstreamId, tenantId } = input;
-  if (host.closing) throw new TurnwardenError(ErrorCode.SHUTTING_DOWN, 'turnwarden is shutting down');
-  if (host.closeLatched(workstreamId)) {
-    throw new TurnwardenError(
-      ErrorCode.TURN_IN_PROGRESS,
-      `workstream ${workstreamId} is closing: a soft close waits for its turn to end`,
-    );
-  }
+  const refused = admissionRefusal(host, workstreamId);
+  if (refused) throw refused;
   await host.sessions.load(rec);
   if (rec.turn === undefined && leftover(rec, undefined) && rec.state !== 'force-abandoning') {
     // The machine is mid-turn with no turn running here: a crashed process left it (S7).

@@ -20,7 +20,7 @@ import type { Store } from '@turnwarden/store';
 import type { Logger } from 'pino';
 import { AbortProtocol } from './abort-protocol.js';
 import type { ActiveTurn } from './active-turn.js';
-import { type Admitted, admitTurn, type ClaimInput, newHolder, start } from './claim.js';
+import { type Admitted, admissionRefusal, admit, type ClaimInput, newHolder, start } from './claim.js';
 import type { SupervisorConfig } from './config.js';
 import { EventHub } from './events.js';
 import { JournalGate } from './journal-gate.js';
@@ -135,14 +135,8 @@ export class TurnEngine {
           // interjection, refused (TURN_IN_PROGRESS) — as is any send while queueing is off.
           const own = rec.turn === undefined || rec.turn.principal === input.principal;
           if (busy && own && this.config.limits.maxQueuedSends > 0) {
-            if (this.closing)
-              throw new TurnwardenError(ErrorCode.SHUTTING_DOWN, 'turnwarden is shutting down');
-            if (this.closeLatches.has(workstreamId)) {
-              throw new TurnwardenError(
-                ErrorCode.TURN_IN_PROGRESS,
-                `workstream ${workstreamId} is closing: a soft close waits for its turn to end`,
-              );
-            }
+            const refused = admissionRefusal(this, workstreamId);
+            if (refused) throw refused;
             const queued = this.sends.enqueue(claim, input, signal);
             this.logger.debug(
               { workstreamId, depth: this.sends.depth(workstreamId) },
@@ -150,7 +144,7 @@ export class TurnEngine {
             );
             return { queued };
           }
-          return { admitted: await admitTurn(this, rec, input) };
+          return { admitted: await admit(this, rec, input) };
         });
       } finally {
         this.sessions.release(rec);
@@ -176,7 +170,7 @@ export class TurnEngine {
         waiting = this.sends.shift(workstreamId);
         if (waiting === undefined) return undefined;
         this.sends.check(waiting.claim);
-        return admitTurn(this, rec, waiting.input);
+        return admit(this, rec, waiting.input);
       })
       .then(
         (admitted) => {
