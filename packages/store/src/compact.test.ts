@@ -124,3 +124,59 @@ describe('compactHistory', () => {
     ).toBe(ErrorCode.INVALID_INPUT);
   });
 });
+
+describe('truncateHistory (rewind)', () => {
+  const keys = async () => (await store.readHistory('w')).map((r) => r.commitKey);
+
+  it('C6: drops the rows from the cut on; a retry of an applied rewind drops nothing more', async () => {
+    const cut = { workstreamId: 'w', generation: 1, fromSeq: 6, fromKey: 'u2' };
+    expect(await store.truncateHistory(cut)).toEqual({ removed: 2 });
+    expect(await keys()).toEqual(['u1', 'a1', 't1', 't2', 'a2']);
+    // Its acknowledgement lost, the rewind is retried: the history already ends before the cut.
+    expect(await store.truncateHistory(cut)).toEqual({ removed: 0 });
+    expect(await keys()).toEqual(['u1', 'a1', 't1', 't2', 'a2']);
+    // Appends continue after the kept rows.
+    expect(await store.appendMessages({ workstreamId: 'w', generation: 1, entries: [user('u3')] })).toEqual([
+      6,
+    ]);
+    // The same retry once the history has moved on is a conflict, not a second drop.
+    const e = await refusal(store.truncateHistory(cut));
+    expect(e.code).toBe(ErrorCode.COMMIT_CONFLICT);
+    expect(e.details).toMatchObject({ fromSeq: 6, fromKey: 'u2', lastSeq: 6 });
+    expect(await keys()).toEqual(['u1', 'a1', 't1', 't2', 'a2', 'u3']);
+  });
+
+  it('S1: refuses a cut that would leave a call without its result, and a cut the history does not hold', async () => {
+    // Between the assistant's calls and their results.
+    const split = await refusal(
+      store.truncateHistory({ workstreamId: 'w', generation: 1, fromSeq: 3, fromKey: 't1' }),
+    );
+    expect(split.code).toBe(ErrorCode.STRUCTURE_VIOLATION);
+    // A key at another seq, and an unknown key.
+    for (const [fromSeq, fromKey] of [
+      [5, 'u2'],
+      [2, 'nope'],
+    ] as const) {
+      const e = await refusal(store.truncateHistory({ workstreamId: 'w', generation: 1, fromSeq, fromKey }));
+      expect(e.code).toBe(ErrorCode.COMMIT_CONFLICT);
+    }
+    expect(await keys()).toHaveLength(7);
+  });
+
+  it('P6: refuses a rewind from a superseded lease holder', async () => {
+    const first = await store.acquireLease('w', 'h', 10_000);
+    await store.releaseLease('w', 'h', first!.token);
+    await store.acquireLease('w', 'h2', 10_000);
+    const e = await refusal(
+      store.truncateHistory({
+        workstreamId: 'w',
+        generation: 1,
+        fencingToken: first!.token,
+        fromSeq: 6,
+        fromKey: 'u2',
+      }),
+    );
+    expect(e.code).toBe(ErrorCode.FENCED);
+    expect(await keys()).toHaveLength(7);
+  });
+});

@@ -17,6 +17,8 @@ export type {
   SaveSessionInput,
   Store,
   StoreStats,
+  TruncateInput,
+  TruncateResult,
   TurnStore,
   WorkstreamDebt,
   WorkstreamFilter,

@@ -43,6 +43,7 @@ export class MessageTable {
   readonly #all;
   readonly #tail;
   readonly #deleteThrough;
+  readonly #deleteFrom;
   readonly #park;
   readonly #unpark;
 
@@ -68,6 +69,9 @@ export class MessageTable {
     );
     this.#deleteThrough = db.prepare<[string, number]>(
       'DELETE FROM messages WHERE workstream_id = ? AND seq <= ?',
+    );
+    this.#deleteFrom = db.prepare<[string, number]>(
+      'DELETE FROM messages WHERE workstream_id = ? AND seq >= ?',
     );
     // Renumber in two passes through a parking range above every real seq, so no intermediate
     // state collides on the primary key.
@@ -127,6 +131,34 @@ export class MessageTable {
     this.#unpark.run(PARKING + throughSeq - 1, workstreamId, PARKING);
     this.#insert.run(workstreamId, 1, summary.commitKey, generation, 'system', body, now);
     return throughSeq;
+  }
+
+  /**
+   * Drops rows `fromSeq`.. (a rewind) when row `fromSeq` holds `fromKey`; reports 0 when the
+   * history already ends at `fromSeq - 1` with no row under `fromKey` (the rewind was applied).
+   * The kept rows must leave no call open (S1). Call inside a write transaction.
+   */
+  truncate(workstreamId: string, fromSeq: number, fromKey: string): number {
+    const lastSeq = this.#lastSeq.get(workstreamId)!.seq;
+    const atKey = this.#byKey.get(workstreamId, fromKey);
+    if (atKey === undefined && lastSeq === fromSeq - 1) return 0;
+    if (atKey?.seq !== fromSeq) {
+      throw new TurnwardenError(
+        ErrorCode.COMMIT_CONFLICT,
+        `workstream ${workstreamId}: the history changed since the rewind was planned (row ${fromSeq} does not hold ${fromKey})`,
+        { details: { workstreamId, fromSeq, fromKey, lastSeq } },
+      );
+    }
+    const kept = this.all(workstreamId).slice(0, fromSeq - 1);
+    if (openToolCalls(kept).length > 0) {
+      throw new TurnwardenError(
+        ErrorCode.STRUCTURE_VIOLATION,
+        `workstream ${workstreamId}: rewinding to seq ${fromSeq} would leave a tool call without its result`,
+        { details: { workstreamId, fromSeq } },
+      );
+    }
+    this.#deleteFrom.run(workstreamId, fromSeq);
+    return lastSeq - fromSeq + 1;
   }
 
   all(workstreamId: string): HistoryRow[] {

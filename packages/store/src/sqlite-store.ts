@@ -13,7 +13,7 @@ import {
   TurnwardenError,
 } from '@turnwarden/protocol';
 import type Database from 'better-sqlite3';
-import { checkEntries } from './entries.js';
+import { checkEntries, MAX_COMMIT_KEY_LENGTH } from './entries.js';
 import { invalidConfig, invalidInput, toStoreError } from './errors.js';
 import { LeaseTable } from './leases.js';
 import { MessageTable } from './messages.js';
@@ -31,6 +31,8 @@ import type {
   SaveSessionInput,
   Store,
   StoreStats,
+  TruncateInput,
+  TruncateResult,
   WorkstreamDebt,
   WorkstreamFilter,
   WorkstreamRecord,
@@ -255,6 +257,24 @@ export class SqliteStore implements Store {
         const now = this.#clock();
         if (token !== undefined) this.#leases.assertFence(workstreamId, token, now);
         return { removed: this.#messages.compact(workstreamId, generation, throughSeq, summary, now) };
+      });
+    });
+  }
+
+  truncateHistory(input: TruncateInput): Promise<TruncateResult> {
+    return this.#run('truncateHistory', () => {
+      const i = checkObject('input', input);
+      checkKeys('input', i, ['workstreamId', 'generation', 'fencingToken', 'fromSeq', 'fromKey']);
+      const workstreamId = checkId('workstreamId', i.workstreamId);
+      checkInteger('generation', i.generation, 0);
+      const token =
+        i.fencingToken === undefined ? undefined : checkInteger('fencingToken', i.fencingToken, 1);
+      const fromSeq = checkInteger('fromSeq', i.fromSeq, 1);
+      const fromKey = checkText('fromKey', i.fromKey, MAX_COMMIT_KEY_LENGTH);
+      return this.#write(() => {
+        this.#workstreams.requireOpen(workstreamId);
+        if (token !== undefined) this.#leases.assertFence(workstreamId, token, this.#clock());
+        return { removed: this.#messages.truncate(workstreamId, fromSeq, fromKey) };
       });
     });
   }

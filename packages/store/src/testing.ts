@@ -23,6 +23,7 @@ const WRITES: ReadonlySet<string> = new Set([
   'appendMany',
   'saveSession',
   'compactHistory',
+  'truncateHistory',
   'acquireLease',
   'refreshLease',
   'releaseLease',

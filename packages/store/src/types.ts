@@ -76,6 +76,26 @@ export interface CompactResult {
   readonly removed: number;
 }
 
+/**
+ * A history rewind: the rows from `fromSeq` on are dropped — the last turns, cut where one
+ * begins. The cut names its first row by seq and commit key, so a retry of a rewind that was
+ * applied (its acknowledgement lost) drops nothing more: it finds the history already ending
+ * at `fromSeq - 1` and reports 0. A history that changed otherwise is a COMMIT_CONFLICT.
+ */
+export interface TruncateInput {
+  readonly workstreamId: string;
+  readonly generation: number;
+  /** The writer's lease token (P6). */
+  readonly fencingToken?: number;
+  readonly fromSeq: number;
+  readonly fromKey: string;
+}
+
+export interface TruncateResult {
+  /** Rows dropped (0 when this rewind was already applied). */
+  readonly removed: number;
+}
+
 /** The turn lease of one workstream, as last written. */
 export interface Lease {
   readonly workstreamId: string;
@@ -146,6 +166,8 @@ export interface TurnStore {
   saveSession(input: SaveSessionInput): Promise<void>;
   /** History rewrite (L8); refused if the cut would split a tool call from its results (S1). */
   compactHistory(input: CompactInput): Promise<CompactResult>;
+  /** History rewind (C6): drops the rows from a cut on; refused if the kept rows would leave a call open (S1). */
+  truncateHistory(input: TruncateInput): Promise<TruncateResult>;
   /** The whole history in seq order. */
   readHistory(workstreamId: string): Promise<HistoryRow[]>;
   /**

@@ -24,16 +24,16 @@ import { type Admitted, admissionRefusal, admit, type ClaimInput, newHolder, sta
 import type { SupervisorConfig } from './config.js';
 import { EventHub } from './events.js';
 import { JournalGate } from './journal-gate.js';
-import { closeSession, compactIdle, leftover, repairLeftover } from './maintenance.js';
+import { closeSession, compactIdle, leftover, repairLeftover, rewindIdle } from './maintenance.js';
 import { WorkerPool } from './pool.js';
 import { Recovery } from './recovery.js';
 import { compactLive } from './rewrite.js';
 import { type SendClaim, SendQueue } from './send-queue.js';
-import { type SessionRecord, Sessions } from './sessions.js';
+import { claimRefusal, type SessionRecord, Sessions } from './sessions.js';
 import { settle } from './settle.js';
 import { newCounters } from './stats.js';
 import { nodeTimers, type Timers } from './timers.js';
-import type { ClaimedTurn, WorkstreamStatus } from './types.js';
+import type { ClaimedTurn, RewindResult, WorkstreamStatus } from './types.js';
 import { Watchdog, type WatchdogHooks } from './watchdog.js';
 import { onWorkerEvent } from './worker-events.js';
 
@@ -220,19 +220,41 @@ export class TurnEngine {
       await running.done;
       return true;
     }
+    const rewriting = this.sessions.peek(workstreamId)?.rewrites ?? 0;
+    if (rewriting > 0) {
+      // C6: a history rewrite of the idle session is queued or in flight in its mailbox. One
+      // that has begun cannot be abandoned, and the cancel does not wait for it: it fences the
+      // workstream — a rewrite that has not begun is revoked, as are earlier sends — and
+      // returns. Debt (C5) is looked for after the rewrite, without the caller waiting.
+      this.revoke(workstreamId, ticket, 'cancel');
+      this.logger.info(
+        { workstreamId, rewrites: rewriting },
+        'cancel returns before a history rewrite of the idle workstream; it completes unless it had not begun',
+      );
+      this.idle(workstreamId, (rec) =>
+        rec.turn ? Promise.resolve(false) : this.repairIdle(rec, ticket),
+      ).catch((err: unknown) => this.logger.warn({ err, workstreamId }, 'repair after a cancel failed'));
+      return true;
+    }
     return this.idle(workstreamId, async (rec) => {
       if (rec.turn) {
         this.revoke(workstreamId, ticket, 'cancel');
         this.aborts.abort(rec.turn, 'cancel');
         return true;
       }
-      const rows = rec.state === 'idle' ? await this.store.readHistory(workstreamId) : undefined;
-      // C5: an idle clean workstream is a silent no-op (sends on their way are left alone).
-      if (!leftover(rec, rows)) return false;
-      this.revoke(workstreamId, ticket, 'cancel');
-      await repairLeftover(this, rec, 'cancelled');
-      return true;
+      return this.repairIdle(rec, ticket);
     });
+  }
+
+  /** C5: an idle session's debt is repaired (true); an idle clean one is a silent no-op (false). */
+  private async repairIdle(rec: SessionRecord, ticket: number): Promise<boolean> {
+    const { workstreamId } = rec;
+    const rows = rec.state === 'idle' ? await this.store.readHistory(workstreamId) : undefined;
+    // Sends on their way to a clean workstream are left alone.
+    if (!leftover(rec, rows)) return false;
+    this.revoke(workstreamId, ticket, 'cancel');
+    await repairLeftover(this, rec, 'cancelled');
+    return true;
   }
 
   /** Force-cancels one turn, by generation: a later turn on the workstream is left alone. */
@@ -310,11 +332,53 @@ export class TurnEngine {
   ): Promise<{ removed: number }> {
     const running = this.sessions.peek(workstreamId)?.turn;
     if (running) return compactLive(this, running, throughSeq, summary);
-    return this.idle(workstreamId, (rec) =>
+    return this.rewriting(workstreamId, (rec) =>
       rec.turn
         ? compactLive(this, rec.turn, throughSeq, summary)
         : compactIdle(this, rec, { workstreamId, throughSeq, summary }),
     );
+  }
+
+  /**
+   * See `Turnwarden.rewind`: drops the last `turns` turns of an idle session (TURN_IN_PROGRESS
+   * while a turn runs; the machine must be idle). The claim was captured when the host called:
+   * a cancel after it revokes the rewind unless its write has begun (C6).
+   */
+  async rewind(claim: SendClaim, turns: number, ifLastSeq: number | undefined): Promise<RewindResult> {
+    const { workstreamId } = claim;
+    try {
+      return await this.rewriting(workstreamId, async (rec) => {
+        if (rec.turn !== undefined) {
+          throw new TurnwardenError(
+            ErrorCode.TURN_IN_PROGRESS,
+            `rewind of ${workstreamId} refused: a turn is running (cancel it or wait for its end)`,
+            { details: { workstreamId } },
+          );
+        }
+        const refused = admissionRefusal(this, workstreamId);
+        if (refused) throw refused;
+        const state = rec.state!;
+        if (state !== 'idle') throw claimRefusal(workstreamId, state, false);
+        return rewindIdle(this, rec, {
+          turns,
+          ifLastSeq,
+          revokedBy: () => this.sends.fencedSince(claim),
+        });
+      });
+    } finally {
+      this.sends.settled(claim);
+    }
+  }
+
+  /** An idle-session command that rewrites history: counted while queued or in flight (C6). */
+  private async rewriting<T>(workstreamId: string, command: (rec: SessionRecord) => Promise<T>): Promise<T> {
+    const rec = this.sessions.record(workstreamId);
+    rec.rewrites++;
+    try {
+      return await this.idle(workstreamId, command);
+    } finally {
+      rec.rewrites--;
+    }
   }
 
   /** The live part of a session's status; `durable` is the stored snapshot of a passive one. */

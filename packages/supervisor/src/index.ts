@@ -35,6 +35,8 @@ export type {
   CloseInput,
   CompactInput,
   PersistenceStatus,
+  RewindInput,
+  RewindResult,
   SendInput,
   TurnHandle,
   TurnResult,

@@ -5,12 +5,15 @@ import type { LimitsConfig } from './config.js';
 /** The limits a call's input is checked against. */
 type InputLimits = Omit<LimitsConfig, 'maxQueuedSends'>;
 
-import type { CompactInput, SendInput } from './types.js';
+import type { CompactInput, RewindInput, SendInput } from './types.js';
 
 const ID_RE = /^[A-Za-z0-9._:-]{1,128}$/;
 const REF_FIELDS = ['tenantId', 'workstreamId'] as const;
 const SEND_FIELDS: readonly string[] = [...REF_FIELDS, 'content', 'principal', 'signal', 'tools'];
 const COMPACT_FIELDS: readonly string[] = [...REF_FIELDS, 'throughSeq', 'summary', 'commitKey'];
+const REWIND_FIELDS: readonly string[] = [...REF_FIELDS, 'turns', 'ifLastSeq'];
+/** More turns than any rewind needs; a larger count is a caller's bug. */
+const MAX_REWIND_TURNS = 10_000;
 
 export function invalid(message: string, field: string): TurnwardenError {
   return new TurnwardenError(ErrorCode.INVALID_INPUT, message, { details: { field } });
@@ -86,5 +89,17 @@ export function checkCompactInput(input: CompactInput, limits: InputLimits): voi
     (typeof input.commitKey !== 'string' || input.commitKey.length === 0)
   ) {
     throw invalid('commitKey must be a non-empty string', 'commitKey');
+  }
+}
+
+export function checkRewindInput(input: RewindInput): void {
+  checkFields(input, REWIND_FIELDS, 'rewind');
+  checkId(input.tenantId, 'tenantId');
+  checkId(input.workstreamId, 'workstreamId');
+  if (!Number.isSafeInteger(input.turns) || input.turns < 1 || input.turns > MAX_REWIND_TURNS) {
+    throw invalid(`turns must be an integer from 1 to ${MAX_REWIND_TURNS}`, 'turns');
+  }
+  if (input.ifLastSeq !== undefined && (!Number.isSafeInteger(input.ifLastSeq) || input.ifLastSeq < 0)) {
+    throw invalid('ifLastSeq must be a non-negative integer', 'ifLastSeq');
   }
 }

@@ -14,7 +14,10 @@ import { claimRefusal, type SessionRecord } from './sessions.js';
 
 export interface MaintenanceHost extends AbandonHost {
   readonly store: AbandonHost['store'] &
-    Pick<TurnStore, 'acquireLease' | 'releaseLease' | 'getWorkstream' | 'compactHistory'> &
+    Pick<
+      TurnStore,
+      'acquireLease' | 'releaseLease' | 'getWorkstream' | 'compactHistory' | 'truncateHistory'
+    > &
     Pick<AdminStore, 'closeWorkstream' | 'listWorkstreams'>;
   readonly holder: string;
   /** The holder prefix of this host's earlier processes, whose leases are taken over (S7). */
@@ -123,5 +126,66 @@ export function compactIdle(
     host.gate.write(rec.workstreamId, () =>
       host.store.compactHistory({ ...input, generation, fencingToken: lease.token }),
     ),
+  );
+}
+
+export interface RewindPlan {
+  readonly turns: number;
+  readonly ifLastSeq: number | undefined;
+  /** What fenced the workstream since the rewind was called (a cancel): it must not begin. */
+  revokedBy(): string | undefined;
+}
+
+/**
+ * Drops the last `turns` turns of a session without a running turn — the rows from the user
+ * message that began the earliest of them — under a lease of its own (P6). Queued behind the
+ * session's journal writes, so rows still on their way are part of what it sees. Once its
+ * write has begun it cannot be abandoned; a cancel before that revokes it (L8, C6). Its cut
+ * names its first row, so the store never applies it twice.
+ */
+export function rewindIdle(
+  host: MaintenanceHost,
+  rec: SessionRecord,
+  plan: RewindPlan,
+): Promise<{ removed: number; lastSeq: number }> {
+  const { workstreamId } = rec;
+  return withIdleLease(host, workstreamId, (lease, generation) =>
+    host.gate.write(workstreamId, async () => {
+      const rows = await host.store.readHistory(workstreamId);
+      const lastSeq = rows.at(-1)?.seq ?? 0;
+      if (plan.ifLastSeq !== undefined && plan.ifLastSeq !== lastSeq) {
+        throw new TurnwardenError(
+          ErrorCode.COMMIT_CONFLICT,
+          `rewind of ${workstreamId}: the history ends at seq ${lastSeq}, not ${plan.ifLastSeq} as expected`,
+          { details: { workstreamId, ifLastSeq: plan.ifLastSeq, lastSeq } },
+        );
+      }
+      const starts = rows.filter((r) => r.message.role === 'user');
+      const from = starts[starts.length - plan.turns];
+      if (from === undefined) {
+        throw new TurnwardenError(
+          ErrorCode.INVALID_INPUT,
+          `rewind of ${workstreamId}: ${plan.turns} turns asked, the history holds ${starts.length}`,
+          { details: { field: 'turns', available: starts.length } },
+        );
+      }
+      const revoked = plan.revokedBy();
+      if (revoked !== undefined) {
+        throw new TurnwardenError(
+          ErrorCode.FENCED,
+          `rewind of ${workstreamId} revoked before it began: the workstream was cancelled`,
+          { details: { workstreamId, reason: revoked } },
+        );
+      }
+      const { removed } = await host.store.truncateHistory({
+        workstreamId,
+        generation,
+        fencingToken: lease.token,
+        fromSeq: from.seq,
+        fromKey: from.commitKey,
+      });
+      host.logger.info({ workstreamId, turns: plan.turns, removed }, 'history rewound');
+      return { removed, lastSeq: from.seq - 1 };
+    }),
   );
 }

@@ -32,7 +32,15 @@ import {
 } from './config.js';
 import { TurnEngine } from './engine.js';
 import type { Listener, TurnwardenEvent } from './events.js';
-import { checkCompactInput, checkFields, checkId, checkRef, checkSendInput, invalid } from './input.js';
+import {
+  checkCompactInput,
+  checkFields,
+  checkId,
+  checkRef,
+  checkRewindInput,
+  checkSendInput,
+  invalid,
+} from './input.js';
 import type { PoolStats } from './pool.js';
 import type { RuntimeCounters } from './stats.js';
 import type { Timers } from './timers.js';
@@ -40,6 +48,8 @@ import type {
   ClaimedTurn,
   CloseInput,
   CompactInput,
+  RewindInput,
+  RewindResult,
   SendInput,
   TurnHandle,
   TurnResult,
@@ -386,6 +396,29 @@ export class Turnwarden {
       commitKey: input.commitKey ?? `compact:${randomUUID()}`,
       message: { role: 'system', content: input.summary },
     });
+  }
+
+  /**
+   * Drops the last `turns` turns of an idle workstream (each begins with a user message; rows
+   * before the first, such as a compaction summary, stay). Refused while a turn runs
+   * (TURN_IN_PROGRESS) or debt is unrepaired (TOOL_CLEANUP_PENDING); more turns than the
+   * history holds is INVALID_INPUT; with `ifLastSeq`, a history that moved on since is
+   * COMMIT_CONFLICT. Nothing is written when refused. The rewrite cannot be abandoned once its
+   * write has begun: a `cancel()` meanwhile returns at once without waiting for it, and revokes
+   * it (FENCED) if it has not begun (C6).
+   */
+  async rewind(input: RewindInput): Promise<RewindResult> {
+    checkRewindInput(input);
+    const { tenantId, workstreamId } = input;
+    // Captured as the host calls: a cancel after this call revokes the rewind if it has not begun.
+    const claim = this.engine.sends.capture(workstreamId);
+    try {
+      await this.owned(tenantId, workstreamId);
+    } catch (e) {
+      this.engine.sends.settled(claim);
+      throw e;
+    }
+    return this.engine.rewind(claim, input.turns, input.ifLastSeq);
   }
 
   stats(): RuntimeStats {

@@ -104,10 +104,15 @@ export class SendQueue {
 
   /** C7: throws SEND_REVOKED when a fence came after the claim was captured. */
   check(claim: SendClaim): void {
+    const reason = this.fencedSince(claim);
+    if (reason !== undefined) throw revokedError(claim.workstreamId, reason);
+  }
+
+  /** What fenced the workstream after the claim was captured, if anything did. */
+  fencedSince(claim: SendClaim): FenceReason | undefined {
     const fence = this.fences.get(claim.workstreamId);
-    if (mutated(Mutation.claimIgnoresFence)) return;
-    if (fence !== undefined && fence.ticket > claim.ticket)
-      throw revokedError(claim.workstreamId, fence.reason);
+    if (mutated(Mutation.claimIgnoresFence)) return undefined;
+    return fence !== undefined && fence.ticket > claim.ticket ? fence.reason : undefined;
   }
 
   /** Sends waiting on the workstream. */

@@ -30,6 +30,8 @@ export class SessionRecord {
   snapshot: SessionSnapshotData | undefined;
   /** The running turn, from dispatch until it settled. */
   turn: ActiveTurn | undefined;
+  /** History rewrites of the idle session (compact, rewind) queued or in flight (C6). */
+  rewrites = 0;
   private queue: Promise<unknown> = Promise.resolve();
   private pending = 0;
 

@@ -49,6 +49,24 @@ export interface CompactInput extends WorkstreamRef {
   readonly commitKey?: string;
 }
 
+export interface RewindInput extends WorkstreamRef {
+  /** How many of the last turns to drop (each begins with a user message), from 1. */
+  readonly turns: number;
+  /**
+   * The seq of the history's last row as the caller saw it. When given, a history that has
+   * changed since (another turn, another rewind — a retried call whose answer was lost) is
+   * refused with COMMIT_CONFLICT instead of dropping turns the caller never saw.
+   */
+  readonly ifLastSeq?: number;
+}
+
+export interface RewindResult {
+  /** Rows dropped. */
+  readonly removed: number;
+  /** The seq of the history's last row afterwards (0: empty). */
+  readonly lastSeq: number;
+}
+
 export interface TurnResult {
   readonly workstreamId: string;
   readonly generation: number;

@@ -1,11 +1,16 @@
 import type { Store } from '@turnwarden/store';
 
 /**
- * A Store whose `compactHistory` waits at a gate before it runs, so a test can hold a history
- * rewrite in flight; every call is recorded in order.
+ * A Store whose `method` (default `compactHistory`) waits at a gate before it runs, so a test
+ * can hold a history rewrite in flight; every call is recorded in order. With `armed: false`
+ * the method passes until `arm()` is called.
  */
-export function gatedStore(inner: Store) {
+export function gatedStore(inner: Store, method: keyof Store = 'compactHistory', { armed = true } = {}) {
   const calls: string[] = [];
+  let gating = armed;
+  const arm = () => {
+    gating = true;
+  };
   let open!: () => void;
   const gate = new Promise<void>((resolve) => {
     open = resolve;
@@ -20,11 +25,11 @@ export function gatedStore(inner: Store) {
       if (typeof value !== 'function') return value;
       return (...args: unknown[]) => {
         calls.push(String(key));
-        if (key === 'compactHistory') {
+        if (key === method && gating) {
           entered();
           return gate.then(async () => {
             const r = await (value as (...a: unknown[]) => Promise<unknown>).apply(target, args);
-            calls.push('compactHistory:done');
+            calls.push(`${method}:done`);
             return r;
           });
         }
@@ -32,5 +37,5 @@ export function gatedStore(inner: Store) {
       };
     },
   });
-  return { store, calls, open, atGate };
+  return { store, calls, open, atGate, arm };
 }
