@@ -34,7 +34,15 @@ export interface SessionSnapshotData {
 }
 
 /** Why a turn was aborted. */
-export type AbortReason = 'watchdog' | 'deadline' | 'dispatch' | 'cancel' | 'shutdown' | 'lease_lost';
+export type AbortReason =
+  | 'watchdog'
+  | 'deadline'
+  | 'dispatch'
+  | 'cancel'
+  | 'shutdown'
+  | 'lease_lost'
+  /** The workstream was deleted under the turn (P5). */
+  | 'workstream_gone';
 
 export interface TurnLimits {
   /** Model round-trips (assistant messages) allowed in one turn. */

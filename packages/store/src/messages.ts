@@ -44,6 +44,7 @@ export class MessageTable {
   readonly #tail;
   readonly #deleteThrough;
   readonly #deleteFrom;
+  readonly #deleteAll;
   readonly #park;
   readonly #unpark;
 
@@ -70,6 +71,7 @@ export class MessageTable {
     this.#deleteThrough = db.prepare<[string, number]>(
       'DELETE FROM messages WHERE workstream_id = ? AND seq <= ?',
     );
+    this.#deleteAll = db.prepare<[string]>('DELETE FROM messages WHERE workstream_id = ?');
     this.#deleteFrom = db.prepare<[string, number]>(
       'DELETE FROM messages WHERE workstream_id = ? AND seq >= ?',
     );
@@ -159,6 +161,11 @@ export class MessageTable {
     }
     this.#deleteFrom.run(workstreamId, fromSeq);
     return lastSeq - fromSeq + 1;
+  }
+
+  /** Drops the workstream's whole history (its deletion); returns how many rows. */
+  deleteAll(workstreamId: string): number {
+    return this.#deleteAll.run(workstreamId).changes;
   }
 
   all(workstreamId: string): HistoryRow[] {

@@ -129,6 +129,20 @@ export class SqliteStore implements Store {
     });
   }
 
+  deleteWorkstream(id: string, incarnation?: string): Promise<boolean> {
+    return this.#run('deleteWorkstream', () => {
+      checkId('id', id);
+      if (incarnation !== undefined) checkText('incarnation', incarnation, MAX_HOLDER_LENGTH);
+      return this.#write(() => {
+        const ws = this.#workstreams.get(id);
+        if (ws === undefined || (incarnation !== undefined && ws.incarnation !== incarnation)) return false;
+        this.#messages.deleteAll(id);
+        this.#workstreams.delete(id);
+        return true;
+      });
+    });
+  }
+
   closeWorkstream(id: string, session?: SessionSnapshotData): Promise<WorkstreamRecord> {
     return this.#run('closeWorkstream', () => {
       checkId('id', id);

@@ -18,6 +18,7 @@ export { faultyStore } from './faults.js';
 const WRITES: ReadonlySet<string> = new Set([
   'createWorkstream',
   'closeWorkstream',
+  'deleteWorkstream',
   'nextGeneration',
   'appendMessages',
   'appendMany',

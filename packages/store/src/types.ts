@@ -209,6 +209,15 @@ export interface AdminStore {
    * closed workstream can no longer be repaired.
    */
   closeWorkstream(id: string, session?: SessionSnapshotData): Promise<WorkstreamRecord>;
+  /**
+   * Deletes a workstream and its history (open or closed); the id can be created again. With
+   * `incarnation`, only that incarnation is deleted: a later one under the same id is left
+   * alone. Resolves false when there was nothing to delete. Its turn lease row is kept, so the
+   * fencing tokens of the id keep increasing across incarnations (P6): a writer of the deleted
+   * one is refused — WORKSTREAM_NOT_FOUND while the id is free, FENCED once a successor holds
+   * a lease.
+   */
+  deleteWorkstream(id: string, incarnation?: string): Promise<boolean>;
   /** Unreleased leases whose expiry has passed (S7). Ordered by workstream id. */
   expiredLeases(): Promise<Lease[]>;
   /** Open workstreams whose history ends with unanswered tool call occurrences (S7). */

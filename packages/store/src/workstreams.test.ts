@@ -66,6 +66,34 @@ describe('workstreams', () => {
     expect((await store.stats()).workstreams).toBe(0);
   });
 
+  it('P5 P6: deletes a workstream and its history; writes to it are refused; the id is free again and fencing tokens keep increasing', async () => {
+    const store = sandbox.memory();
+    const first = await store.createWorkstream({ id: 'w', tenantId: 't' });
+    await store.nextGeneration('w');
+    await store.appendMessages({ workstreamId: 'w', generation: 1, entries: [user('u1')] });
+    const old = await store.acquireLease('w', 'h', 10_000);
+    // Another incarnation's delete leaves it alone.
+    expect(await store.deleteWorkstream('w', 'not-this-one')).toBe(false);
+    expect(await store.readHistory('w')).toHaveLength(1);
+    expect(await store.deleteWorkstream('w', first.incarnation)).toBe(true);
+    expect(await store.getWorkstream('w')).toBeUndefined();
+    expect(await store.deleteWorkstream('w')).toBe(false);
+    // The deleted workstream's writer is refused: its workstream is gone.
+    const write = { workstreamId: 'w', generation: 1, fencingToken: old!.token, entries: [user('u2')] };
+    await expect(store.appendMessages(write)).rejects.toMatchObject({ code: 'WORKSTREAM_NOT_FOUND' });
+    await expect(store.readHistory('w')).rejects.toMatchObject({ code: 'WORKSTREAM_NOT_FOUND' });
+    // A new incarnation under the same id starts empty; its lease fences the old writer.
+    const second = await store.createWorkstream({ id: 'w', tenantId: 't' });
+    expect(second.incarnation).not.toBe(first.incarnation);
+    expect(await store.readHistory('w')).toEqual([]);
+    await store.releaseLease('w', 'h', old!.token);
+    const next = await store.acquireLease('w', 'h2', 10_000);
+    expect(next!.token).toBeGreaterThan(old!.token);
+    await store.nextGeneration('w');
+    await expect(store.appendMessages(write)).rejects.toMatchObject({ code: 'FENCED' });
+    expect(await store.readHistory('w')).toEqual([]);
+  });
+
   it('T5: accepts the full id alphabet up to 128 characters', async () => {
     const store = sandbox.memory();
     const id = `Az09._:-${'y'.repeat(120)}`;

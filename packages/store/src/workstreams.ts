@@ -37,6 +37,7 @@ export class WorkstreamTable {
   readonly #bump;
   readonly #session;
   readonly #state;
+  readonly #delete;
 
   constructor(db: Database.Database) {
     this.#get = db.prepare<[string], WorkstreamRow>('SELECT * FROM workstreams WHERE id = ?');
@@ -60,6 +61,7 @@ export class WorkstreamTable {
       'UPDATE workstreams SET generation = generation + 1 WHERE id = ? RETURNING generation',
     );
     this.#session = db.prepare<[string, string]>('UPDATE workstreams SET session = ? WHERE id = ?');
+    this.#delete = db.prepare<[string]>('DELETE FROM workstreams WHERE id = ?');
   }
 
   get(id: string): WorkstreamRecord | undefined {
@@ -89,6 +91,11 @@ export class WorkstreamTable {
     if (ws === undefined) throw workstreamNotFound(id);
     if (ws.status !== 'open') throw workstreamClosed(id);
     return ws;
+  }
+
+  /** Deletes the row; the caller deleted its messages first. */
+  delete(id: string): void {
+    this.#delete.run(id);
   }
 
   /** Closes an open workstream; a closed one is left as it is. */

@@ -43,6 +43,7 @@ async function world(options: { failRepair?: boolean; failSave?: boolean } = {})
     timers: nodeTimers,
     config: { journal: DEFAULT_CONFIG.journal },
     refused: () => {},
+    workstreamGone: () => {},
   });
   await inner.createWorkstream({ id: 'ws', tenantId: 't' });
   const generation = await inner.nextGeneration('ws');

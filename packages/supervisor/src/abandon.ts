@@ -64,24 +64,30 @@ export async function abandon(
     input.reason,
     () =>
       // The skip-repair mutation (harness only) pretends the history was complete.
-      host.gate.write(workstreamId, () =>
-        mutated(Mutation.skipRepair)
-          ? Promise.resolve(0)
-          : repairOpenCalls({
-              store: host.store,
-              workstreamId,
-              generation,
-              fencingToken: lease.token,
-              why: input.why,
-              startedCalls: input.startedCalls,
-            }),
+      host.gate.write(
+        workstreamId,
+        () =>
+          mutated(Mutation.skipRepair)
+            ? Promise.resolve(0)
+            : repairOpenCalls({
+                store: host.store,
+                workstreamId,
+                generation,
+                fencingToken: lease.token,
+                why: input.why,
+                startedCalls: input.startedCalls,
+              }),
+        // Deleted (P5): nothing left to repair.
+        () => 0,
       ),
     (step) => host.sessions.logTransition(rec, step, generation),
   );
   host.sessions.set(rec, snapshot, generation);
   await host.gate
-    .write(workstreamId, () =>
-      host.store.saveSession({ workstreamId, fencingToken: lease.token, session: snapshot }),
+    .write(
+      workstreamId,
+      () => host.store.saveSession({ workstreamId, fencingToken: lease.token, session: snapshot }),
+      () => undefined,
     )
     .catch((err: unknown) => log.warn({ err }, 'session snapshot not saved; the durable one is older'));
   if (synthesized > 0) {

@@ -137,6 +137,8 @@ export async function admit(
         entries: [{ commitKey: `g${generation}:u`, message: user }],
         session: claimed,
       });
+      // Deleted meanwhile (P5): the user row was discarded; no turn starts on it.
+      if (rec.gone) throw deletedError(workstreamId);
       const history: HistoryMessage[] = [...rows.map((r) => r.message), user];
       host.sessions.set(rec, claimed, generation, { from: 'idle', via: 'CLAIM' });
       const turn = arm(host, rec, worker, lease, { tenantId, principal: input.principal }, generation);
@@ -258,3 +260,10 @@ function dispatch(
  */
 export const newHolder = (hostId: string | undefined): string =>
   hostId === undefined ? `tw-${randomUUID()}` : `${hostId}:${randomUUID()}`;
+
+/** P5: what an admission into a deleted workstream is refused with. */
+function deletedError(workstreamId: string): TurnwardenError {
+  return new TurnwardenError(ErrorCode.WORKSTREAM_NOT_FOUND, `workstream ${workstreamId} was deleted`, {
+    details: { workstreamId, reason: 'deleted' },
+  });
+}

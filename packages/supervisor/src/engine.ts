@@ -312,6 +312,7 @@ export class TurnEngine {
             { details: { waitMs } },
           );
         }
+        // Deleted under the turn (P5), the close's own write is discarded: it succeeds.
         await this.idle(workstreamId, (rec) => closeSession(this, rec));
       } finally {
         this.closeLatches.delete(workstreamId);
@@ -471,6 +472,27 @@ export class TurnEngine {
 
   refused(): void {
     this.counters.journalRefusedFenced++;
+  }
+
+  /**
+   * P5: the workstream was deleted under its session. Latched once per session: listeners get
+   * one `history_resync` (reason `workstream_gone`), waiting sends are revoked, a running turn
+   * is aborted (`workstream_gone`) and its finalizers run with their writes discarded; no turn
+   * or rewrite is admitted again. Nothing is an error: the deletion is what happened.
+   */
+  workstreamGone(workstreamId: string): void {
+    const rec = this.sessions.peek(workstreamId);
+    if (rec === undefined || rec.gone) return;
+    rec.gone = true;
+    const turn = rec.turn;
+    this.logger.warn(
+      { workstreamId, ...(turn ? { generation: turn.generation } : {}) },
+      'workstream deleted under its session: its writes are discarded and no new turn is admitted',
+    );
+    this.events.emit(workstreamId, 'history_resync', undefined, { reason: 'workstream_gone' });
+    const revoked = this.sends.fence(workstreamId, this.sends.ticket(), 'gone');
+    if (revoked > 0) this.logger.info({ workstreamId, revoked, reason: 'gone' }, 'queued sends revoked');
+    if (turn !== undefined && turn.abort === undefined) this.aborts.abort(turn, 'workstream_gone');
   }
 
   attach(turn: ActiveTurn): void {

@@ -20,6 +20,7 @@ export type TurnwardenEventType =
   | 'stream_end'
   | 'idle'
   | 'persistence'
+  | 'history_resync'
   | 'ws_closed';
 
 export interface TurnwardenEvent {

@@ -20,6 +20,7 @@ function gateOn(store: Store): JournalGate {
     turnOf: () => undefined,
     fenced: () => false,
     refused: () => {},
+    workstreamGone: () => {},
     timers: nodeTimers,
     config: { journal: { ...DEFAULT_CONFIG.journal, maxAttempts: 1 } },
   });

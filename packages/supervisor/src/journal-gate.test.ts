@@ -38,6 +38,7 @@ function world(level: 'debug' | 'info' = 'debug') {
     turnOf: (id) => (id === 'ws' ? (turn as ActiveTurn | undefined) : undefined),
     fenced: () => fenced,
     refused: () => void refused++,
+    workstreamGone: () => {},
     logger: pino({ level }, { write: (s: string) => void logs.push(JSON.parse(s)) }),
     timers: nodeTimers,
     config: { journal: DEFAULT_CONFIG.journal },

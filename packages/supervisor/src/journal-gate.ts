@@ -28,6 +28,13 @@
  * writer hears exactly when its own rows are durable (or why they are not). A workstream never
  * has two batches in one group out of order: its queue releases the next only when the previous
  * settled (P2). A store without `appendMany` is written batch by batch.
+ *
+ * **Workstream gone (P5).** A write the store refuses because the workstream no longer exists
+ * (deleted under its session) tells the host, which latches the session. Journal rows are then
+ * discarded — the write resolves with no seqs, no retry, no error state: the deletion is the
+ * event, not a persistence failure. Other writes are discarded the same way when their caller
+ * says what a discarded one returns (the finalizers: a turn's end, repair, close); without
+ * that, the refusal stands.
  */
 
 import type { JournalAck, JournalRequest } from '@turnwarden/protocol';
@@ -51,6 +58,8 @@ export interface GateHost {
   fenced(turn: ActiveTurn): boolean;
   /** Counts a refused row. */
   refused(): void;
+  /** P5: a write found the workstream deleted (the store refused it with WORKSTREAM_NOT_FOUND). */
+  workstreamGone(workstreamId: string): void;
   readonly logger: Logger;
   readonly timers: Timers;
   readonly config: { readonly journal: JournalConfig };
@@ -153,6 +162,18 @@ export class JournalGate {
         this.done(j, input, recovered);
         return seqs;
       } catch (e) {
+        if (isTurnwardenError(e, ErrorCode.WORKSTREAM_NOT_FOUND)) {
+          // P5: the workstream was deleted: the rows are discarded, not failed.
+          const wasRetrying = j.retry !== undefined;
+          j.retry = undefined;
+          this.host.logger.info(
+            { workstreamId, rows: input.entries.length },
+            'journal rows discarded: the workstream was deleted',
+          );
+          this.host.workstreamGone(workstreamId);
+          this.done(j, input, wasRetrying);
+          return [];
+        }
         if (isTurnwardenError(e, ErrorCode.COMMIT_CONFLICT)) {
           // P1/P3: never retried automatically.
           j.retry = undefined;
@@ -242,11 +263,22 @@ export class JournalGate {
 
   /**
    * Runs `write` after every write of the workstream queued before it; the queue moves on when
-   * it settles, whatever its outcome.
+   * it settles, whatever its outcome. A write that finds the workstream deleted tells the host
+   * (P5) and resolves with `onGone()` when given — a finalizer's write is discarded — or rejects.
    */
-  write<T>(workstreamId: string, write: () => Promise<T>): Promise<T> {
+  write<T>(workstreamId: string, write: () => Promise<T>, onGone?: () => T): Promise<T> {
     const before = this.queues.get(workstreamId) ?? Promise.resolve();
-    const result = before.then(write);
+    const guarded = async (): Promise<T> => {
+      try {
+        return await write();
+      } catch (e) {
+        if (!isTurnwardenError(e, ErrorCode.WORKSTREAM_NOT_FOUND)) throw e;
+        this.host.workstreamGone(workstreamId);
+        if (onGone === undefined) throw e;
+        return onGone();
+      }
+    };
+    const result = before.then(guarded);
     const tail = result.then(
       () => undefined,
       () => undefined,

@@ -18,6 +18,7 @@ async function gateOn(store: Store, ids: readonly string[], journal: Partial<Jou
   }
   const events = new EventHub(logger);
   const seen: TurnwardenEvent[] = [];
+  const gone: string[] = [];
   for (const id of ids) events.subscribe(id, (e) => seen.push(e));
   const gate = new JournalGate({
     store,
@@ -26,10 +27,11 @@ async function gateOn(store: Store, ids: readonly string[], journal: Partial<Jou
     turnOf: () => undefined,
     fenced: () => false,
     refused: () => {},
+    workstreamGone: (id) => void gone.push(id),
     timers: nodeTimers,
     config: { journal: { ...DEFAULT_CONFIG.journal, ...journal } },
   });
-  return { gate, seen };
+  return { gate, seen, gone };
 }
 
 /** `inner` with its appendMany replaced. */
@@ -53,6 +55,27 @@ const row = (workstreamId: string, key: string): AppendInput => ({
 });
 
 describe('journal status', () => {
+  it('P5: rows of a deleted workstream are discarded, not failed: no retry, no error state, the host told', async () => {
+    const inner = openSqliteStore({ path: ':memory:' });
+    const { gate, seen, gone } = await gateOn(inner, ['a', 'b'], { retryBaseMs: 60_000 });
+    await inner.deleteWorkstream('a');
+    // The batch resolves (no seqs: nothing became durable); the next one too.
+    expect(await gate.append(row('a', 'a1'))).toEqual([]);
+    expect(await gate.append(row('a', 'a2'))).toEqual([]);
+    expect(gate.status('a')).toEqual({ state: 'healthy', pendingRows: 0 });
+    expect(gate.sweep()).toEqual([]);
+    expect(gone).toEqual(['a', 'a']);
+    expect(seen.filter((e) => e.type === 'persistence')).toEqual([]);
+    // A finalizer's write is discarded with the value it names; another write's refusal stands.
+    const read = async (): Promise<number> => (await inner.readHistory('a')).length;
+    expect(await gate.write('a', read, () => -1)).toBe(-1);
+    await expect(gate.write('a', () => inner.readHistory('a'))).rejects.toMatchObject({
+      code: ErrorCode.WORKSTREAM_NOT_FOUND,
+    });
+    // Another workstream is untouched.
+    expect(await gate.append(row('b', 'b1'))).toEqual([1]);
+  });
+
   it('P3: a batch not yet durable is pending, with its rows counted; durable, the journal is healthy again', async () => {
     const inner = openSqliteStore({ path: ':memory:' });
     let release!: () => void;

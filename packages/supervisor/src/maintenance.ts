@@ -112,7 +112,14 @@ export async function closeSession(host: MaintenanceHost, rec: SessionRecord): P
   const next = offer(rec.snapshot!, { type: 'CLOSE' });
   if (next === undefined)
     throw claimRefusal(rec.workstreamId, stateOf(rec.snapshot!), rec.turn !== undefined);
-  await host.gate.write(rec.workstreamId, () => host.store.closeWorkstream(rec.workstreamId, next));
+  await host.gate.write(
+    rec.workstreamId,
+    async () => {
+      await host.store.closeWorkstream(rec.workstreamId, next);
+    },
+    // Deleted (P5): closing it is done.
+    () => undefined,
+  );
   host.sessions.set(rec, next, undefined, { from: 'idle', via: 'CLOSE' });
 }
 

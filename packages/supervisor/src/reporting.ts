@@ -57,6 +57,8 @@ export function describeAbort(
       return 'interrupted by shutdown';
     case 'lease_lost':
       return 'aborted because its lease was lost';
+    case 'workstream_gone':
+      return 'aborted because its workstream was deleted';
     case 'crash':
       return 'interrupted by a worker crash';
     default:

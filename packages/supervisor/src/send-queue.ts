@@ -22,7 +22,7 @@ import type { ClaimInput } from './claim.js';
 import type { ClaimedTurn } from './types.js';
 
 /** What fenced a workstream's earlier claims. */
-export type FenceReason = 'cancel' | 'close' | 'poison';
+export type FenceReason = 'cancel' | 'close' | 'poison' | 'gone';
 
 /** A send's claim: its workstream and the moment (ticket) it was captured. */
 export interface SendClaim {
@@ -46,6 +46,7 @@ const WHY: Record<FenceReason, string> = {
   cancel: 'the workstream was cancelled after it was sent',
   close: 'the workstream was closed after it was sent',
   poison: 'the turn before it ended with tool calls it could not complete (cancel() repairs them)',
+  gone: 'the workstream was deleted',
 };
 
 export class SendQueue {

@@ -32,6 +32,12 @@ export class SessionRecord {
   turn: ActiveTurn | undefined;
   /** History rewrites of the idle session (compact, rewind) queued or in flight (C6). */
   rewrites = 0;
+  /**
+   * P5: the workstream was deleted under this session. A latch: no turn or rewrite is admitted
+   * again, while finalizers (a turn's end, repair, close) still run and their writes are
+   * discarded. It names this record — a workstream created again under the id gets a new one.
+   */
+  gone = false;
   private queue: Promise<unknown> = Promise.resolve();
   private pending = 0;
 

@@ -77,8 +77,10 @@ export async function settle(
   if (stateOf(from) === 'idle') {
     host.sessions.set(rec, from, generation);
     await host.gate
-      .write(workstreamId, () =>
-        host.store.saveSession({ workstreamId, fencingToken: turn.lease.token, session: from }),
+      .write(
+        workstreamId,
+        () => host.store.saveSession({ workstreamId, fencingToken: turn.lease.token, session: from }),
+        () => undefined,
       )
       .catch((e: unknown) => log.warn({ err: e }, 'session snapshot not saved; the durable one is older'));
   } else {

@@ -33,8 +33,10 @@ export function onWorkerEvent(
       const { snapshot } = event;
       host.sessions.set(rec, snapshot, generation, { from: event.from, via: event.via });
       host.gate
-        .write(workstreamId, () =>
-          host.store.saveSession({ workstreamId, fencingToken: turn.lease.token, session: snapshot }),
+        .write(
+          workstreamId,
+          () => host.store.saveSession({ workstreamId, fencingToken: turn.lease.token, session: snapshot }),
+          () => undefined,
         )
         .catch((err: unknown) =>
           turn.log.warn({ err }, 'session snapshot not saved; the durable one is older'),

@@ -45,6 +45,7 @@ async function ours(dir: string, sync: Sync, windowMs: number, ctx: BenchContext
       turnOf: () => undefined,
       fenced: () => false,
       refused: () => {},
+      workstreamGone: () => {},
       timers: nodeTimers,
       config: DEFAULT_CONFIG,
     });
