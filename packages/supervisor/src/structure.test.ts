@@ -5,7 +5,9 @@ import {
   isTurnwardenError,
   openToolCalls,
   SeamName,
+  TurnwardenError,
 } from '@turnwarden/protocol';
+import { openSqliteStore } from '@turnwarden/store';
 import { afterEach, describe, expect, it } from 'vitest';
 import { within } from './test-support/bounded.js';
 import { assistantRow, faultyStore, synthesized } from './test-support/faulty-store.js';
@@ -163,6 +165,68 @@ describe('structural debt', () => {
       false,
     );
     expect((await (await rt.send('again')).done).status).toBe('completed');
+  });
+
+  it('S4: a rejected user row leaves nothing behind: the send fails, no turn starts, the session stays idle', async () => {
+    const faulty = faultyStore();
+    rt = await startRuntime({ store: faulty.store });
+    const ref = { tenantId: 'tenant-a', workstreamId: rt.workstreamId };
+    faulty.reject(1, (e) => e.message.role === 'user');
+    const e = await refusal(rt.send('hello'));
+    expect(e.code).toBe(ErrorCode.STORE_ERROR);
+    expect(await rt.history()).toEqual([]);
+    expect(rt.types()).not.toContain('turn_started');
+    expect(await rt.tw.status(ref)).toMatchObject({ state: 'idle', cleanupPending: false });
+    expect(rt.tw.stats()).toMatchObject({ activeTurns: 0, pool: { busy: 0 } });
+    expect((await (await rt.send('again')).done).status).toBe('completed');
+    expect((await rt.history()).map((r) => r.message.content)).toEqual(['again', 'echo: again']);
+  });
+
+  it('S4: a rejected system row (a compaction summary) leaves the history as it was', async () => {
+    const inner = openSqliteStore({ path: ':memory:' });
+    let rejectNext = true;
+    const store = new Proxy(inner, {
+      get(target, key, receiver) {
+        const value = Reflect.get(target, key, receiver) as unknown;
+        if (typeof value !== 'function') return value;
+        if (key === 'compactHistory' && rejectNext) {
+          return () => {
+            rejectNext = false;
+            return Promise.reject(
+              new TurnwardenError(ErrorCode.STORE_ERROR, 'injected: compaction rejected'),
+            );
+          };
+        }
+        return (value as (...a: unknown[]) => unknown).bind(target);
+      },
+    });
+    rt = await startRuntime({ store });
+    const ref = { tenantId: 'tenant-a', workstreamId: rt.workstreamId };
+    await (await rt.send('hello')).done;
+    const before = await rt.history();
+    const e = await refusal(rt.tw.compact({ ...ref, throughSeq: 2, summary: 'The user said hello.' }));
+    expect(e.code).toBe(ErrorCode.STORE_ERROR);
+    expect(await rt.history()).toEqual(before);
+    expect((await (await rt.send('next')).done).status).toBe('completed');
+    expect(await rt.tw.compact({ ...ref, throughSeq: 2, summary: 'The user said hello.' })).toEqual({
+      removed: 2,
+    });
+  });
+
+  it('C7 S1: a successor sent while a force cancel is repairing the turn starts only on a complete history', async () => {
+    rt = await startRuntime();
+    const turn = await rt.send(hangingTool);
+    await nextEvent(rt.tw, rt.workstreamId, 'tool_started');
+    const cancelled = rt.tw.cancel({ tenantId: 'tenant-a', workstreamId: rt.workstreamId });
+    // Sent at once, while the wedged tool is being abandoned: it may wait, it may not cross.
+    const successor = await rt.send('successor');
+    expect(await cancelled).toBe(true);
+    expect(await turn.done).toMatchObject({ status: 'interrupted', synthesized: 1 });
+    expect((await successor.done).status).toBe('completed');
+    const rows = await rt.history();
+    expect(rows.map((r) => r.message.role)).toEqual(['user', 'assistant', 'tool', 'user', 'assistant']);
+    expect(rows[2]!.message).toMatchObject({ synthesized: true, effect: 'unknown' });
+    expect(openToolCalls(rows)).toEqual([]);
   });
 
   it('S5: a rejected tool row keeps the assistant debt, ends the turn, and poisons claims until a repair succeeds', async () => {
