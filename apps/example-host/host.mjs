@@ -30,7 +30,7 @@ try {
   if (result.status !== 'completed' || result.finalText !== 'done')
     fail(`turn ended ${JSON.stringify(result)}`);
 
-  const rows = await tw.history({ tenantId: 'acme', workstreamId });
+  const { rows } = await tw.history({ tenantId: 'acme', workstreamId });
   const roles = rows.map((r) => r.message.role).join(',');
   if (roles !== 'user,assistant,tool,assistant') fail(`history is ${roles}`);
   if (!seen.includes('tool_started') || seen.at(-1) !== 'idle') fail(`events were ${seen.join(',')}`);

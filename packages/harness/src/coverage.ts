@@ -356,7 +356,11 @@ export async function modelCoverage(): Promise<CoverageReport> {
         workstreamId,
         listener: (e) => {
           for (const w of waiters.splice(0)) {
-            if (w.type === e.type && (w.state === undefined || w.state === e.data.state)) w.resolve();
+            if (
+              w.type === e.type &&
+              (w.state === undefined || (e.type === 'state' && w.state === e.data.state))
+            )
+              w.resolve();
             else waiters.push(w);
           }
         },

@@ -76,6 +76,7 @@ export async function abandon(
                 fencingToken: lease.token,
                 why: input.why,
                 startedCalls: input.startedCalls,
+                durable: (entries, seqs) => host.gate.announceRows(workstreamId, generation, entries, seqs),
               }),
         // Deleted (P5): nothing left to repair.
         () => 0,

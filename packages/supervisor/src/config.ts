@@ -71,12 +71,26 @@ export interface JournalConfig {
   readonly sweepMs: number;
 }
 
+/** Event streams: the replay ring (E1) and the bounds on what listeners may hold (E3). */
+export interface EventsConfig {
+  /** Events kept per workstream for a reconnect to replay; older ones answer `replay_truncated`. */
+  readonly replayLimit: number;
+  /**
+   * Replay rings kept for workstreams nobody listens to; beyond it the least recently active
+   * one is dropped (a reconnect to it then answers `replay_truncated`). Bounds memory (E3).
+   */
+  readonly maxIdleStreams: number;
+  /** Events an `events()` iterator may hold unread; one more closes it with `stream_overflow` (E3). */
+  readonly listenerBuffer: number;
+}
+
 export interface SupervisorConfig {
   readonly watchdog: WatchdogConfig;
   readonly lease: LeaseConfig;
   readonly pool: PoolConfig;
   readonly limits: LimitsConfig;
   readonly journal: JournalConfig;
+  readonly events: EventsConfig;
   /**
    * The model provider turns use, by name: one of `pluginModules` must export it (there is no
    * default; the offline one is `scripted`, from the `@turnwarden/session/scripted` plugin).
@@ -98,6 +112,7 @@ export type SupervisorConfigInput = {
   readonly pool?: Partial<PoolConfig>;
   readonly limits?: Partial<LimitsConfig>;
   readonly journal?: Partial<JournalConfig>;
+  readonly events?: Partial<EventsConfig>;
   /** Required: the name of a model provider one of `pluginModules` exports. */
   readonly model: string;
   readonly pluginModules?: readonly string[];
@@ -138,6 +153,7 @@ export const DEFAULT_CONFIG: Omit<SupervisorConfig, 'model'> = {
   },
   limits: { maxModelSteps: 32, maxToolArgBytes: 64 * 1024, maxMessageBytes: 256 * 1024, maxQueuedSends: 8 },
   journal: { maxAttempts: 5, retryBaseMs: 50, retryMaxMs: 2_000, sweepMs: 1_000 },
+  events: { replayLimit: 1_024, maxIdleStreams: 1_000, listenerBuffer: 1_024 },
   pluginModules: [],
 };
 
@@ -178,6 +194,7 @@ export function resolveConfig(input: unknown): SupervisorConfig {
     'pool',
     'limits',
     'journal',
+    'events',
     'model',
     'pluginModules',
     'hostId',
@@ -311,6 +328,13 @@ export function resolveConfig(input: unknown): SupervisorConfig {
     sweepMs: int('journal.sweepMs', j.sweepMs ?? d.journal.sweepMs, 10, DAY_MS),
   };
 
+  const ev = section('events', top.events, ['replayLimit', 'maxIdleStreams', 'listenerBuffer']);
+  const events: EventsConfig = {
+    replayLimit: int('events.replayLimit', ev.replayLimit ?? d.events.replayLimit, 1, 1_000_000),
+    maxIdleStreams: int('events.maxIdleStreams', ev.maxIdleStreams ?? d.events.maxIdleStreams, 0, 10_000_000),
+    listenerBuffer: int('events.listenerBuffer', ev.listenerBuffer ?? d.events.listenerBuffer, 1, 1_000_000),
+  };
+
   const hostId = top.hostId;
   if (hostId !== undefined && (typeof hostId !== 'string' || !/^[A-Za-z0-9._-]{1,64}$/.test(hostId))) {
     throw bad('hostId', 'must be 1–64 characters of A–Z a–z 0–9 . _ -', hostId);
@@ -337,6 +361,7 @@ export function resolveConfig(input: unknown): SupervisorConfig {
     },
     limits,
     journal,
+    events,
     model,
     pluginModules: [...(plugins as string[])],
   };

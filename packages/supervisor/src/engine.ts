@@ -84,7 +84,7 @@ export class TurnEngine {
     this.timers = options.timers ?? nodeTimers;
     this.leaseTtlMs = config.lease.ttlMs;
     this.clock = ActivityClock.create(config.pool.maxWorkers, options.now);
-    this.events = new EventHub(this.logger);
+    this.events = new EventHub(this.logger, config.events);
     this.sessions = new Sessions(this.store, this.events, this.logger);
     this.gate = new JournalGate(this);
     this.aborts = new AbortProtocol(this);
@@ -332,12 +332,20 @@ export class TurnEngine {
     summary: { commitKey: string; message: { role: 'system'; content: string } },
   ): Promise<{ removed: number }> {
     const running = this.sessions.peek(workstreamId)?.turn;
-    if (running) return compactLive(this, running, throughSeq, summary);
-    return this.rewriting(workstreamId, (rec) =>
-      rec.turn
-        ? compactLive(this, rec.turn, throughSeq, summary)
-        : compactIdle(this, rec, { workstreamId, throughSeq, summary }),
-    );
+    const result = await (running
+      ? compactLive(this, running, throughSeq, summary)
+      : this.rewriting(workstreamId, (rec) =>
+          rec.turn
+            ? compactLive(this, rec.turn, throughSeq, summary)
+            : compactIdle(this, rec, { workstreamId, throughSeq, summary }),
+        ));
+    if (result.removed > 0) this.rewritten(workstreamId);
+    return result;
+  }
+
+  /** A rewrite committed: what listeners hold of the history, and every handoff token before it, is stale (E2). */
+  private rewritten(workstreamId: string): void {
+    this.events.emit(workstreamId, 'history_resync', undefined, { reason: 'rewritten' });
   }
 
   /**
@@ -348,7 +356,7 @@ export class TurnEngine {
   async rewind(claim: SendClaim, turns: number, ifLastSeq: number | undefined): Promise<RewindResult> {
     const { workstreamId } = claim;
     try {
-      return await this.rewriting(workstreamId, async (rec) => {
+      const result = await this.rewriting(workstreamId, async (rec) => {
         if (rec.turn !== undefined) {
           throw new TurnwardenError(
             ErrorCode.TURN_IN_PROGRESS,
@@ -366,6 +374,8 @@ export class TurnEngine {
           revokedBy: () => this.sends.fencedSince(claim),
         });
       });
+      if (result.removed > 0) this.rewritten(workstreamId);
+      return result;
     } finally {
       this.sends.settled(claim);
     }

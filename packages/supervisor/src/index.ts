@@ -26,7 +26,7 @@ export type {
   SupervisorConfigInput,
   WatchdogConfig,
 } from './config.js';
-export type { Listener, TurnwardenEvent, TurnwardenEventType } from './events.js';
+export type { EventData, EventStats, Listener, TurnwardenEvent, TurnwardenEventType } from './events.js';
 export type { PoolStats } from './pool.js';
 export type { RuntimeStats, TurnwardenOptions } from './runtime.js';
 export { Turnwarden } from './runtime.js';
@@ -34,10 +34,12 @@ export type { RuntimeCounters } from './stats.js';
 export type {
   CloseInput,
   CompactInput,
+  HistoryRead,
   PersistenceStatus,
   RewindInput,
   RewindResult,
   SendInput,
+  SubscribeInput,
   TurnHandle,
   TurnResult,
   WorkstreamInfo,

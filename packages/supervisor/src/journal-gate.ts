@@ -37,7 +37,7 @@
  * that, the refusal stands.
  */
 
-import type { JournalAck, JournalRequest } from '@turnwarden/protocol';
+import type { JournalAck, JournalEntry, JournalRequest } from '@turnwarden/protocol';
 import { ErrorCode, isTurnwardenError, SeamName, seam, TurnwardenError, toWire } from '@turnwarden/protocol';
 // Harness-only switches: stripped from dist/ by scripts/build.mjs (see protocol/src/mutations.ts).
 import { Mutation, mutated } from '@turnwarden/protocol/mutations';
@@ -128,7 +128,32 @@ export class JournalGate {
     const { workstreamId } = input;
     const j = this.journalOf(workstreamId);
     j.pendingRows += input.entries.length;
-    return this.write(workstreamId, () => this.persist(j, input));
+    return this.write(workstreamId, () => this.persist(j, input)).then((seqs) => {
+      this.announceRows(workstreamId, input.generation, input.entries, seqs);
+      return seqs;
+    });
+  }
+
+  /**
+   * Every row that became durable is announced as a `message` event with its seq — what a
+   * listener following a history handoff relies on (E2). Discarded rows (P5) have no seq and
+   * are not announced.
+   */
+  announceRows(
+    workstreamId: string,
+    generation: number,
+    entries: readonly JournalEntry[],
+    seqs: readonly number[],
+  ): void {
+    entries.forEach((entry, i) => {
+      const seq = seqs[i];
+      if (seq === undefined) return;
+      this.host.events.emit(workstreamId, 'message', generation, {
+        seq,
+        commitKey: entry.commitKey,
+        message: entry.message,
+      });
+    });
   }
 
   /** The batch is durable or has failed for good: it is no longer pending; then report. */
@@ -350,14 +375,6 @@ export class JournalGate {
         'journal admitted',
       );
     }
-    return this.append(req).then((seqs) => {
-      for (const entry of req.entries) {
-        this.host.events.emit(req.workstreamId, 'message', req.generation, {
-          commitKey: entry.commitKey,
-          message: entry.message,
-        });
-      }
-      return { seqs };
-    });
+    return this.append(req).then((seqs) => ({ seqs }));
   }
 }

@@ -164,7 +164,7 @@ describe('models and tools are the host’s choice', () => {
         await tw.createWorkstream({ tenantId: 't', workstreamId: 'ws' });
         const turn = await tw.send({ tenantId: 't', workstreamId: 'ws', content: 'which tools?' });
         expect((await turn.done).status).toBe('completed');
-        const rows = await tw.history({ tenantId: 't', workstreamId: 'ws' });
+        const rows = (await tw.history({ tenantId: 't', workstreamId: 'ws' })).rows;
         return rows.at(-1)?.message.content;
       } finally {
         await tw.shutdown();
@@ -188,7 +188,7 @@ describe('models and tools are the host’s choice', () => {
         'reporter refuses this message',
         { field: 'content' },
       ]);
-      expect(await tw.history({ tenantId: 't', workstreamId: 'ws' })).toEqual([]);
+      expect((await tw.history({ tenantId: 't', workstreamId: 'ws' })).rows).toEqual([]);
       expect((await tw.status({ tenantId: 't', workstreamId: 'ws' })).state).toBe('idle');
       // The worker the check ran on went back to the pool: the next send runs.
       const turn = await tw.send({ tenantId: 't', workstreamId: 'ws', content: 'fine' });

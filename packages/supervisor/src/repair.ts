@@ -21,6 +21,8 @@ export interface RepairInput {
    * when the worker died: then nothing is provably unstarted and every effect is `unknown`.
    */
   readonly startedCalls: readonly number[] | undefined;
+  /** Told once the synthesized rows are durable, with their seqs (they are announced, E2). */
+  readonly durable?: (entries: readonly JournalEntry[], seqs: readonly number[]) => void;
 }
 
 function synthesizedResult(open: OpenToolCall, why: string, neverStarted: boolean): ToolResultMessage {
@@ -49,11 +51,12 @@ export async function repairOpenCalls(input: RepairInput): Promise<number> {
     commitKey: `${o.assistantKey}:t${o.callIndex}`,
     message: synthesizedResult(o, input.why, started !== undefined && !started.has(o.callIndex)),
   }));
-  await input.store.appendMessages({
+  const seqs = await input.store.appendMessages({
     workstreamId: input.workstreamId,
     generation: input.generation,
     fencingToken: input.fencingToken,
     entries,
   });
+  input.durable?.(entries, seqs);
   return entries.length;
 }

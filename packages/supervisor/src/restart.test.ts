@@ -90,7 +90,7 @@ describe('restart after a crash', () => {
         'force-abandoning.pending --REPAIR--> force-abandoning.repairing',
         'force-abandoning.repairing --xstate.done.actor.repair--> idle',
       ]);
-      const rows = await rt.tw.history({ tenantId: 'tenant-a', workstreamId: 'ws-1' });
+      const rows = (await rt.tw.history({ tenantId: 'tenant-a', workstreamId: 'ws-1' })).rows;
       expect(openToolCalls(rows)).toEqual([]);
       const tools = rows.flatMap((r) => (r.message.role === 'tool' ? [r.message] : []));
       expect(tools).toEqual([
@@ -126,7 +126,7 @@ describe('restart after a crash', () => {
         await within(rt.waitForLog(repaired), 15_000, 'the scheduled repair after the lease expired');
       }
       expect((await rt.tw.status(ref)).state).toBe('idle');
-      const rows = await rt.tw.history(ref);
+      const rows = (await rt.tw.history(ref)).rows;
       expect(openToolCalls(rows)).toEqual([]);
       expect(rows.at(-1)?.message).toMatchObject({ role: 'tool', effect: 'unknown', synthesized: true });
       const next = await rt.tw.send({ ...ref, content: 'back?' });
@@ -153,7 +153,7 @@ describe('restart after a crash', () => {
     try {
       const ref = { tenantId: 'tenant-a', workstreamId: 'ws-1' };
       // Repaired during start, before any call: nothing was deferred to the lease's expiry.
-      const rows = await rt.tw.history(ref);
+      const rows = (await rt.tw.history(ref)).rows;
       expect(openToolCalls(rows)).toEqual([]);
       expect(rows.at(-1)?.message).toMatchObject({ role: 'tool', effect: 'unknown', synthesized: true });
       expect(await rt.tw.status(ref)).toMatchObject({ state: 'idle', cleanupPending: false });
@@ -182,7 +182,7 @@ describe('restart after a crash', () => {
     const rt = await startRuntime({ store: { path: dbPath }, hostId: 'host-b' }, { existing: true });
     try {
       const ref = { tenantId: 'tenant-a', workstreamId: 'ws-1' };
-      expect(openToolCalls(await rt.tw.history(ref))).toHaveLength(1);
+      expect(openToolCalls((await rt.tw.history(ref)).rows)).toHaveLength(1);
       // Until the repair is done, status() reports the debt.
       expect(await rt.tw.status(ref)).toMatchObject({ state: 'tool-debt', cleanupPending: true });
       expect(

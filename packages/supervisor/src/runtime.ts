@@ -13,7 +13,6 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { MonotonicMs } from '@turnwarden/clock';
-import type { HistoryRow } from '@turnwarden/protocol';
 import {
   attachSeamController,
   detachSeamController,
@@ -31,7 +30,7 @@ import {
   type SupervisorConfigInput,
 } from './config.js';
 import { TurnEngine } from './engine.js';
-import type { Listener, TurnwardenEvent } from './events.js';
+import type { EventStats, Listener, StartAt, TurnwardenEvent } from './events.js';
 import {
   checkCompactInput,
   checkFields,
@@ -43,14 +42,17 @@ import {
 } from './input.js';
 import type { PoolStats } from './pool.js';
 import type { RuntimeCounters } from './stats.js';
+import { EventIterator, handoffToken, startAt } from './streams.js';
 import type { Timers } from './timers.js';
 import type {
   ClaimedTurn,
   CloseInput,
   CompactInput,
+  HistoryRead,
   RewindInput,
   RewindResult,
   SendInput,
+  SubscribeInput,
   TurnHandle,
   TurnResult,
   WorkstreamInfo,
@@ -119,6 +121,7 @@ export interface RuntimeStats extends RuntimeCounters {
   readonly activeTurns: number;
   readonly watchdog: WatchdogStats;
   readonly pool: PoolStats;
+  readonly events: EventStats;
 }
 
 function aborted(): TurnwardenError {
@@ -248,25 +251,73 @@ export class Turnwarden {
     const id = input.workstreamId ?? `ws-${randomUUID()}`;
     checkId(id, 'workstreamId');
     const rec = await this.store.createWorkstream({ id, tenantId: input.tenantId });
+    // A predecessor's closed stream does not close the new incarnation's listeners (D6).
+    this.engine.events.reopen(id);
     this.logger.info({ workstreamId: id, tenantId: input.tenantId }, 'workstream created');
     return { workstreamId: rec.id, tenantId: rec.tenantId, incarnation: rec.incarnation };
   }
 
   /**
-   * Follows a workstream's events. Registration is immediate — nothing emitted after this call
-   * is missed — but nothing is delivered until the tenant is known to own the workstream (T2):
-   * events that arrive meanwhile are held, then delivered in order. Another tenant's id is
-   * refused with WORKSTREAM_NOT_FOUND, having received nothing. Resolves with the function
-   * that stops the subscription.
+   * Follows a workstream's events with a callback. Registration is immediate — nothing emitted
+   * after this call is missed — but nothing is delivered until the tenant is known to own the
+   * workstream (T2): events that arrive meanwhile are held, then delivered in order. Another
+   * tenant's id is refused with WORKSTREAM_NOT_FOUND, having received nothing.
+   *
+   * Where it starts: live (default); after `lastEventId`, the last event id a client saw —
+   * what it missed is replayed from the workstream's ring, or it receives `replay_truncated`
+   * (E1); or after a history read, with its `handoff` token — it continues exactly where the
+   * read ended, or receives `history_resync` (E2). A closed workstream's listener receives
+   * `ws_closed` at once and is removed (D6). Resolves with the function that stops it.
    */
-  subscribe(input: WorkstreamRef & { readonly listener: Listener }): Promise<() => void> {
+  subscribe(input: SubscribeInput & { readonly listener: Listener }): Promise<() => void> {
+    let from: StartAt;
     try {
-      checkRef(input, 'subscribe', ['listener']);
+      checkRef(input, 'subscribe', ['listener', 'lastEventId', 'handoff']);
       if (typeof input.listener !== 'function') throw invalid('listener must be a function', 'listener');
+      from = startAt(input);
     } catch (e) {
       return Promise.reject(e);
     }
-    const { tenantId, workstreamId, listener } = input;
+    return this.follow(input, input.listener, from);
+  }
+
+  /**
+   * The same subscription as an async iterator (`for await … of`), which takes an AbortSignal.
+   * At most `events.listenerBuffer` events wait unread; a reader further behind receives
+   * `stream_overflow` and the iteration ends (E3). It also ends after `ws_closed`, when the
+   * signal aborts, or on `break`. Bad input, or another tenant's workstream, rejects the first
+   * `next()`.
+   */
+  events(input: SubscribeInput & { readonly signal?: AbortSignal }): AsyncIterableIterator<TurnwardenEvent> {
+    checkRef(input, 'events', ['lastEventId', 'handoff', 'signal']);
+    if (input.signal !== undefined && !(input.signal instanceof AbortSignal)) {
+      throw invalid('signal must be an AbortSignal', 'signal');
+    }
+    const from = startAt(input);
+    const iterator = new EventIterator(this.engine.events.listenerBuffer, input.signal);
+    const followed = this.follow(input, iterator.push, from).then(
+      (off) => iterator.attach(off),
+      (err: unknown) => {
+        iterator.end();
+        throw err;
+      },
+    );
+    // The first next() waits for the ownership check, so a refusal reaches the reader.
+    let checked = false;
+    const next = iterator.next.bind(iterator);
+    iterator.next = async () => {
+      if (!checked) {
+        checked = true;
+        await followed;
+      }
+      return next();
+    };
+    followed.catch(() => {});
+    return iterator;
+  }
+
+  private follow(ref: WorkstreamRef, listener: Listener, from: StartAt): Promise<() => void> {
+    const { tenantId, workstreamId } = ref;
     let verified = false;
     let refused = false;
     const held: TurnwardenEvent[] = [];
@@ -277,15 +328,31 @@ export class Turnwarden {
         this.logger.warn({ err, workstreamId, type: event.type }, 'event listener threw');
       }
     };
-    const off = this.engine.events.subscribe(String(workstreamId), (event) => {
-      if (refused) return;
-      if (verified) listener(event);
-      else held.push(event);
-    });
+    let closed = false;
+    const off = this.engine.events.subscribe(
+      String(workstreamId),
+      (event) => {
+        if (refused) return;
+        if (event.type === 'ws_closed') closed = true;
+        if (verified) listener(event);
+        else held.push(event);
+      },
+      from,
+    );
     return this.owned(tenantId, workstreamId).then(
-      () => {
+      (ws) => {
         verified = true;
         for (const event of held.splice(0)) deliver(event);
+        // D6: closed before this call, its stream since dropped from memory: closed at once.
+        if (ws.status === 'closed' && !closed) {
+          off();
+          deliver({
+            id: this.engine.events.position(workstreamId),
+            workstreamId,
+            type: 'ws_closed',
+            data: { reason: 'closed' },
+          });
+        }
         return off;
       },
       (err: unknown) => {
@@ -297,12 +364,20 @@ export class Turnwarden {
     );
   }
 
-  /** The durable history, in order (seq 1, 2, …). */
-  async history(input: WorkstreamRef): Promise<HistoryRow[]> {
+  /**
+   * The durable history, in order (seq 1, 2, …), and its handoff token: a listener subscribed
+   * with it continues exactly after these rows — no event missed, no row delivered twice — or
+   * receives `history_resync` (E2).
+   */
+  async history(input: WorkstreamRef): Promise<HistoryRead> {
     checkRef(input, 'history');
     const { tenantId, workstreamId } = input;
     await this.owned(tenantId, workstreamId);
-    return this.store.readHistory(workstreamId);
+    // The position is taken before the read: a row durable before it is in the rows; one that
+    // becomes durable after it is announced after it (and filtered out if the read saw it).
+    const position = this.engine.events.position(workstreamId);
+    const rows = await this.store.readHistory(workstreamId);
+    return { rows, handoff: handoffToken(workstreamId, position, rows.at(-1)?.seq ?? 0) };
   }
 
   /** The session machine's state (idle, claimed, streaming, tool-debt, force-abandoning, closed). */
@@ -427,6 +502,7 @@ export class Turnwarden {
       activeTurns: this.engine.activeTurns(),
       watchdog: this.engine.watchdog.stats(),
       pool: this.engine.pool.stats(),
+      events: this.engine.events.stats(),
     };
   }
 

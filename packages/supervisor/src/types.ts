@@ -1,4 +1,4 @@
-import type { AbortReason, SessionState, TurnStatus, WireError } from '@turnwarden/protocol';
+import type { AbortReason, HistoryRow, SessionState, TurnStatus, WireError } from '@turnwarden/protocol';
 
 export interface WorkstreamInfo {
   readonly workstreamId: string;
@@ -47,6 +47,22 @@ export interface CompactInput extends WorkstreamRef {
   readonly summary: string;
   /** The summary row's commit key (default: a fresh one). */
   readonly commitKey?: string;
+}
+
+/** Where a subscription starts; at most one of the two (default: live). */
+export interface SubscribeInput extends WorkstreamRef {
+  /** The last event id the client saw: what it missed is replayed, or `replay_truncated` (E1). */
+  readonly lastEventId?: number;
+  /** A `history()` read's token: the stream continues exactly after its rows, or `history_resync` (E2). */
+  readonly handoff?: string;
+}
+
+/** A history read (E2). */
+export interface HistoryRead {
+  /** The durable history, in order (seq 1, 2, …). */
+  readonly rows: HistoryRow[];
+  /** Subscribe with it to continue exactly after these rows. Opaque. */
+  readonly handoff: string;
 }
 
 export interface RewindInput extends WorkstreamRef {

@@ -33,9 +33,9 @@ export const c3: Scenario = {
       guarantee: 'S2',
       check: (r) => {
         const started = new Set(
-          r.events
-            .filter((e) => e.type === 'tool_started' && e.generation === r.result?.generation)
-            .map((e) => Number(e.data.callIndex)),
+          r.events.flatMap((e) =>
+            e.type === 'tool_started' && e.generation === r.result?.generation ? [e.data.callIndex] : [],
+          ),
         );
         for (const row of r.history) {
           const m = row.message;

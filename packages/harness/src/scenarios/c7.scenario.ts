@@ -39,9 +39,13 @@ export const c7: Scenario = {
       check: (r) => {
         if (!r.cancel?.whileDispatchHeld) return undefined;
         const g = r.result?.generation;
+        // The claim's own user row is durable (and announced) before the dispatch: not a run.
         const ran = r.events.filter(
           (e) =>
-            e.generation === g && (e.type === 'token' || e.type === 'tool_started' || e.type === 'message'),
+            e.generation === g &&
+            (e.type === 'token' ||
+              e.type === 'tool_started' ||
+              (e.type === 'message' && e.data.message.role !== 'user')),
         );
         const rows = r.history.filter((row) => row.generation === g && row.message.role !== 'user');
         if (ran.length > 0)

@@ -90,19 +90,19 @@ export async function startRuntime(
   const events: TurnwardenEvent[] = [];
   await tw.subscribe({ tenantId: 'tenant-a', workstreamId, listener: (e) => events.push(e) });
   const send = (content: string) => tw.send({ tenantId: 'tenant-a', workstreamId, content });
-  const history = () => tw.history({ tenantId: 'tenant-a', workstreamId });
+  const history = async () => (await tw.history({ tenantId: 'tenant-a', workstreamId })).rows;
   const logged = (msg: string) => logs.filter((l) => l.msg === msg);
   const types = () => events.map((e) => e.type);
   return { tw, logs, events, workstreamId, send, history, logged, types, waitForLog };
 }
 
 /** Resolves with the first event of `type` (deterministic waiting: no sleeps). */
-export function nextEvent(
+export function nextEvent<K extends TurnwardenEvent['type']>(
   tw: Turnwarden,
   workstreamId: string,
-  type: TurnwardenEvent['type'],
+  type: K,
   tenantId = 'tenant-a',
-): Promise<TurnwardenEvent> {
+): Promise<Extract<TurnwardenEvent, { type: K }>> {
   return new Promise((resolve, reject) => {
     let seen = false;
     // Registration is synchronous: an event emitted right after this call is not missed.
@@ -113,7 +113,7 @@ export function nextEvent(
         if (seen || e.type !== type) return;
         seen = true;
         void subscribed.then((off) => off());
-        resolve(e);
+        resolve(e as Extract<TurnwardenEvent, { type: K }>);
       },
     });
     subscribed.catch(reject);
