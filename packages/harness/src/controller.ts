@@ -13,7 +13,7 @@ import type {
 } from '@turnwarden/protocol';
 
 export interface Parked {
-  /** Logical thread: `S` (watchdog), `J` (journal), `D` (dispatch), `W<generation>` (a turn's worker). */
+  /** Logical thread: `S` (watchdog), `J` (journal), `N` (a durable batch's announcement), `D` (dispatch), `W<generation>` (a turn's worker). */
   readonly thread: string;
   readonly seam: SeamName;
   readonly ctx: SeamContext;
@@ -26,6 +26,7 @@ const MAIN_THREAD: Partial<Record<SeamName, string>> = {
   'watchdog.sample→commit': 'S',
   'watchdog.commit→publish': 'S',
   'journal.admit': 'J',
+  'journal.durable→announce': 'N',
   'rewrite.admit→write': 'R',
   'claim.capture→dispatch': 'D',
   'send.capture→enqueue': 'Q',

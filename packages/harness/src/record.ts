@@ -59,6 +59,19 @@ export interface RunRecord {
         generation?: number;
       }
     | undefined;
+  /**
+   * The host's history read and the listener it registered with the read's token (E2): the
+   * seqs it read, the seqs announced to the listener after, whether it was told to resync.
+   */
+  handoff:
+    | {
+        readonly rows: number[];
+        readonly announced: number[];
+        resynced: boolean;
+        outcome: 'pending' | 'ok' | string;
+        readonly settled: Promise<unknown>;
+      }
+    | undefined;
   /** A plain turn sent after the run completed (the workstream recovered). */
   recovered: boolean | undefined;
   /** The scheduled turn's handle was cancelled after its successor started (C4). */
@@ -77,6 +90,7 @@ export function newRecord(): RunRecord {
     cancel: undefined,
     close: undefined,
     next: undefined,
+    handoff: undefined,
     summaryAtIdle: undefined,
     journalReleases: [],
     history: [],

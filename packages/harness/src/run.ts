@@ -26,6 +26,7 @@ export class Run {
   private turn!: TurnHandle;
   /** The turn of the host's next message, once it started (S3, C7). */
   private nextDone: Promise<unknown> | undefined;
+  private offHandoff: (() => void) | undefined;
   private running = new Set<string>();
   private readonly words: Int32Array;
   private unsubscribe: () => void = () => {};
@@ -88,6 +89,8 @@ export class Run {
     scheduled = (await tw.status({ tenantId: TENANT, workstreamId })).generation + 1;
     // The scheduled send itself is not a competing send: it is not held before it enqueues.
     harness.passNext(SeamName.sendCaptureToEnqueue);
+    // Nor is its user row's announcement held: the send resolves once the turn has started.
+    harness.passNext(SeamName.journalDurableToAnnounce);
     run.turn = await tw.send({ tenantId: TENANT, workstreamId, content: scenario.script });
     run.running.add(`W${run.turn.generation}`);
     void run.turn.done.then((result) => {
@@ -175,6 +178,37 @@ export class Run {
     );
   }
 
+  /** The host reads the history and follows the stream from the read's token (E2). */
+  readAndFollow(): void {
+    const rows: number[] = [];
+    const announced: number[] = [];
+    const ref = { tenantId: TENANT, workstreamId: this.workstreamId };
+    const handoff: NonNullable<RunRecord['handoff']> = {
+      rows,
+      announced,
+      resynced: false,
+      outcome: 'pending',
+      settled: this.tw
+        .history(ref)
+        .then(async (read) => {
+          rows.push(...read.rows.map((r) => r.seq));
+          this.offHandoff = await this.tw.subscribe({
+            ...ref,
+            handoff: read.handoff,
+            listener: (e) => {
+              if (e.type === 'message') announced.push(e.data.seq);
+              if (e.type === 'history_resync') handoff.resynced = true;
+            },
+          });
+          handoff.outcome = 'ok';
+        })
+        .catch((e: unknown) => {
+          handoff.outcome = (e as { code?: string }).code ?? String(e);
+        }),
+    };
+    this.record.handoff = handoff;
+  }
+
   /** Time moves past the stall bound; one watchdog pass samples the slot. */
   advance(): void {
     this.rt.time.now += RUN_CONFIG.watchdog.timeoutMs + RUN_CONFIG.watchdog.pollMs;
@@ -252,8 +286,10 @@ export class Run {
       }
       // A worker waiting on a parked journal request, or a turn end waiting on a parked history
       // rewrite (the engine logs that it waits, synchronously, before it does), is blocked.
+      // So is one whose journal acknowledgement waits for its rows' announcement (E2).
       const journalHeld =
         this.harness.isParked('J') ||
+        this.harness.isParked('N') ||
         (this.harness.isParked('R') &&
           this.record.logs.some((l) => l.msg === 'turn end waiting for history rewrite in flight'));
       // A worker whose turn's dispatch is held at its seam has not started yet: not busy.
@@ -321,7 +357,15 @@ export class Run {
         new Promise((resolve) => setTimeout(resolve, SETTLE_TIMEOUT_MS)),
       ]);
     }
+    if (this.record.handoff !== undefined) {
+      await Promise.race([
+        this.record.handoff.settled,
+        new Promise((resolve) => setTimeout(resolve, SETTLE_TIMEOUT_MS)),
+      ]);
+    }
     this.record.history = await this.rt.store.readHistory(this.workstreamId);
+    // What the handoff listener heard up to here is what the invariant judges.
+    this.offHandoff?.();
     // The recovery turn runs unscheduled: nothing parks any more.
     this.harness.disarm();
     // A closed workstream takes no turn: that is the close working, not a failure to recover.

@@ -76,6 +76,13 @@ export const closeWaiting: Action = {
   run: (run) => run.softClose(true),
 };
 
+/** The host reads the history and follows the stream from the read's token (E2). */
+export const readAndFollow: Action = {
+  name: 'read-follow',
+  enabled: (run) => !run.turnDone && run.record.handoff === undefined,
+  run: (run) => run.readAndFollow(),
+};
+
 /** The host rewrites history (compaction of the prelude) while the turn runs (L8). */
 export const compactHistory: Action = {
   name: 'compact',

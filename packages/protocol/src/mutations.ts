@@ -29,6 +29,8 @@ export const Mutation = {
   abortTearsRewrite: 'abort-tears-rewrite',
   /** A send's claim is not checked against later cancels, closes or poisons (breaks C7). */
   claimIgnoresFence: 'claim-ignores-fence',
+  /** A handoff listener is told again of rows its history read returned (breaks E2). */
+  handoffRowsTwice: 'handoff-rows-twice',
 } as const;
 export type Mutation = (typeof Mutation)[keyof typeof Mutation];
 

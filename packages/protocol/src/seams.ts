@@ -17,6 +17,8 @@ export const SeamName = {
   watchdogCommitToPublish: 'watchdog.commit→publish',
   /** Supervisor: a journal request arrived from a worker; not yet admitted (L3, P6). */
   journalAdmit: 'journal.admit',
+  /** Supervisor: a journal batch is durable; its rows are not announced yet (E2). */
+  journalDurableToAnnounce: 'journal.durable→announce',
   /** Supervisor: a history rewrite was admitted under a live turn; its write has not run (L8). */
   rewriteAdmitToWrite: 'rewrite.admit→write',
   /** Supervisor: a send captured its claim; it has not been queued or admitted yet (C7). */

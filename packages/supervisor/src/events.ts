@@ -24,6 +24,8 @@
  * emitted in between is lost or delivered twice. A listener that throws is logged and kept.
  */
 import type { AbortReason, HistoryMessage, SessionState, TurnStatus } from '@turnwarden/protocol';
+// Harness-only switches: stripped from dist/ by scripts/build.mjs (see protocol/src/mutations.ts).
+import { Mutation, mutated } from '@turnwarden/protocol/mutations';
 import type { Logger } from 'pino';
 import type { EventsConfig } from './config.js';
 import type { PersistenceStatus } from './types.js';
@@ -110,7 +112,13 @@ function withoutRowsRead(listener: Listener, lastSeq: number): Listener {
   let filtering = true;
   return (event) => {
     if (event.type === 'history_resync') filtering = false;
-    if (filtering && event.type === 'message' && event.data.seq <= lastSeq) return;
+    if (
+      filtering &&
+      event.type === 'message' &&
+      event.data.seq <= lastSeq &&
+      !mutated(Mutation.handoffRowsTwice)
+    )
+      return;
     listener(event);
   };
 }

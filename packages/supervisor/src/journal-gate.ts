@@ -128,7 +128,9 @@ export class JournalGate {
     const { workstreamId } = input;
     const j = this.journalOf(workstreamId);
     j.pendingRows += input.entries.length;
-    return this.write(workstreamId, () => this.persist(j, input)).then((seqs) => {
+    return this.write(workstreamId, () => this.persist(j, input)).then(async (seqs) => {
+      const held = seam(SeamName.journalDurableToAnnounce, { workstreamId, generation: input.generation });
+      if (held !== undefined) await held;
       this.announceRows(workstreamId, input.generation, input.entries, seqs);
       return seqs;
     });
