@@ -118,13 +118,17 @@ export class SqliteStore implements Store {
   listWorkstreams(filter: WorkstreamFilter = {}): Promise<WorkstreamRecord[]> {
     return this.#run('listWorkstreams', () => {
       const f = checkObject('filter', filter);
-      checkKeys('filter', f, ['tenantId', 'status']);
+      checkKeys('filter', f, ['tenantId', 'status', 'afterId', 'limit']);
       if (f.status !== undefined && f.status !== 'open' && f.status !== 'closed') {
         throw invalidInput('filter.status', "must be 'open' or 'closed'");
       }
       return this.#workstreams.list({
         ...(f.tenantId === undefined ? {} : { tenantId: checkId('filter.tenantId', f.tenantId) }),
         ...(f.status === undefined ? {} : { status: f.status }),
+        ...(f.afterId === undefined ? {} : { afterId: checkId('filter.afterId', f.afterId) }),
+        ...(f.limit === undefined
+          ? {}
+          : { limit: Math.min(checkInteger('filter.limit', f.limit, 1), 10_000) }),
       });
     });
   }

@@ -36,6 +36,10 @@ export interface CreateWorkstreamInput {
 export interface WorkstreamFilter {
   readonly tenantId?: string;
   readonly status?: WorkstreamStatus;
+  /** Keyset paging: only ids after this one (ids are ordered). */
+  readonly afterId?: string;
+  /** At most this many (1–10,000); default: all. */
+  readonly limit?: number;
 }
 
 /** A batch of rows to make durable, all or nothing (shape-compatible with `JournalRequest`). */

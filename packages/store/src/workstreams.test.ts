@@ -94,6 +94,21 @@ describe('workstreams', () => {
     expect(await store.readHistory('w')).toEqual([]);
   });
 
+  it("lists a tenant's workstreams by id, a page at a time (keyset paging)", async () => {
+    const store = sandbox.memory();
+    for (const id of ['c', 'a', 'e', 'b', 'd']) await store.createWorkstream({ id, tenantId: 't1' });
+    await store.createWorkstream({ id: 'x', tenantId: 't2' });
+    const page1 = await store.listWorkstreams({ tenantId: 't1', limit: 2 });
+    expect(page1.map((w) => w.id)).toEqual(['a', 'b']);
+    const page2 = await store.listWorkstreams({ tenantId: 't1', limit: 2, afterId: 'b' });
+    expect(page2.map((w) => w.id)).toEqual(['c', 'd']);
+    const page3 = await store.listWorkstreams({ tenantId: 't1', limit: 2, afterId: 'd' });
+    expect(page3.map((w) => w.id)).toEqual(['e']);
+    await expect(store.listWorkstreams({ tenantId: 't1', limit: 0 })).rejects.toMatchObject({
+      code: 'INVALID_INPUT',
+    });
+  });
+
   it('T5: accepts the full id alphabet up to 128 characters', async () => {
     const store = sandbox.memory();
     const id = `Az09._:-${'y'.repeat(120)}`;

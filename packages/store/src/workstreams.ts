@@ -45,10 +45,14 @@ export class WorkstreamTable {
     this.#state = db.prepare<[string], { status: 'open' | 'closed'; generation: number }>(
       'SELECT status, generation FROM workstreams WHERE id = ?',
     );
-    this.#list = db.prepare<[{ tenant: string | null; status: string | null }], WorkstreamRow>(
+    this.#list = db.prepare<
+      [{ tenant: string | null; status: string | null; after: string | null; limit: number }],
+      WorkstreamRow
+    >(
       `SELECT * FROM workstreams
        WHERE (@tenant IS NULL OR tenant_id = @tenant) AND (@status IS NULL OR status = @status)
-       ORDER BY id`,
+         AND (@after IS NULL OR id > @after)
+       ORDER BY id LIMIT @limit`,
     );
     this.#insert = db.prepare<[string, string, string, number]>(
       `INSERT INTO workstreams (id, tenant_id, incarnation, generation, status, created_at)
@@ -70,7 +74,14 @@ export class WorkstreamTable {
   }
 
   list(filter: WorkstreamFilter): WorkstreamRecord[] {
-    return this.#list.all({ tenant: filter.tenantId ?? null, status: filter.status ?? null }).map(toRecord);
+    return this.#list
+      .all({
+        tenant: filter.tenantId ?? null,
+        status: filter.status ?? null,
+        after: filter.afterId ?? null,
+        limit: filter.limit ?? -1,
+      })
+      .map(toRecord);
   }
 
   /** The caller has checked that the id is free. */

@@ -44,6 +44,7 @@ async function world(options: { failRepair?: boolean; failSave?: boolean } = {})
     config: { journal: DEFAULT_CONFIG.journal },
     refused: () => {},
     workstreamGone: () => {},
+    deleting: () => false,
   });
   await inner.createWorkstream({ id: 'ws', tenantId: 't' });
   const generation = await inner.nextGeneration('ws');

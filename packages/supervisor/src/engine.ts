@@ -73,6 +73,14 @@ export class TurnEngine {
   private cancelSweep: (() => void) | undefined;
   /** Workstreams whose soft close waits on their running turn (C1). */
   private readonly closeLatches = new Set<string>();
+  /**
+   * D2: deletes under way or left ambiguous — hidden (not listed, gettable or openable), their
+   * id not re-creatable, their journal never replayed (D4) — until retired on proof (D3).
+   */
+  private readonly tombstones = new Map<
+    string,
+    { readonly tenantId: string; readonly incarnation: string }
+  >();
 
   constructor(options: EngineOptions) {
     const { config } = options;
@@ -267,7 +275,7 @@ export class TurnEngine {
   }
 
   /** Fences the workstream's earlier claims (C7) and says so when waiting sends were dropped. */
-  private revoke(workstreamId: string, ticket: number, reason: 'cancel' | 'close'): void {
+  private revoke(workstreamId: string, ticket: number, reason: 'cancel' | 'close' | 'gone'): void {
     const revoked = this.sends.fence(workstreamId, ticket, reason);
     if (revoked > 0) this.logger.info({ workstreamId, revoked, reason }, 'queued sends revoked');
   }
@@ -323,6 +331,71 @@ export class TurnEngine {
 
   closeLatched(workstreamId: string): boolean {
     return this.closeLatches.has(workstreamId);
+  }
+
+  /** The tombstone of a delete under way or left ambiguous (D2), if any. */
+  tombstone(workstreamId: string): { readonly tenantId: string; readonly incarnation: string } | undefined {
+    return this.tombstones.get(workstreamId);
+  }
+
+  deleting(workstreamId: string): boolean {
+    return this.tombstones.has(workstreamId);
+  }
+
+  /**
+   * Deletes one incarnation of a workstream (D1; the caller checked tenant and incarnation).
+   * The tombstone goes up first: the workstream is hidden and takes no new turn, its waiting
+   * sends are revoked, a running turn is aborted and has settled before the store deletes. An
+   * ambiguous store failure (an error, a lost acknowledgement) leaves the tombstone (D2) and
+   * rejects; a retry finishes. The tombstone retires only on proof — the row deleted, missing,
+   * or another incarnation's (D3) — and then listeners get `ws_closed` (`deleted`), once (D6).
+   */
+  async deleteWorkstream(workstreamId: string, tenantId: string, incarnation: string): Promise<void> {
+    if (!this.tombstones.has(workstreamId)) {
+      this.tombstones.set(workstreamId, { tenantId, incarnation });
+      this.logger.info({ workstreamId, incarnation }, 'workstream deleting');
+    }
+    this.revoke(workstreamId, this.sends.ticket(), 'gone');
+    const rec = this.sessions.peek(workstreamId);
+    const turn = rec?.turn;
+    if (turn !== undefined) {
+      this.aborts.abort(turn, 'workstream_gone');
+      await turn.done;
+    }
+    // Whatever was queued on the session (a repair, a rewrite) has run.
+    if (rec !== undefined) {
+      await rec.run(async () => {}).finally(() => this.sessions.release(rec));
+    }
+    try {
+      await this.store.deleteWorkstream(workstreamId, incarnation);
+    } catch (err) {
+      this.logger.warn(
+        { err, workstreamId, incarnation },
+        'workstream delete ambiguous: hidden until a retry or the sweep proves it gone',
+      );
+      throw err;
+    }
+    this.retire(workstreamId, 'deleted');
+  }
+
+  /** D3: a tombstone proven gone — its row missing or another incarnation's — retires; listeners are closed once. */
+  private retire(workstreamId: string, how: 'deleted' | 'proven'): void {
+    if (!this.tombstones.delete(workstreamId)) return;
+    this.logger.info({ workstreamId, how }, 'workstream deleted');
+    this.events.closeWorkstream(workstreamId, { reason: 'deleted' });
+  }
+
+  /**
+   * D3: the sweep's look at each tombstone. Retired when the store proves its incarnation gone;
+   * kept when the row is still that incarnation's, or the store cannot say. It never deletes,
+   * and never writes a row (D4): the explicit retry finishes a delete.
+   */
+  async probeTombstones(): Promise<void> {
+    for (const [workstreamId, t] of [...this.tombstones]) {
+      const row = await this.store.getWorkstream(workstreamId).catch(() => 'unknown' as const);
+      if (row === 'unknown' || row?.incarnation === t.incarnation) continue;
+      this.retire(workstreamId, 'proven');
+    }
   }
 
   /** See `Turnwarden.compact`. */
@@ -444,6 +517,9 @@ export class TurnEngine {
     this.cancelSweep = this.timers.every(this.config.journal.sweepMs, () => {
       const woken = this.gate.sweep();
       if (woken.length > 0) this.logger.info({ workstreams: woken }, 'journal sweep retried writes now');
+      if (this.tombstones.size > 0) {
+        this.probeTombstones().catch((err: unknown) => this.logger.warn({ err }, 'tombstone probe failed'));
+      }
     });
   }
 

@@ -21,6 +21,7 @@ function gateOn(store: Store): JournalGate {
     fenced: () => false,
     refused: () => {},
     workstreamGone: () => {},
+    deleting: () => false,
     timers: nodeTimers,
     config: { journal: { ...DEFAULT_CONFIG.journal, maxAttempts: 1 } },
   });

@@ -34,7 +34,9 @@ export type { RuntimeCounters } from './stats.js';
 export type {
   CloseInput,
   CompactInput,
+  DeleteInput,
   HistoryRead,
+  ListWorkstreamsInput,
   PersistenceStatus,
   RewindInput,
   RewindResult,
@@ -42,7 +44,9 @@ export type {
   SubscribeInput,
   TurnHandle,
   TurnResult,
+  WorkstreamDetails,
   WorkstreamInfo,
+  WorkstreamPage,
   WorkstreamRef,
   WorkstreamStatus,
 } from './types.js';

@@ -39,6 +39,7 @@ function world(level: 'debug' | 'info' = 'debug') {
     fenced: () => fenced,
     refused: () => void refused++,
     workstreamGone: () => {},
+    deleting: () => false,
     logger: pino({ level }, { write: (s: string) => void logs.push(JSON.parse(s)) }),
     timers: nodeTimers,
     config: { journal: DEFAULT_CONFIG.journal },

@@ -60,6 +60,8 @@ export interface GateHost {
   refused(): void;
   /** P5: a write found the workstream deleted (the store refused it with WORKSTREAM_NOT_FOUND). */
   workstreamGone(workstreamId: string): void;
+  /** D4: a delete of the workstream is under way: its rows are never written in the background. */
+  deleting(workstreamId: string): boolean;
   readonly logger: Logger;
   readonly timers: Timers;
   readonly config: { readonly journal: JournalConfig };
@@ -181,6 +183,17 @@ export class JournalGate {
     const { workstreamId } = input;
     const cfg = this.host.config.journal;
     for (let attempt = 1; ; attempt++) {
+      if (this.host.deleting(workstreamId)) {
+        // D4: a tombstone never replays rows; the delete decides what remains.
+        const wasRetrying = j.retry !== undefined;
+        j.retry = undefined;
+        this.host.logger.info(
+          { workstreamId, rows: input.entries.length },
+          'journal rows discarded: the workstream is being deleted',
+        );
+        this.done(j, input, wasRetrying);
+        return [];
+      }
       try {
         const seqs = await this.commit(input);
         const recovered = j.retry !== undefined || j.conflict !== undefined;

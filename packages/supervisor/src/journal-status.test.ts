@@ -19,6 +19,7 @@ async function gateOn(store: Store, ids: readonly string[], journal: Partial<Jou
   const events = new EventHub(logger);
   const seen: TurnwardenEvent[] = [];
   const gone: string[] = [];
+  const deleting = new Set<string>();
   for (const id of ids) events.subscribe(id, (e) => seen.push(e));
   const gate = new JournalGate({
     store,
@@ -28,10 +29,11 @@ async function gateOn(store: Store, ids: readonly string[], journal: Partial<Jou
     fenced: () => false,
     refused: () => {},
     workstreamGone: (id) => void gone.push(id),
+    deleting: (id) => deleting.has(id),
     timers: nodeTimers,
     config: { journal: { ...DEFAULT_CONFIG.journal, ...journal } },
   });
-  return { gate, seen, gone };
+  return { gate, seen, gone, deleting };
 }
 
 /** `inner` with its appendMany replaced. */
@@ -55,6 +57,26 @@ const row = (workstreamId: string, key: string): AppendInput => ({
 });
 
 describe('journal status', () => {
+  it('D4: rows retrying when a delete of their workstream begins are never written — not by the backoff, not by the sweep', async () => {
+    const base = openSqliteStore({ path: ':memory:' });
+    const faults = faultyStore(base);
+    faults.inject({ match: () => true, fault: 'transient', times: 1 });
+    const { gate, deleting } = await gateOn(faults.store, ['a'], { retryBaseMs: 60_000, retryMaxMs: 60_000 });
+    const ack = gate.append(row('a', 'a1'));
+    for (let i = 0; i < 100 && gate.status('a').state !== 'retrying'; i++) {
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    expect(gate.status('a').state).toBe('retrying');
+    deleting.add('a'); // a delete of the workstream has begun (its tombstone is up)
+    expect(gate.sweep()).toEqual(['a']);
+    expect(await ack).toEqual([]);
+    expect(gate.status('a')).toEqual({ state: 'healthy', pendingRows: 0 });
+    expect(await base.readHistory('a')).toEqual([]);
+    // A later batch is not written either while the tombstone stands.
+    expect(await gate.append(row('a', 'a2'))).toEqual([]);
+    expect(await base.readHistory('a')).toEqual([]);
+  });
+
   it('P5: rows of a deleted workstream are discarded, not failed: no retry, no error state, the host told', async () => {
     const inner = openSqliteStore({ path: ':memory:' });
     const { gate, seen, gone } = await gateOn(inner, ['a', 'b'], { retryBaseMs: 60_000 });

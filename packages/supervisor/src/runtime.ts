@@ -48,14 +48,18 @@ import type {
   ClaimedTurn,
   CloseInput,
   CompactInput,
+  DeleteInput,
   HistoryRead,
+  ListWorkstreamsInput,
   RewindInput,
   RewindResult,
   SendInput,
   SubscribeInput,
   TurnHandle,
   TurnResult,
+  WorkstreamDetails,
   WorkstreamInfo,
+  WorkstreamPage,
   WorkstreamRef,
   WorkstreamStatus,
 } from './types.js';
@@ -94,6 +98,8 @@ export interface TestControls {
   readonly clockBuffer: SharedArrayBuffer;
   /** One run of the journal's maintenance sweep (P4); the workstreams whose writes it retried. */
   sweepJournal(): string[];
+  /** The sweep's look at the tombstones of ambiguous deletes (D3). */
+  probeTombstones(): Promise<void>;
 }
 
 const engines = new WeakMap<Turnwarden, TurnEngine>();
@@ -111,6 +117,7 @@ export function testControls(tw: Turnwarden): TestControls {
   return {
     pollWatchdog: () => engine.watchdog.poll(),
     sweepJournal: () => engine.gate.sweep(),
+    probeTombstones: () => engine.probeTombstones(),
     get clockBuffer() {
       return engine.clock.buffer;
     },
@@ -250,11 +257,107 @@ export class Turnwarden {
     checkId(input.tenantId, 'tenantId');
     const id = input.workstreamId ?? `ws-${randomUUID()}`;
     checkId(id, 'workstreamId');
+    if (this.engine.tombstone(id) !== undefined) {
+      // D2: a delete of this id is not finished; it cannot be created again until it is.
+      throw new TurnwardenError(ErrorCode.WORKSTREAM_EXISTS, `workstream ${id} is being deleted`, {
+        details: { workstreamId: id, reason: 'deleting' },
+      });
+    }
     const rec = await this.store.createWorkstream({ id, tenantId: input.tenantId });
     // A predecessor's closed stream does not close the new incarnation's listeners (D6).
     this.engine.events.reopen(id);
     this.logger.info({ workstreamId: id, tenantId: input.tenantId }, 'workstream created');
     return { workstreamId: rec.id, tenantId: rec.tenantId, incarnation: rec.incarnation };
+  }
+
+  /** One workstream of the tenant (WORKSTREAM_NOT_FOUND for another tenant's, or one being deleted). */
+  async getWorkstream(input: WorkstreamRef): Promise<WorkstreamDetails> {
+    checkRef(input, 'getWorkstream');
+    return details(await this.owned(input.tenantId, input.workstreamId));
+  }
+
+  /**
+   * The tenant's workstreams in id order, a page at a time (`limit`, default 100; `cursor` from
+   * the previous page). Workstreams being deleted are not listed (D2).
+   */
+  async listWorkstreams(input: ListWorkstreamsInput): Promise<WorkstreamPage> {
+    checkFields(input, ['tenantId', 'status', 'limit', 'cursor'], 'listWorkstreams');
+    checkId(input.tenantId, 'tenantId');
+    const limit = input.limit ?? 100;
+    if (!Number.isSafeInteger(limit) || limit < 1 || limit > 1_000) {
+      throw invalid('limit must be an integer from 1 to 1000', 'limit');
+    }
+    if (input.status !== undefined && input.status !== 'open' && input.status !== 'closed') {
+      throw invalid("status must be 'open' or 'closed'", 'status');
+    }
+    let afterId: string | undefined;
+    if (input.cursor !== undefined) {
+      afterId =
+        typeof input.cursor === 'string' ? Buffer.from(input.cursor, 'base64url').toString('utf8') : '';
+      try {
+        checkId(afterId, 'cursor');
+      } catch {
+        throw invalid('cursor must be a nextCursor returned by listWorkstreams', 'cursor');
+      }
+    }
+    const items: WorkstreamDetails[] = [];
+    let last: string | undefined;
+    // Hidden tombstones are skipped; a page is refilled from the store until full or exhausted.
+    for (;;) {
+      const rows = await this.store.listWorkstreams({
+        tenantId: input.tenantId,
+        ...(input.status === undefined ? {} : { status: input.status }),
+        ...(afterId === undefined ? {} : { afterId }),
+        limit: limit - items.length,
+      });
+      for (const row of rows) {
+        last = row.id;
+        if (this.engine.tombstone(row.id) === undefined) items.push(details(row));
+      }
+      if (rows.length === 0 || items.length === limit) break;
+      afterId = last;
+    }
+    const full = items.length === limit && last !== undefined;
+    return full ? { items, nextCursor: Buffer.from(last!).toString('base64url') } : { items };
+  }
+
+  /**
+   * Deletes a workstream — the incarnation named (D1): a workstream created again under the id
+   * is another incarnation and is left alone (WORKSTREAM_NOT_FOUND). From the call on it is
+   * hidden (not listed, gettable or openable) and takes no turn; sends waiting on it are revoked
+   * and a running turn is aborted (`workstream_gone`) and settled; then its rows are deleted and
+   * listeners receive `ws_closed` (`deleted`), once. When the store fails ambiguously the call
+   * rejects and the workstream stays hidden, its id not re-creatable (D2); calling again
+   * finishes the delete, and the maintenance sweep retires the tombstone if it proves the
+   * delete happened (D3). Its journal is never written in the background meanwhile (D4).
+   */
+  async deleteWorkstream(input: DeleteInput): Promise<void> {
+    checkRef(input, 'deleteWorkstream', ['incarnation']);
+    if (
+      typeof input.incarnation !== 'string' ||
+      input.incarnation.length === 0 ||
+      input.incarnation.length > 256
+    ) {
+      throw invalid('incarnation must be the one createWorkstream or getWorkstream returned', 'incarnation');
+    }
+    const { tenantId, workstreamId, incarnation } = input;
+    const pending = this.engine.tombstone(workstreamId);
+    if (pending !== undefined && (pending.tenantId !== tenantId || pending.incarnation !== incarnation)) {
+      throw new TurnwardenError(ErrorCode.WORKSTREAM_NOT_FOUND, `workstream ${workstreamId} not found`);
+    }
+    const ws = await this.store.getWorkstream(workstreamId);
+    if (ws === undefined && pending !== undefined) {
+      // The retry of an ambiguous delete that had happened: proven, the tombstone retires (D3).
+      await this.engine.probeTombstones();
+      return;
+    }
+    if (!ws || ws.tenantId !== tenantId || ws.incarnation !== incarnation) {
+      throw new TurnwardenError(
+        ErrorCode.WORKSTREAM_NOT_FOUND,
+        `workstream ${workstreamId} (incarnation ${incarnation}) not found`,
+      );
+    }
+    await this.engine.deleteWorkstream(workstreamId, tenantId, incarnation);
   }
 
   /**
@@ -569,12 +672,36 @@ export class Turnwarden {
   }
 
   /** T2: another tenant's workstream is simply not found. */
-  private async owned(tenantId: string, workstreamId: string) {
+  /**
+   * The workstream, if this tenant owns it: another tenant's is not found (T2), and so is one
+   * being deleted (D2: hidden), except to the delete's own retry.
+   */
+  private async owned(tenantId: string, workstreamId: string, { deleting = false } = {}) {
     // The ids were checked with the call's input (checkRef, checkSendInput, checkCompactInput).
     const ws = await this.store.getWorkstream(workstreamId);
-    if (!ws || ws.tenantId !== tenantId) {
+    if (!ws || ws.tenantId !== tenantId || (!deleting && this.engine.tombstone(workstreamId) !== undefined)) {
       throw new TurnwardenError(ErrorCode.WORKSTREAM_NOT_FOUND, `workstream ${workstreamId} not found`);
     }
     return ws;
   }
+}
+
+function details(ws: {
+  readonly id: string;
+  readonly tenantId: string;
+  readonly incarnation: string;
+  readonly status: 'open' | 'closed';
+  readonly generation: number;
+  readonly createdAt: number;
+  readonly closedAt?: number;
+}): WorkstreamDetails {
+  return {
+    workstreamId: ws.id,
+    tenantId: ws.tenantId,
+    incarnation: ws.incarnation,
+    status: ws.status,
+    generation: ws.generation,
+    createdAt: ws.createdAt,
+    ...(ws.closedAt === undefined ? {} : { closedAt: ws.closedAt }),
+  };
 }

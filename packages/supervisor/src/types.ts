@@ -3,7 +3,37 @@ import type { AbortReason, HistoryRow, SessionState, TurnStatus, WireError } fro
 export interface WorkstreamInfo {
   readonly workstreamId: string;
   readonly tenantId: string;
-  /** Minted at each creation of the id (D1). */
+  /** Minted at each creation of the id (D1); `deleteWorkstream` names it. */
+  readonly incarnation: string;
+}
+
+/** A workstream as `getWorkstream` and `listWorkstreams` describe it. */
+export interface WorkstreamDetails extends WorkstreamInfo {
+  readonly status: 'open' | 'closed';
+  /** Turns claimed so far. */
+  readonly generation: number;
+  readonly createdAt: number;
+  readonly closedAt?: number;
+}
+
+export interface ListWorkstreamsInput {
+  readonly tenantId: string;
+  /** `open` or `closed`; default both. */
+  readonly status?: 'open' | 'closed';
+  /** Page size, 1–1000; default 100. */
+  readonly limit?: number;
+  /** The previous page's `nextCursor`. */
+  readonly cursor?: string;
+}
+
+export interface WorkstreamPage {
+  readonly items: readonly WorkstreamDetails[];
+  /** Present when there may be more: pass it as `cursor`. */
+  readonly nextCursor?: string;
+}
+
+export interface DeleteInput extends WorkstreamRef {
+  /** The incarnation to delete (D1): a workstream created again under the id is left alone. */
   readonly incarnation: string;
 }
 

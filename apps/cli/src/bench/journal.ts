@@ -46,6 +46,7 @@ async function ours(dir: string, sync: Sync, windowMs: number, ctx: BenchContext
       fenced: () => false,
       refused: () => {},
       workstreamGone: () => {},
+      deleting: () => false,
       timers: nodeTimers,
       config: DEFAULT_CONFIG,
     });
