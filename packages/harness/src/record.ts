@@ -72,6 +72,11 @@ export interface RunRecord {
         readonly settled: Promise<unknown>;
       }
     | undefined;
+  /**
+   * Listeners the host registered at points the schedule picked (D6), and one registered after
+   * the run: what each heard, and whether its registration was refused.
+   */
+  readonly followers: { readonly heard: TurnwardenEvent[]; refused?: string; readonly late: boolean }[];
   /** A plain turn sent after the run completed (the workstream recovered). */
   recovered: boolean | undefined;
   /** The scheduled turn's handle was cancelled after its successor started (C4). */
@@ -91,6 +96,7 @@ export function newRecord(): RunRecord {
     close: undefined,
     next: undefined,
     handoff: undefined,
+    followers: [],
     summaryAtIdle: undefined,
     journalReleases: [],
     history: [],

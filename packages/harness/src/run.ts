@@ -27,6 +27,7 @@ export class Run {
   /** The turn of the host's next message, once it started (S3, C7). */
   private nextDone: Promise<unknown> | undefined;
   private offHandoff: (() => void) | undefined;
+  private readonly followerOffs: (() => void)[] = [];
   private running = new Set<string>();
   private readonly words: Int32Array;
   private unsubscribe: () => void = () => {};
@@ -176,6 +177,26 @@ export class Run {
         next.outcome = (e as { code?: string }).code ?? String(e);
       },
     );
+  }
+
+  /** A listener registers at a point the schedule picks (D6). */
+  follow(late = false): Promise<void> {
+    const follower: RunRecord['followers'][number] = { heard: [], late };
+    this.record.followers.push(follower);
+    return this.tw
+      .subscribe({
+        tenantId: TENANT,
+        workstreamId: this.workstreamId,
+        listener: (e) => follower.heard.push(e),
+      })
+      .then(
+        (off) => {
+          this.followerOffs.push(off);
+        },
+        (e: unknown) => {
+          follower.refused = (e as { code?: string }).code ?? String(e);
+        },
+      );
   }
 
   /** The host reads the history and follows the stream from the read's token (E2). */
@@ -366,6 +387,9 @@ export class Run {
     this.record.history = await this.rt.store.readHistory(this.workstreamId);
     // What the handoff listener heard up to here is what the invariant judges.
     this.offHandoff?.();
+    // D6: one more listener registers once everything has settled.
+    if (this.record.followers.length > 0) await this.follow(true);
+    for (const off of this.followerOffs.splice(0)) off();
     // The recovery turn runs unscheduled: nothing parks any more.
     this.harness.disarm();
     // A closed workstream takes no turn: that is the close working, not a failure to recover.

@@ -76,6 +76,15 @@ export const closeWaiting: Action = {
   run: (run) => run.softClose(true),
 };
 
+/** A listener registers at a point the schedule picks (D6); two may. */
+export const follow: Action = {
+  name: 'follow',
+  enabled: (run) => run.record.followers.length < 2,
+  run: (run) => {
+    void run.follow();
+  },
+};
+
 /** The host reads the history and follows the stream from the read's token (E2). */
 export const readAndFollow: Action = {
   name: 'read-follow',

@@ -31,6 +31,8 @@ export const Mutation = {
   claimIgnoresFence: 'claim-ignores-fence',
   /** A handoff listener is told again of rows its history read returned (breaks E2). */
   handoffRowsTwice: 'handoff-rows-twice',
+  /** A listener registering after the close is kept instead of closed at once (breaks D6). */
+  lateListenerKept: 'late-listener-kept',
 } as const;
 export type Mutation = (typeof Mutation)[keyof typeof Mutation];
 

@@ -169,7 +169,7 @@ export class EventHub {
     if (from.kind === 'handoff') listener = withoutRowsRead(listener, from.lastSeq);
     const stream = this.streamOf(workstreamId, false);
     if (from.kind !== 'live') this.replay(stream, workstreamId, listener, from);
-    if (stream.closed !== undefined) {
+    if (stream.closed !== undefined && !mutated(Mutation.lateListenerKept)) {
       // A replay may have delivered it already.
       if (from.kind === 'live' || !this.replayed(stream, from)) this.deliver(listener, stream.closed);
       this.evictIdle();

@@ -21,6 +21,8 @@ import {
   isTurnwardenError,
   TurnwardenError,
 } from '@turnwarden/protocol';
+// Harness-only switches: stripped from dist/ by scripts/build.mjs (see protocol/src/mutations.ts).
+import { Mutation, mutated } from '@turnwarden/protocol/mutations';
 import { openSqliteStore, type Store } from '@turnwarden/store';
 import { type Level, type Logger, pino } from 'pino';
 import {
@@ -447,7 +449,7 @@ export class Turnwarden {
         verified = true;
         for (const event of held.splice(0)) deliver(event);
         // D6: closed before this call, its stream since dropped from memory: closed at once.
-        if (ws.status === 'closed' && !closed) {
+        if (ws.status === 'closed' && !closed && !mutated(Mutation.lateListenerKept)) {
           off();
           deliver({
             id: this.engine.events.position(workstreamId),

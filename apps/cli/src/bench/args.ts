@@ -12,6 +12,7 @@ const SECTION_NAMES = [
   'memory',
   'l12',
   'journal',
+  'events',
 ] as const;
 export type SectionName = (typeof SECTION_NAMES)[number];
 

@@ -9,6 +9,7 @@ import { cpus, loadavg } from 'node:os';
 import { benchActivation } from './activation.js';
 import { BenchUsageError, parseBenchArgs, type SectionName, USAGE } from './args.js';
 import { type BenchContext, errorText, silentLogger, within } from './common.js';
+import { benchEvents } from './events.js';
 import { benchJournal } from './journal.js';
 import { benchL12 } from './l12.js';
 import { benchMemory } from './memory.js';
@@ -36,6 +37,7 @@ const SECTIONS: Record<SectionName, { readonly title: string; readonly run: Sect
   memory: { title: 'memory per workstream', run: benchMemory },
   l12: { title: 'watchdog starvation', run: benchL12 },
   journal: { title: 'durable rows through the journal', run: benchJournal },
+  events: { title: 'event streams', run: benchEvents },
 };
 
 /** A section that hangs is reported as an error instead of holding the run forever. */
