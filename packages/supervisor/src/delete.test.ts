@@ -121,6 +121,23 @@ describe('deleting workstreams', () => {
     expect(heard.some((e) => e.type === 'ws_closed')).toBe(false);
   });
 
+  it('D4: the turn handle of a deleted workstream cannot cancel a turn of the one created again under its id', async () => {
+    rt = await startRuntime();
+    const { incarnation } = await rt.tw.getWorkstream(ref);
+    const old = await rt.send('first');
+    await old.done;
+    await rt.tw.deleteWorkstream({ ...ref, incarnation });
+    await rt.tw.createWorkstream(ref);
+    const successor = await rt.send(
+      script({ tools: [{ name: 'sleep', args: { ms: 50 } }] }, { text: 'done' }),
+    );
+    // Both are generation 1 of their incarnation.
+    expect(successor.generation).toBe(old.generation);
+    await nextEvent(rt.tw, rt.workstreamId, 'tool_started');
+    await old.cancel();
+    expect(await successor.done).toMatchObject({ status: 'completed', finalText: 'done' });
+  });
+
   it('D2 D3: an ambiguous delete leaves a hidden tombstone: not listed, gettable or re-creatable; the same incarnation keeps it, an explicit retry finishes and closes listeners once', async () => {
     const flaky = flakyDeletes(openSqliteStore({ path: ':memory:' }));
     rt = await startRuntime({ store: flaky.store });

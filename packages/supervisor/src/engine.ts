@@ -265,10 +265,14 @@ export class TurnEngine {
     return true;
   }
 
-  /** Force-cancels one turn, by generation: a later turn on the workstream is left alone. */
-  cancelTurn(workstreamId: string, generation: number): void {
+  /**
+   * Force-cancels one turn, named by its `done` promise — the turn's identity: a later turn on
+   * the workstream is left alone (C4), and so is a turn of a workstream created again under the
+   * id, whose generations start over (D4).
+   */
+  cancelTurn(workstreamId: string, turn: Promise<unknown>): void {
     const running = this.sessions.peek(workstreamId)?.turn;
-    if (running && running.generation === generation) {
+    if (running && running.done === turn) {
       this.revoke(workstreamId, this.sends.ticket(), 'cancel');
       this.aborts.abort(running, 'cancel');
     }

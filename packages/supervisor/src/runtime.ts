@@ -648,7 +648,7 @@ export class Turnwarden {
   private handle(claimed: ClaimedTurn, signal: AbortSignal | undefined): TurnHandle {
     const { workstreamId, generation, done } = claimed;
     const cancel = (): Promise<TurnResult> => {
-      this.engine.cancelTurn(workstreamId, generation);
+      this.engine.cancelTurn(workstreamId, done);
       return done;
     };
     if (signal) {
