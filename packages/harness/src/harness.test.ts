@@ -13,7 +13,7 @@ import { decodeTrace } from './trace.js';
 const BUDGET_MS = 25_000;
 
 describe('interleaving harness', () => {
-  it('L3 L4 L6 L7 L8 S3 C1 C3 C4 C7 E2 D6: the correct runtime passes every invariant under random and PCT schedules', async () => {
+  it('L3 L4 L6 L7 L8 S3 C1 C3 C4 C7 E2 D4 D6: the correct runtime passes every invariant under random and PCT schedules', async () => {
     const report = await explore({
       scenarios: SCENARIOS,
       schedulers: ['random', 'pct'],
@@ -25,7 +25,7 @@ describe('interleaving harness', () => {
     for (const scenario of SCENARIOS) expect(report.perScenario[scenario.id]!.distinct).toBeGreaterThan(1);
   }, 120_000);
 
-  it('L3 L8 S3 S6 T7 C1 C3 C7 E2 D6: every scenario holds on a store that delays every write by a random time (an asynchronous store)', async () => {
+  it('L3 L8 S3 S6 T7 C1 C3 C7 E2 D4 D6: every scenario holds on a store that delays every write by a random time (an asynchronous store)', async () => {
     const report = await explore({
       scenarios: SCENARIOS,
       schedulers: ['random', 'pct'],
@@ -57,6 +57,7 @@ describe('interleaving harness', () => {
     [Mutation.claimIgnoresFence, 'no-queued-start-after-cancel', 'C7', ['C7']],
     [Mutation.handoffRowsTwice, 'handoff-exact', 'E2', ['E2']],
     [Mutation.lateListenerKept, 'listeners-quiesced', 'D6', ['D6']],
+    [Mutation.successorSharesStream, 'successor-untouched', 'D4', ['D4']],
   ])(
     'finds the %s mutation: a %s violation of %s',
     async (mutation, invariant, guarantee, ids) => {

@@ -41,9 +41,12 @@ const noLateRows: Invariant = {
     const commitAt = r.logs.findIndex((l) => l.msg === DEFINITIVE || l.msg === ABORTED_OTHER);
     if (commitAt < 0) return undefined;
     const aborted = r.logs[commitAt]!.generation;
+    // A workstream deleted and created again (D4) starts its generations over: what follows the
+    // deletion is the successor's (the D4 scenario judges that nothing of the predecessor lands).
+    const deletedAt = r.logs.findIndex((l) => l.msg === 'workstream deleted');
     const late = new Set(
       r.logs
-        .slice(commitAt)
+        .slice(commitAt, deletedAt < 0 ? undefined : deletedAt)
         .filter((l) => l.msg === 'journal admitted' && l.generation === aborted)
         .flatMap((l) => l.commitKeys as string[]),
     );

@@ -77,6 +77,19 @@ export interface RunRecord {
    * the run: what each heard, and whether its registration was refused.
    */
   readonly followers: { readonly heard: TurnwardenEvent[]; refused?: string; readonly late: boolean }[];
+  /**
+   * The host deleted the workstream at a point the schedule picked, created it again under the
+   * same id and ran a turn on the successor (D4): what the successor's listener heard and how
+   * its turn ended.
+   */
+  deletion:
+    | {
+        outcome: 'pending' | 'ok' | string;
+        readonly heard: TurnwardenEvent[];
+        successor: TurnResult | undefined;
+        readonly settled: Promise<unknown>;
+      }
+    | undefined;
   /** A plain turn sent after the run completed (the workstream recovered). */
   recovered: boolean | undefined;
   /** The scheduled turn's handle was cancelled after its successor started (C4). */
@@ -97,6 +110,7 @@ export function newRecord(): RunRecord {
     next: undefined,
     handoff: undefined,
     followers: [],
+    deletion: undefined,
     summaryAtIdle: undefined,
     journalReleases: [],
     history: [],

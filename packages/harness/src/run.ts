@@ -8,7 +8,7 @@
 import { isFenced } from '@turnwarden/clock';
 import { type SeamFault, SeamName } from '@turnwarden/protocol';
 import { Mutation } from '@turnwarden/protocol/mutations';
-import type { TurnHandle } from '@turnwarden/supervisor/harness';
+import type { TurnHandle, TurnwardenEvent } from '@turnwarden/supervisor/harness';
 import { testControls } from '@turnwarden/supervisor/harness';
 import { newRecord, type RunRecord } from './record.js';
 import { type HarnessRuntime, RUN_CONFIG, TENANT } from './runtime.js';
@@ -177,6 +177,31 @@ export class Run {
         next.outcome = (e as { code?: string }).code ?? String(e);
       },
     );
+  }
+
+  /**
+   * The host deletes the workstream (the incarnation it reads now), creates it again under the
+   * same id and runs a turn on it (D4). The successor's turn runs unscheduled: once the delete
+   * has resolved the predecessor's turn has settled, and nothing parks any more.
+   */
+  deleteAndRecreate(): void {
+    const ref = { tenantId: TENANT, workstreamId: this.workstreamId };
+    const heard: TurnwardenEvent[] = [];
+    let deletion!: NonNullable<RunRecord['deletion']>;
+    const settled = (async () => {
+      const { incarnation } = await this.tw.getWorkstream(ref);
+      await this.tw.deleteWorkstream({ ...ref, incarnation });
+      this.harness.pause();
+      await this.tw.createWorkstream(ref);
+      this.followerOffs.push(await this.tw.subscribe({ ...ref, listener: (e) => heard.push(e) }));
+      const handle = await this.tw.send({ ...ref, content: 'successor' });
+      deletion.successor = await handle.done;
+      deletion.outcome = 'ok';
+    })().catch((e: unknown) => {
+      deletion.outcome = (e as { code?: string }).code ?? String(e);
+    });
+    deletion = { outcome: 'pending', heard, successor: undefined, settled };
+    this.record.deletion = deletion;
   }
 
   /** A listener registers at a point the schedule picks (D6). */
@@ -375,6 +400,12 @@ export class Run {
     if (this.record.close !== undefined) {
       await Promise.race([
         this.record.close.settled,
+        new Promise((resolve) => setTimeout(resolve, SETTLE_TIMEOUT_MS)),
+      ]);
+    }
+    if (this.record.deletion !== undefined) {
+      await Promise.race([
+        this.record.deletion.settled,
         new Promise((resolve) => setTimeout(resolve, SETTLE_TIMEOUT_MS)),
       ]);
     }

@@ -76,6 +76,13 @@ export const closeWaiting: Action = {
   run: (run) => run.softClose(true),
 };
 
+/** The host deletes the workstream and creates it again under the same id (D4). */
+export const deleteAndRecreate: Action = {
+  name: 'delete',
+  enabled: (run) => !run.turnDone && run.record.deletion === undefined,
+  run: (run) => run.deleteAndRecreate(),
+};
+
 /** A listener registers at a point the schedule picks (D6); two may. */
 export const follow: Action = {
   name: 'follow',

@@ -33,6 +33,8 @@ export const Mutation = {
   handoffRowsTwice: 'handoff-rows-twice',
   /** A listener registering after the close is kept instead of closed at once (breaks D6). */
   lateListenerKept: 'late-listener-kept',
+  /** A workstream created again under an id inherits its predecessor's event stream (breaks D4). */
+  successorSharesStream: 'successor-shares-stream',
 } as const;
 export type Mutation = (typeof Mutation)[keyof typeof Mutation];
 

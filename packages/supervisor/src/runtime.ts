@@ -267,7 +267,7 @@ export class Turnwarden {
     }
     const rec = await this.store.createWorkstream({ id, tenantId: input.tenantId });
     // A predecessor's closed stream does not close the new incarnation's listeners (D6).
-    this.engine.events.reopen(id);
+    if (!mutated(Mutation.successorSharesStream)) this.engine.events.reopen(id);
     this.logger.info({ workstreamId: id, tenantId: input.tenantId }, 'workstream created');
     return { workstreamId: rec.id, tenantId: rec.tenantId, incarnation: rec.incarnation };
   }
