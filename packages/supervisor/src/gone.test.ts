@@ -57,6 +57,10 @@ describe('workstream gone (P5)', () => {
     const ref = { tenantId: 'tenant-a', workstreamId: rt.workstreamId };
     const turn = await rt.send(briefTool);
     await nextEvent(rt.tw, rt.workstreamId, 'tool_started');
+    // A client that read the history and follows from its handoff token (E2).
+    const read = await rt.tw.history(ref);
+    const following: string[] = [];
+    await rt.tw.subscribe({ ...ref, handoff: read.handoff, listener: (e) => following.push(e.type) });
     const queued = refusal(rt.send('waiting behind the turn'));
     expect(await store.deleteWorkstream(rt.workstreamId)).toBe(true);
 
@@ -69,6 +73,9 @@ describe('workstream gone (P5)', () => {
     // Exactly one repair event names the deletion; no persistence trouble was reported.
     const resyncs = rt.events.filter((e) => e.type === 'history_resync');
     expect(resyncs.map((e) => e.data)).toEqual([{ reason: 'workstream_gone' }]);
+    // The token's follower is told its history is void; a new token cannot be minted (not found).
+    expect(following.filter((t) => t === 'history_resync')).toHaveLength(1);
+    expect((await refusal(rt.tw.history(ref))).code).toBe(ErrorCode.WORKSTREAM_NOT_FOUND);
     const persistence = rt.events.filter((e) => e.type === 'persistence').map((e) => e.data.state);
     expect(persistence.filter((s) => s === 'retrying' || s === 'conflict')).toEqual([]);
     expect(rt.logged('journal write failed; retrying')).toEqual([]);
