@@ -1,8 +1,8 @@
 /** Soft close (C1, C2): it refuses at once or waits, bounded, and never strands a tool call. */
-import { ErrorCode, isTurnwardenError, openToolCalls } from '@turnwarden/protocol';
+import { ErrorCode, openToolCalls } from '@turnwarden/protocol';
 import { openSqliteStore, type Store } from '@turnwarden/store';
 import { afterEach, describe, expect, it } from 'vitest';
-import { within } from './test-support/bounded.js';
+import { refusal, within } from './test-support/bounded.js';
 import { nextEvent, script, startRuntime } from './test-support/runtime.js';
 
 type Rt = Awaited<ReturnType<typeof startRuntime>>;
@@ -11,15 +11,6 @@ afterEach(async () => {
   await rt?.tw.shutdown();
   rt = undefined;
 });
-
-async function refusal(p: Promise<unknown>) {
-  const e = await p.then(
-    () => undefined,
-    (err: unknown) => err,
-  );
-  if (!isTurnwardenError(e)) throw new Error(`expected a TurnwardenError, got ${String(e)}`);
-  return e;
-}
 
 const toolThen = (tool: object) => script({ tools: [tool] }, { text: 'after the tool' });
 

@@ -3,10 +3,11 @@
  * tombstone (D2) that retires only on proof (D3), a predecessor never reaches its successor
  * (D4), listeners are closed once (D6). Counterparts of the structure suite's delete tests.
  */
-import { ErrorCode, isTurnwardenError, TurnwardenError } from '@turnwarden/protocol';
+import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
 import { openSqliteStore, type SqliteStore, type Store } from '@turnwarden/store';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { TurnwardenEvent } from './events.js';
+import { refusal } from './test-support/bounded.js';
 import { nextEvent, script, startRuntime } from './test-support/runtime.js';
 import { testControls } from './testing.js';
 
@@ -16,15 +17,6 @@ afterEach(async () => {
   await rt?.tw.shutdown();
   rt = undefined;
 });
-
-async function refusal(p: Promise<unknown>) {
-  const e = await p.then(
-    () => undefined,
-    (err: unknown) => err,
-  );
-  if (!isTurnwardenError(e)) throw new Error(`expected a TurnwardenError, got ${String(e)}`);
-  return e;
-}
 
 const ref = { tenantId: 'tenant-a', workstreamId: 'ws-1' };
 

@@ -3,10 +3,10 @@
  * `test_workstream_gone_discard_is_terminal_nonraising_and_bumps_revision` and
  * `test_gone_discard_is_a_terminal_latch_not_a_phantom_error`.
  */
-import { ErrorCode, isTurnwardenError } from '@turnwarden/protocol';
+import { ErrorCode } from '@turnwarden/protocol';
 import { type AppendInput, openSqliteStore, type SqliteStore, type Store } from '@turnwarden/store';
 import { afterEach, describe, expect, it } from 'vitest';
-import { within } from './test-support/bounded.js';
+import { refusal, within } from './test-support/bounded.js';
 import { nextEvent, script, startRuntime } from './test-support/runtime.js';
 
 type Rt = Awaited<ReturnType<typeof startRuntime>>;
@@ -18,15 +18,6 @@ afterEach(async () => {
   rt = undefined;
   store = undefined;
 });
-
-async function refusal(p: Promise<unknown>) {
-  const e = await p.then(
-    () => undefined,
-    (err: unknown) => err,
-  );
-  if (!isTurnwardenError(e)) throw new Error(`expected a TurnwardenError, got ${String(e)}`);
-  return e;
-}
 
 /** `inner`, which deletes the workstream just before a claim's user row is written. */
 function deletingAtClaim(inner: SqliteStore): Store {

@@ -3,10 +3,10 @@
  * be abandoned once begun — and a force cancel that never waits for it (C6). Counterpart of
  * `test_force_handler_does_not_wait_on_nonabandonable_truncation`.
  */
-import { ErrorCode, isTurnwardenError, openToolCalls } from '@turnwarden/protocol';
+import { ErrorCode, openToolCalls } from '@turnwarden/protocol';
 import { openSqliteStore } from '@turnwarden/store';
 import { afterEach, describe, expect, it } from 'vitest';
-import { within } from './test-support/bounded.js';
+import { refusal, within } from './test-support/bounded.js';
 import { faultyStore, synthesized } from './test-support/faulty-store.js';
 import { gatedStore } from './test-support/gated-store.js';
 import { nextEvent, script, startRuntime } from './test-support/runtime.js';
@@ -17,15 +17,6 @@ afterEach(async () => {
   await rt?.tw.shutdown();
   rt = undefined;
 });
-
-async function refusal(p: Promise<unknown>) {
-  const e = await p.then(
-    () => undefined,
-    (err: unknown) => err,
-  );
-  if (!isTurnwardenError(e)) throw new Error(`expected a TurnwardenError, got ${String(e)}`);
-  return e;
-}
 
 const ref = (r: Rt) => ({ tenantId: 'tenant-a', workstreamId: r.workstreamId });
 const contents = async (r: Rt) =>

@@ -2,11 +2,11 @@
  * Event streams: replay after a reconnect (E1), the history-to-stream handoff (E2), bounded
  * listeners and memory (E3), terminal quiesce on every registration path (D6).
  */
-import { ErrorCode, isTurnwardenError } from '@turnwarden/protocol';
-import { openSqliteStore } from '@turnwarden/store';
+import { ErrorCode } from '@turnwarden/protocol';
+import { openSqliteStore, type SqliteStore, type Store } from '@turnwarden/store';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { TurnwardenEvent } from './events.js';
-import { within } from './test-support/bounded.js';
+import { refusal, within } from './test-support/bounded.js';
 import { nextEvent, script, startRuntime } from './test-support/runtime.js';
 
 type Rt = Awaited<ReturnType<typeof startRuntime>>;
@@ -16,15 +16,6 @@ afterEach(async () => {
   rt = undefined;
 });
 
-async function refusal(p: Promise<unknown>) {
-  const e = await p.then(
-    () => undefined,
-    (err: unknown) => err,
-  );
-  if (!isTurnwardenError(e)) throw new Error(`expected a TurnwardenError, got ${String(e)}`);
-  return e;
-}
-
 const ref = (r: Rt) => ({ tenantId: 'tenant-a', workstreamId: r.workstreamId });
 const withTool = script({ tools: [{ name: 'echo', args: { text: 'x' } }] }, { text: 'done' });
 
@@ -33,6 +24,44 @@ async function collect(r: Rt, from: { lastEventId?: number; handoff?: string } =
   const got: TurnwardenEvent[] = [];
   const off = await r.tw.subscribe({ ...ref(r), ...from, listener: (e) => got.push(e) });
   return { got, off };
+}
+
+/**
+ * `inner`, whose next `method` call — once `arm()`ed — runs at once but answers only when
+ * `release()` is called: the store did the work, its answer is on its way.
+ */
+function answerLater(inner: SqliteStore, method: 'appendMany' | 'readHistory') {
+  let armed = false;
+  let release!: () => void;
+  let held!: () => void;
+  const atHold = new Promise<void>((resolve) => {
+    held = resolve;
+  });
+  const store = new Proxy(inner, {
+    get(target, key, receiver) {
+      const value = Reflect.get(target, key, receiver) as unknown;
+      if (typeof value !== 'function') return value;
+      const call = (...args: unknown[]) => (value as (...a: unknown[]) => unknown).apply(target, args);
+      if (key !== method) return call;
+      return (...args: unknown[]) => {
+        const answer = call(...args) as Promise<unknown>;
+        if (!armed) return answer;
+        armed = false;
+        held();
+        return new Promise((resolve) => {
+          release = () => resolve(answer);
+        });
+      };
+    },
+  }) as Store;
+  return {
+    store,
+    atHold,
+    arm: () => {
+      armed = true;
+    },
+    release: () => release(),
+  };
 }
 
 describe('event streams', () => {
@@ -108,40 +137,16 @@ describe('event streams', () => {
   });
 
   it('E2: a row durable but not yet announced when the history is read is delivered once, not twice', async () => {
-    const inner = openSqliteStore({ path: ':memory:' });
-    let hold = false;
-    let release!: () => void;
-    let held!: () => void;
-    const atHold = new Promise<void>((resolve) => {
-      held = resolve;
-    });
-    const store = new Proxy(inner, {
-      get(target, key, receiver) {
-        const value = Reflect.get(target, key, receiver) as unknown;
-        if (typeof value !== 'function') return value;
-        const call = (...args: unknown[]) => (value as (...a: unknown[]) => unknown).apply(target, args);
-        if (key !== 'appendMany') return call;
-        return (...args: unknown[]) => {
-          // The rows are written now; the acknowledgement (and so the announcement) waits.
-          const written = call(...args) as Promise<unknown>;
-          if (!hold) return written;
-          hold = false;
-          held();
-          return new Promise((resolve) => {
-            release = () => resolve(written);
-          });
-        };
-      },
-    });
-    rt = await startRuntime({ store });
+    const slow = answerLater(openSqliteStore({ path: ':memory:' }), 'appendMany');
+    rt = await startRuntime({ store: slow.store });
     await (await rt.send('first')).done;
-    hold = true;
+    slow.arm();
     const sending = rt.send('second'); // its user row: durable, not yet acknowledged
-    await atHold;
+    await slow.atHold;
     const read = await rt.tw.history(ref(rt));
     expect(read.rows.map((r) => r.message.content)).toEqual(['first', 'echo: first', 'second']);
     const follow = await collect(rt, { handoff: read.handoff });
-    release();
+    slow.release();
     await (await sending).done;
     const announced = follow.got.flatMap((e) => (e.type === 'message' ? [e.data.seq] : []));
     expect([...read.rows.map((r) => r.seq), ...announced]).toEqual([1, 2, 3, 4]);
@@ -149,38 +154,14 @@ describe('event streams', () => {
   });
 
   it('E2: a row announced while the history read is on its way is not lost: the position is taken before the read', async () => {
-    const inner = openSqliteStore({ path: ':memory:' });
-    let hold = false;
-    let release!: () => void;
-    let held!: () => void;
-    const atHold = new Promise<void>((resolve) => {
-      held = resolve;
-    });
-    const store = new Proxy(inner, {
-      get(target, key, receiver) {
-        const value = Reflect.get(target, key, receiver) as unknown;
-        if (typeof value !== 'function') return value;
-        const call = (...args: unknown[]) => (value as (...a: unknown[]) => unknown).apply(target, args);
-        if (key !== 'readHistory') return call;
-        return (...args: unknown[]) => {
-          // The snapshot is read now; its answer arrives later (a remote store's round trip).
-          const read = call(...args) as Promise<unknown>;
-          if (!hold) return read;
-          hold = false;
-          held();
-          return new Promise((resolve) => {
-            release = () => resolve(read);
-          });
-        };
-      },
-    });
-    rt = await startRuntime({ store });
+    const slow = answerLater(openSqliteStore({ path: ':memory:' }), 'readHistory');
+    rt = await startRuntime({ store: slow.store });
     await (await rt.send('first')).done;
-    hold = true;
+    slow.arm();
     const reading = rt.tw.history(ref(rt));
-    await atHold;
+    await slow.atHold;
     const turn = await rt.send('second'); // its user row is durable and announced meanwhile
-    release();
+    slow.release();
     const read = await reading;
     expect(read.rows.map((r) => r.seq)).toEqual([1, 2]);
     const follow = await collect(rt, { handoff: read.handoff });

@@ -1,15 +1,8 @@
 /** Structural debt after failures (S3, S4, C5): repair, poison, rollback. */
-import {
-  ErrorCode,
-  type HarnessLink,
-  isTurnwardenError,
-  openToolCalls,
-  SeamName,
-  TurnwardenError,
-} from '@turnwarden/protocol';
+import { ErrorCode, type HarnessLink, openToolCalls, SeamName, TurnwardenError } from '@turnwarden/protocol';
 import { openSqliteStore } from '@turnwarden/store';
 import { afterEach, describe, expect, it } from 'vitest';
-import { within } from './test-support/bounded.js';
+import { refusal, within } from './test-support/bounded.js';
 import { assistantRow, faultyStore, synthesized } from './test-support/faulty-store.js';
 import { leaseStore } from './test-support/lease-store.js';
 import { nextEvent, script, startRuntime } from './test-support/runtime.js';
@@ -20,15 +13,6 @@ afterEach(async () => {
   await rt?.tw.shutdown();
   rt = undefined;
 });
-
-async function refusal(p: Promise<unknown>) {
-  const e = await p.then(
-    () => undefined,
-    (err: unknown) => err,
-  );
-  if (!isTurnwardenError(e)) throw new Error(`expected a TurnwardenError, got ${String(e)}`);
-  return e;
-}
 
 /** Resolves when the call occurrence `callIndex` has started. */
 function nextToolStart(r: Rt, callIndex: number): Promise<void> {
