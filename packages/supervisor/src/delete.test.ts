@@ -200,3 +200,80 @@ describe('deleting workstreams', () => {
     );
   });
 });
+
+describe('the lifecycle feed', () => {
+  it('D5: a creation is advertised only once it committed; one whose creation failed ambiguously is never advertised, nor its close; it never suppresses a successor', async () => {
+    const inner = openSqliteStore({ path: ':memory:' });
+    const committed = new Set<string>();
+    let failAfterCommit = false;
+    const store = new Proxy(inner, {
+      get(target, key, receiver) {
+        const value = Reflect.get(target, key, receiver) as unknown;
+        if (typeof value !== 'function') return value;
+        const call = (...args: unknown[]) => (value as (...a: unknown[]) => unknown).apply(target, args);
+        if (key !== 'createWorkstream') return call;
+        return async (...args: unknown[]) => {
+          const rec = (await call(...args)) as { id: string };
+          committed.add(rec.id);
+          if (failAfterCommit) {
+            failAfterCommit = false;
+            throw new TurnwardenError(ErrorCode.STORE_ERROR, 'injected: the creation was not acknowledged');
+          }
+          return rec;
+        };
+      },
+    }) as Store;
+    rt = await startRuntime({ store });
+    const feed: string[] = [];
+    const off = rt.tw.subscribeWorkstreams({
+      tenantId: 'tenant-a',
+      listener: (e) => {
+        // Advertised only once the row is committed.
+        if (e.type === 'ws_created' && !committed.has(e.workstreamId)) feed.push('premature');
+        feed.push(`${e.type}:${e.workstreamId}${e.reason ? `:${e.reason}` : ''}`);
+      },
+    });
+    rt.tw.subscribeWorkstreams({
+      tenantId: 'tenant-b',
+      listener: (e) => feed.push(`other tenant ${e.type}`),
+    });
+
+    await rt.tw.createWorkstream({ tenantId: 'tenant-a', workstreamId: 'a' });
+    // An ambiguous creation: the row exists, but it was never confirmed, so never advertised.
+    failAfterCommit = true;
+    expect((await refusal(rt.tw.createWorkstream({ tenantId: 'tenant-a', workstreamId: 'b' }))).code).toBe(
+      ErrorCode.STORE_ERROR,
+    );
+    const hidden = await rt.tw.getWorkstream({ tenantId: 'tenant-a', workstreamId: 'b' });
+    await rt.tw.deleteWorkstream({
+      tenantId: 'tenant-a',
+      workstreamId: 'b',
+      incarnation: hidden.incarnation,
+    });
+    // Its successor is advertised, and so is its close.
+    const successor = await rt.tw.createWorkstream({ tenantId: 'tenant-a', workstreamId: 'b' });
+    await rt.tw.deleteWorkstream({
+      tenantId: 'tenant-a',
+      workstreamId: 'b',
+      incarnation: successor.incarnation,
+    });
+    // Another unadvertised one, deleted by another process sharing the store: its successor is
+    // advertised, and its close is not suppressed by the predecessor it never heard of.
+    failAfterCommit = true;
+    await refusal(rt.tw.createWorkstream({ tenantId: 'tenant-a', workstreamId: 'c' }));
+    expect(await inner.deleteWorkstream('c')).toBe(true);
+    await rt.tw.createWorkstream({ tenantId: 'tenant-a', workstreamId: 'c' });
+    await rt.tw.close({ tenantId: 'tenant-a', workstreamId: 'c' });
+    await rt.tw.close({ tenantId: 'tenant-a', workstreamId: 'a' });
+    off();
+    await rt.tw.close({ tenantId: 'tenant-a', workstreamId: 'ws-1' });
+    expect(feed).toEqual([
+      'ws_created:a',
+      'ws_created:b',
+      'ws_closed:b:deleted',
+      'ws_created:c',
+      'ws_closed:c:closed',
+      'ws_closed:a:closed',
+    ]);
+  });
+});

@@ -24,6 +24,7 @@ import { type Admitted, admissionRefusal, admit, type ClaimInput, newHolder, sta
 import type { SupervisorConfig } from './config.js';
 import { EventHub } from './events.js';
 import { JournalGate } from './journal-gate.js';
+import { LifecycleFeed } from './lifecycle-feed.js';
 import { closeSession, compactIdle, leftover, repairLeftover, rewindIdle } from './maintenance.js';
 import { WorkerPool } from './pool.js';
 import { Recovery } from './recovery.js';
@@ -51,6 +52,8 @@ export class TurnEngine {
   readonly config: SupervisorConfig;
   readonly clock: ActivityClock;
   readonly events: EventHub;
+  /** Tenants' workstream lifecycle feeds (D5). */
+  readonly lifecycle: LifecycleFeed;
   readonly watchdog: Watchdog;
   readonly pool: WorkerPool;
   readonly counters = newCounters();
@@ -93,6 +96,7 @@ export class TurnEngine {
     this.leaseTtlMs = config.lease.ttlMs;
     this.clock = ActivityClock.create(config.pool.maxWorkers, options.now);
     this.events = new EventHub(this.logger, config.events);
+    this.lifecycle = new LifecycleFeed(this.logger);
     this.sessions = new Sessions(this.store, this.events, this.logger);
     this.gate = new JournalGate(this);
     this.aborts = new AbortProtocol(this);
@@ -384,9 +388,12 @@ export class TurnEngine {
 
   /** D3: a tombstone proven gone — its row missing or another incarnation's — retires; listeners are closed once. */
   private retire(workstreamId: string, how: 'deleted' | 'proven'): void {
-    if (!this.tombstones.delete(workstreamId)) return;
+    const t = this.tombstones.get(workstreamId);
+    if (t === undefined) return;
+    this.tombstones.delete(workstreamId);
     this.logger.info({ workstreamId, how }, 'workstream deleted');
     this.events.closeWorkstream(workstreamId, { reason: 'deleted' });
+    this.lifecycle.closed(t.tenantId, workstreamId, 'deleted');
   }
 
   /**

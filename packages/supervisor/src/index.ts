@@ -27,6 +27,7 @@ export type {
   WatchdogConfig,
 } from './config.js';
 export type { EventData, EventStats, Listener, TurnwardenEvent, TurnwardenEventType } from './events.js';
+export type { LifecycleListener, WorkstreamLifecycleEvent } from './lifecycle-feed.js';
 export type { PoolStats } from './pool.js';
 export type { RuntimeStats, TurnwardenOptions } from './runtime.js';
 export { Turnwarden } from './runtime.js';

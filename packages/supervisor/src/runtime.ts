@@ -42,6 +42,7 @@ import {
   checkSendInput,
   invalid,
 } from './input.js';
+import type { LifecycleListener } from './lifecycle-feed.js';
 import type { PoolStats } from './pool.js';
 import type { RuntimeCounters } from './stats.js';
 import { EventIterator, handoffToken, startAt } from './streams.js';
@@ -265,11 +266,34 @@ export class Turnwarden {
         details: { workstreamId: id, reason: 'deleting' },
       });
     }
-    const rec = await this.store.createWorkstream({ id, tenantId: input.tenantId });
+    let rec: Awaited<ReturnType<Store['createWorkstream']>>;
+    try {
+      rec = await this.store.createWorkstream({ id, tenantId: input.tenantId });
+    } catch (e) {
+      // D5: the store may have committed it; unconfirmed, it is never advertised.
+      if (isTurnwardenError(e, ErrorCode.STORE_ERROR)) this.engine.lifecycle.unconfirmed(id);
+      throw e;
+    }
     // A predecessor's closed stream does not close the new incarnation's listeners (D6).
     if (!mutated(Mutation.successorSharesStream)) this.engine.events.reopen(id);
     this.logger.info({ workstreamId: id, tenantId: input.tenantId }, 'workstream created');
+    this.engine.lifecycle.created(rec.tenantId, rec.id, rec.incarnation);
     return { workstreamId: rec.id, tenantId: rec.tenantId, incarnation: rec.incarnation };
+  }
+
+  /**
+   * Follows a tenant's workstreams (D5): `ws_created` once a creation has committed, `ws_closed`
+   * (`closed` or `deleted`) when one ends. A workstream whose creation failed ambiguously is never
+   * advertised, nor is its close. Registration is immediate; returns the function that stops it.
+   */
+  subscribeWorkstreams(input: {
+    readonly tenantId: string;
+    readonly listener: LifecycleListener;
+  }): () => void {
+    checkFields(input, ['tenantId', 'listener'], 'subscribeWorkstreams');
+    checkId(input.tenantId, 'tenantId');
+    if (typeof input.listener !== 'function') throw invalid('listener must be a function', 'listener');
+    return this.engine.lifecycle.subscribe(input.tenantId, input.listener);
   }
 
   /** One workstream of the tenant (WORKSTREAM_NOT_FOUND for another tenant's, or one being deleted). */
@@ -516,6 +540,7 @@ export class Turnwarden {
     await this.owned(tenantId, workstreamId);
     await this.engine.close(workstreamId, waitMs, ticket);
     this.logger.info({ workstreamId }, 'workstream closed');
+    this.engine.lifecycle.closed(tenantId, workstreamId, 'closed');
   }
 
   // ── turns ──────────────────────────────────────────────────────────────────
