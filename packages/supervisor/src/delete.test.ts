@@ -4,10 +4,11 @@
  * (D4), listeners are closed once (D6). Counterparts of the structure suite's delete tests.
  */
 import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
-import { openSqliteStore, type SqliteStore, type Store } from '@turnwarden/store';
+import { openSqliteStore, type SqliteStore } from '@turnwarden/store';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { TurnwardenEvent } from './events.js';
 import { refusal } from './test-support/bounded.js';
+import { interceptStore } from './test-support/intercept.js';
 import { nextEvent, script, startRuntime } from './test-support/runtime.js';
 import { testControls } from './testing.js';
 
@@ -24,29 +25,21 @@ const ref = { tenantId: 'tenant-a', workstreamId: 'ws-1' };
 function flakyDeletes(inner: SqliteStore) {
   let mode: 'ok' | 'before' | 'after' = 'ok';
   let readsFail = false;
-  const store = new Proxy(inner, {
-    get(target, key, receiver) {
-      const value = Reflect.get(target, key, receiver) as unknown;
-      if (typeof value !== 'function') return value;
-      const call = (...args: unknown[]) => (value as (...a: unknown[]) => unknown).apply(target, args);
-      if (key === 'getWorkstream') {
-        return (...args: unknown[]) =>
-          readsFail ? Promise.reject(new Error('injected: the store cannot be reached')) : call(...args);
-      }
-      if (key !== 'deleteWorkstream') return call;
-      return async (...args: unknown[]) => {
-        const m = mode;
-        mode = 'ok';
-        const injected = () => {
-          throw new TurnwardenError(ErrorCode.STORE_ERROR, 'injected: the delete was not acknowledged');
-        };
-        if (m === 'before') injected();
-        const done = await call(...args);
-        if (m === 'after') injected();
-        return done;
-      };
+  const injected = () => {
+    throw new TurnwardenError(ErrorCode.STORE_ERROR, 'injected: the delete was not acknowledged');
+  };
+  const store = interceptStore(inner, {
+    getWorkstream: (original, ...args) =>
+      readsFail ? Promise.reject(new Error('injected: the store cannot be reached')) : original(...args),
+    deleteWorkstream: async (original, ...args) => {
+      const m = mode;
+      mode = 'ok';
+      if (m === 'before') injected();
+      const done = await original(...args);
+      if (m === 'after') injected();
+      return done;
     },
-  }) as Store;
+  });
   return {
     store,
     failNext(m: 'before' | 'after') {
@@ -206,23 +199,17 @@ describe('the lifecycle feed', () => {
     const inner = openSqliteStore({ path: ':memory:' });
     const committed = new Set<string>();
     let failAfterCommit = false;
-    const store = new Proxy(inner, {
-      get(target, key, receiver) {
-        const value = Reflect.get(target, key, receiver) as unknown;
-        if (typeof value !== 'function') return value;
-        const call = (...args: unknown[]) => (value as (...a: unknown[]) => unknown).apply(target, args);
-        if (key !== 'createWorkstream') return call;
-        return async (...args: unknown[]) => {
-          const rec = (await call(...args)) as { id: string };
-          committed.add(rec.id);
-          if (failAfterCommit) {
-            failAfterCommit = false;
-            throw new TurnwardenError(ErrorCode.STORE_ERROR, 'injected: the creation was not acknowledged');
-          }
-          return rec;
-        };
+    const store = interceptStore(inner, {
+      createWorkstream: async (original, ...args) => {
+        const rec = (await original(...args)) as { id: string };
+        committed.add(rec.id);
+        if (failAfterCommit) {
+          failAfterCommit = false;
+          throw new TurnwardenError(ErrorCode.STORE_ERROR, 'injected: the creation was not acknowledged');
+        }
+        return rec;
       },
-    }) as Store;
+    });
     rt = await startRuntime({ store });
     const feed: string[] = [];
     const off = rt.tw.subscribeWorkstreams({

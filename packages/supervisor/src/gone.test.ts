@@ -7,6 +7,7 @@ import { ErrorCode } from '@turnwarden/protocol';
 import { type AppendInput, openSqliteStore, type SqliteStore, type Store } from '@turnwarden/store';
 import { afterEach, describe, expect, it } from 'vitest';
 import { refusal, within } from './test-support/bounded.js';
+import { interceptStore } from './test-support/intercept.js';
 import { nextEvent, script, startRuntime } from './test-support/runtime.js';
 
 type Rt = Awaited<ReturnType<typeof startRuntime>>;
@@ -23,18 +24,13 @@ afterEach(async () => {
 function deletingAtClaim(inner: SqliteStore): Store {
   const userRow = (inputs: readonly AppendInput[]) =>
     inputs.some((i) => i.entries.some((e) => /^g\d+:u$/.test(e.commitKey)));
-  return new Proxy(inner, {
-    get(target, key, receiver) {
-      const value = Reflect.get(target, key, receiver) as unknown;
-      if (typeof value !== 'function') return value;
-      const call = (...args: unknown[]) => (value as (...a: unknown[]) => unknown).apply(target, args);
-      if (key !== 'appendMany' && key !== 'appendMessages') return call;
-      return async (...args: unknown[]) => {
-        const inputs = (key === 'appendMany' ? args[0] : [args[0]]) as AppendInput[];
-        if (userRow(inputs)) await target.deleteWorkstream(inputs[0]!.workstreamId);
-        return call(...args);
-      };
-    },
+  const deleteFirst = async (inputs: AppendInput[], write: () => unknown) => {
+    if (userRow(inputs)) await inner.deleteWorkstream(inputs[0]!.workstreamId);
+    return write();
+  };
+  return interceptStore(inner, {
+    appendMany: (original, ...args) => deleteFirst(args[0] as AppendInput[], () => original(...args)),
+    appendMessages: (original, ...args) => deleteFirst([args[0] as AppendInput], () => original(...args)),
   });
 }
 

@@ -183,17 +183,8 @@ export class JournalGate {
     const { workstreamId } = input;
     const cfg = this.host.config.journal;
     for (let attempt = 1; ; attempt++) {
-      if (this.host.deleting(workstreamId)) {
-        // D4: a tombstone never replays rows; the delete decides what remains.
-        const wasRetrying = j.retry !== undefined;
-        j.retry = undefined;
-        this.host.logger.info(
-          { workstreamId, rows: input.entries.length },
-          'journal rows discarded: the workstream is being deleted',
-        );
-        this.done(j, input, wasRetrying);
-        return [];
-      }
+      // D4: a tombstone never replays rows; the delete decides what remains.
+      if (this.host.deleting(workstreamId)) return this.discard(j, input, 'is being deleted');
       try {
         const seqs = await this.commit(input);
         const recovered = j.retry !== undefined || j.conflict !== undefined;
@@ -204,15 +195,8 @@ export class JournalGate {
       } catch (e) {
         if (isTurnwardenError(e, ErrorCode.WORKSTREAM_NOT_FOUND)) {
           // P5: the workstream was deleted: the rows are discarded, not failed.
-          const wasRetrying = j.retry !== undefined;
-          j.retry = undefined;
-          this.host.logger.info(
-            { workstreamId, rows: input.entries.length },
-            'journal rows discarded: the workstream was deleted',
-          );
           this.host.workstreamGone(workstreamId);
-          this.done(j, input, wasRetrying);
-          return [];
+          return this.discard(j, input, 'was deleted');
         }
         if (isTurnwardenError(e, ErrorCode.COMMIT_CONFLICT)) {
           // P1/P3: never retried automatically.
@@ -249,6 +233,18 @@ export class JournalGate {
         });
       }
     }
+  }
+
+  /** The batch will never be written (D4, P5): no longer pending, no error state; no seqs. */
+  private discard(j: Journal, input: AppendInput, why: 'was deleted' | 'is being deleted'): number[] {
+    const wasRetrying = j.retry !== undefined;
+    j.retry = undefined;
+    this.host.logger.info(
+      { workstreamId: input.workstreamId, rows: input.entries.length },
+      `journal rows discarded: the workstream ${why}`,
+    );
+    this.done(j, input, wasRetrying);
+    return [];
   }
 
   /** One batch's durable write: grouped with the batches ready in this loop turn, if the store can. */

@@ -424,24 +424,7 @@ export class Turnwarden {
     }
     const from = startAt(input);
     const iterator = new EventIterator(this.engine.events.listenerBuffer, input.signal);
-    const followed = this.follow(input, iterator.push, from).then(
-      (off) => iterator.attach(off),
-      (err: unknown) => {
-        iterator.end();
-        throw err;
-      },
-    );
-    // The first next() waits for the ownership check, so a refusal reaches the reader.
-    let checked = false;
-    const next = iterator.next.bind(iterator);
-    iterator.next = async () => {
-      if (!checked) {
-        checked = true;
-        await followed;
-      }
-      return next();
-    };
-    followed.catch(() => {});
+    iterator.attach(this.follow(input, iterator.push, from));
     return iterator;
   }
 

@@ -3,10 +3,11 @@
  * listeners and memory (E3), terminal quiesce on every registration path (D6).
  */
 import { ErrorCode } from '@turnwarden/protocol';
-import { openSqliteStore, type SqliteStore, type Store } from '@turnwarden/store';
+import { openSqliteStore, type SqliteStore } from '@turnwarden/store';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { TurnwardenEvent } from './events.js';
 import { refusal, within } from './test-support/bounded.js';
+import { interceptStore } from './test-support/intercept.js';
 import { nextEvent, script, startRuntime } from './test-support/runtime.js';
 
 type Rt = Awaited<ReturnType<typeof startRuntime>>;
@@ -37,23 +38,17 @@ function answerLater(inner: SqliteStore, method: 'appendMany' | 'readHistory') {
   const atHold = new Promise<void>((resolve) => {
     held = resolve;
   });
-  const store = new Proxy(inner, {
-    get(target, key, receiver) {
-      const value = Reflect.get(target, key, receiver) as unknown;
-      if (typeof value !== 'function') return value;
-      const call = (...args: unknown[]) => (value as (...a: unknown[]) => unknown).apply(target, args);
-      if (key !== method) return call;
-      return (...args: unknown[]) => {
-        const answer = call(...args) as Promise<unknown>;
-        if (!armed) return answer;
-        armed = false;
-        held();
-        return new Promise((resolve) => {
-          release = () => resolve(answer);
-        });
-      };
+  const store = interceptStore(inner, {
+    [method]: (original: (...a: unknown[]) => unknown, ...args: unknown[]) => {
+      const answer = original(...args);
+      if (!armed) return answer;
+      armed = false;
+      held();
+      return new Promise((resolve) => {
+        release = () => resolve(answer);
+      });
     },
-  }) as Store;
+  });
   return {
     store,
     atHold,

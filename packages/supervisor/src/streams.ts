@@ -68,6 +68,8 @@ export class EventIterator implements AsyncIterableIterator<TurnwardenEvent> {
   private waiting: ((r: IteratorResult<TurnwardenEvent>) => void) | undefined;
   private ended = false;
   private unsubscribe: () => void = () => {};
+  /** The subscription (its ownership check): the first `next()` waits for it, so a refusal reaches the reader. */
+  private subscribed: Promise<unknown> | undefined;
   private readonly onAbort = () => this.end();
 
   constructor(
@@ -78,10 +80,19 @@ export class EventIterator implements AsyncIterableIterator<TurnwardenEvent> {
     else signal?.addEventListener('abort', this.onAbort, { once: true });
   }
 
-  /** Set once the subscription exists (it may deliver before). */
-  attach(unsubscribe: () => void): void {
-    if (this.ended) unsubscribe();
-    else this.unsubscribe = unsubscribe;
+  /** The subscription feeding `push` (it may deliver before it resolves). */
+  attach(subscription: Promise<() => void>): void {
+    this.subscribed = subscription.then(
+      (unsubscribe) => {
+        if (this.ended) unsubscribe();
+        else this.unsubscribe = unsubscribe;
+      },
+      (err: unknown) => {
+        this.end();
+        throw err;
+      },
+    );
+    this.subscribed.catch(() => {});
   }
 
   /** The subscription's listener. */
@@ -119,10 +130,15 @@ export class EventIterator implements AsyncIterableIterator<TurnwardenEvent> {
     resolve?.({ value: undefined, done: true });
   }
 
-  next(): Promise<IteratorResult<TurnwardenEvent>> {
+  async next(): Promise<IteratorResult<TurnwardenEvent>> {
+    const subscribed = this.subscribed;
+    if (subscribed !== undefined) {
+      this.subscribed = undefined;
+      await subscribed;
+    }
     const event = this.buffer.shift();
-    if (event !== undefined) return Promise.resolve({ value: event, done: false });
-    if (this.ended) return Promise.resolve({ value: undefined, done: true });
+    if (event !== undefined) return { value: event, done: false };
+    if (this.ended) return { value: undefined, done: true };
     return new Promise((resolve) => {
       this.waiting = resolve;
     });

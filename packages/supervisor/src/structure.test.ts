@@ -4,6 +4,7 @@ import { openSqliteStore } from '@turnwarden/store';
 import { afterEach, describe, expect, it } from 'vitest';
 import { refusal, within } from './test-support/bounded.js';
 import { assistantRow, faultyStore, synthesized } from './test-support/faulty-store.js';
+import { interceptStore } from './test-support/intercept.js';
 import { leaseStore } from './test-support/lease-store.js';
 import { nextEvent, script, startRuntime } from './test-support/runtime.js';
 
@@ -169,19 +170,11 @@ describe('structural debt', () => {
   it('S4: a rejected system row (a compaction summary) leaves the history as it was', async () => {
     const inner = openSqliteStore({ path: ':memory:' });
     let rejectNext = true;
-    const store = new Proxy(inner, {
-      get(target, key, receiver) {
-        const value = Reflect.get(target, key, receiver) as unknown;
-        if (typeof value !== 'function') return value;
-        if (key === 'compactHistory' && rejectNext) {
-          return () => {
-            rejectNext = false;
-            return Promise.reject(
-              new TurnwardenError(ErrorCode.STORE_ERROR, 'injected: compaction rejected'),
-            );
-          };
-        }
-        return (value as (...a: unknown[]) => unknown).bind(target);
+    const store = interceptStore(inner, {
+      compactHistory: (original, ...args) => {
+        if (!rejectNext) return original(...args);
+        rejectNext = false;
+        return Promise.reject(new TurnwardenError(ErrorCode.STORE_ERROR, 'injected: compaction rejected'));
       },
     });
     rt = await startRuntime({ store });
