@@ -17,27 +17,29 @@ const tw = await Turnwarden.start({
   pool: { maxWorkers: 2, warmWorkers: 1 },
 });
 try {
-  const { workstreamId } = await tw.createWorkstream({ tenantId: 'acme' });
+  // Every call names the tenant and the principal acting for it (T1).
+  const caller = { tenantId: 'acme', principal: 'user-1' };
+  const { workstreamId } = await tw.createWorkstream(caller);
   const seen = [];
-  const stop = await tw.subscribe({ tenantId: 'acme', workstreamId, listener: (e) => seen.push(e.type) });
+  const stop = await tw.subscribe({ ...caller, workstreamId, listener: (e) => seen.push(e.type) });
 
   // The built-in scripted model: one tool call, then an answer.
   const content = JSON.stringify({
     script: [{ tools: [{ name: 'echo', args: { text: 'from a tool' } }] }, { text: 'done' }],
   });
-  const turn = await tw.send({ tenantId: 'acme', workstreamId, content });
+  const turn = await tw.send({ ...caller, workstreamId, content });
   const result = await turn.done;
   if (result.status !== 'completed' || result.finalText !== 'done')
     fail(`turn ended ${JSON.stringify(result)}`);
 
-  const { rows } = await tw.history({ tenantId: 'acme', workstreamId });
+  const { rows } = await tw.history({ ...caller, workstreamId });
   const roles = rows.map((r) => r.message.role).join(',');
   if (roles !== 'user,assistant,tool,assistant') fail(`history is ${roles}`);
   if (!seen.includes('tool_started') || seen.at(-1) !== 'idle') fail(`events were ${seen.join(',')}`);
 
   // A typed refusal, checked the documented way.
   try {
-    await tw.send({ tenantId: 'acme', workstreamId, content: '   ' });
+    await tw.send({ ...caller, workstreamId, content: '   ' });
     fail('whitespace-only content was accepted');
   } catch (e) {
     if (!isTurnwardenError(e, ErrorCode.INVALID_INPUT)) throw e;

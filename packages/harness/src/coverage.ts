@@ -179,7 +179,7 @@ export const JOURNEYS: readonly Journey[] = [
       const release = await w.holdDispatch();
       const sent = w.send('never answered');
       await w.next('turn_started');
-      const cancelled = w.tw.cancel({ tenantId: 'model', workstreamId: w.workstreamId });
+      const cancelled = w.tw.cancel({ tenantId: 'model', principal: 'user', workstreamId: w.workstreamId });
       release();
       await Promise.all([sent, cancelled]);
     },
@@ -191,7 +191,7 @@ export const JOURNEYS: readonly Journey[] = [
       const started = w.next('state', 'streaming');
       const sent = w.send(script({ sleep: 600_000 }));
       await started;
-      await w.tw.cancel({ tenantId: 'model', workstreamId: w.workstreamId });
+      await w.tw.cancel({ tenantId: 'model', principal: 'user', workstreamId: w.workstreamId });
       await sent;
     },
   },
@@ -202,7 +202,7 @@ export const JOURNEYS: readonly Journey[] = [
       const started = w.next('tool_started');
       const sent = w.send(script({ tools: [HOLD, ...TOOLS(1)] }));
       await started;
-      await w.tw.cancel({ tenantId: 'model', workstreamId: w.workstreamId });
+      await w.tw.cancel({ tenantId: 'model', principal: 'user', workstreamId: w.workstreamId });
       await sent;
     },
   },
@@ -232,9 +232,9 @@ export const JOURNEYS: readonly Journey[] = [
       const sent = w.send(script({ tools: [HOLD, ...TOOLS(1)] }));
       await started;
       w.failNextRepair();
-      await w.tw.cancel({ tenantId: 'model', workstreamId: w.workstreamId });
+      await w.tw.cancel({ tenantId: 'model', principal: 'user', workstreamId: w.workstreamId });
       await sent;
-      await w.tw.cancel({ tenantId: 'model', workstreamId: w.workstreamId });
+      await w.tw.cancel({ tenantId: 'model', principal: 'user', workstreamId: w.workstreamId });
     },
   },
   {
@@ -260,7 +260,7 @@ export const JOURNEYS: readonly Journey[] = [
   {
     name: 'close: idle → closed (final)',
     events: [{ type: 'CLOSE' }],
-    run: (w) => w.tw.close({ tenantId: 'model', workstreamId: w.workstreamId }),
+    run: (w) => w.tw.close({ tenantId: 'model', principal: 'user', workstreamId: w.workstreamId }),
   },
 ];
 
@@ -349,10 +349,11 @@ export async function modelCoverage(): Promise<CoverageReport> {
     let n = 0;
     for (const journey of JOURNEYS) {
       const workstreamId = `model-${++n}`;
-      await tw.createWorkstream({ tenantId: 'model', workstreamId });
+      await tw.createWorkstream({ tenantId: 'model', principal: 'user', workstreamId });
       const waiters: { type: string; state: string | undefined; resolve: () => void }[] = [];
       await tw.subscribe({
         tenantId: 'model',
+        principal: 'user',
         workstreamId,
         listener: (e) => {
           for (const w of waiters.splice(0)) {
@@ -370,7 +371,7 @@ export async function modelCoverage(): Promise<CoverageReport> {
         store,
         workstreamId,
         send: async (content) => {
-          await (await tw.send({ tenantId: 'model', workstreamId, content })).done;
+          await (await tw.send({ tenantId: 'model', principal: 'user', workstreamId, content })).done;
         },
         next: (type, state) => new Promise((resolve) => waiters.push({ type, state, resolve })),
         faultAtToolJournal: (fault) => {

@@ -11,7 +11,7 @@ import { Mutation } from '@turnwarden/protocol/mutations';
 import type { TurnHandle, TurnwardenEvent } from '@turnwarden/supervisor/harness';
 import { testControls } from '@turnwarden/supervisor/harness';
 import { newRecord, type RunRecord } from './record.js';
-import { type HarnessRuntime, RUN_CONFIG, TENANT } from './runtime.js';
+import { type HarnessRuntime, PRINCIPAL, RUN_CONFIG, TENANT } from './runtime.js';
 import type { Scenario } from './scenario.js';
 
 const SETTLE_TIMEOUT_MS = 5_000;
@@ -62,6 +62,7 @@ export class Run {
     let scheduled: number | undefined;
     run.unsubscribe = await tw.subscribe({
       tenantId: TENANT,
+      principal: PRINCIPAL,
       workstreamId,
       listener: (e) => {
         if (e.type === 'turn_started' && e.generation === scheduled) {
@@ -82,17 +83,22 @@ export class Run {
     if (scenario.prelude) {
       harness.pause();
       for (const content of scenario.prelude) {
-        await (await tw.send({ tenantId: TENANT, workstreamId, content })).done;
+        await (await tw.send({ tenantId: TENANT, principal: PRINCIPAL, workstreamId, content })).done;
       }
       harness.rearm();
     }
     // The scheduled turn's generation is the next one: its turn_started names its worker.
-    scheduled = (await tw.status({ tenantId: TENANT, workstreamId })).generation + 1;
+    scheduled = (await tw.status({ tenantId: TENANT, principal: PRINCIPAL, workstreamId })).generation + 1;
     // The scheduled send itself is not a competing send: it is not held before it enqueues.
     harness.passNext(SeamName.sendCaptureToEnqueue);
     // Nor is its user row's announcement held: the send resolves once the turn has started.
     harness.passNext(SeamName.journalDurableToAnnounce);
-    run.turn = await tw.send({ tenantId: TENANT, workstreamId, content: scenario.script });
+    run.turn = await tw.send({
+      tenantId: TENANT,
+      principal: PRINCIPAL,
+      workstreamId,
+      content: scenario.script,
+    });
     run.running.add(`W${run.turn.generation}`);
     void run.turn.done.then((result) => {
       run.record.result = result;
@@ -108,6 +114,7 @@ export class Run {
     this.tw
       .compact({
         tenantId: TENANT,
+        principal: PRINCIPAL,
         workstreamId: this.workstreamId,
         throughSeq: 2,
         summary: 'the earlier exchange',
@@ -130,7 +137,7 @@ export class Run {
       outcome: 'pending' as 'pending' | boolean | string,
     };
     this.record.cancel = cancel;
-    this.tw.cancel({ tenantId: TENANT, workstreamId: this.workstreamId }).then(
+    this.tw.cancel({ tenantId: TENANT, principal: PRINCIPAL, workstreamId: this.workstreamId }).then(
       (done) => {
         cancel.outcome = done;
       },
@@ -143,7 +150,12 @@ export class Run {
   /** The host closes the workstream: at once (refused while the turn runs) or waiting for the turn (C1). */
   softClose(waiting: boolean): void {
     const settled = this.tw
-      .close({ tenantId: TENANT, workstreamId: this.workstreamId, ...(waiting ? { waitMs: 600_000 } : {}) })
+      .close({
+        tenantId: TENANT,
+        principal: PRINCIPAL,
+        workstreamId: this.workstreamId,
+        ...(waiting ? { waitMs: 600_000 } : {}),
+      })
       .then(
         () => {
           close.outcome = 'closed';
@@ -167,16 +179,18 @@ export class Run {
       beforeCancel: this.record.cancel === undefined,
     };
     this.record.next = next;
-    this.tw.send({ tenantId: TENANT, workstreamId: this.workstreamId, content: 'and next?' }).then(
-      (handle) => {
-        next.outcome = 'accepted';
-        next.generation = handle.generation;
-        this.nextDone = handle.done;
-      },
-      (e: unknown) => {
-        next.outcome = (e as { code?: string }).code ?? String(e);
-      },
-    );
+    this.tw
+      .send({ tenantId: TENANT, principal: PRINCIPAL, workstreamId: this.workstreamId, content: 'and next?' })
+      .then(
+        (handle) => {
+          next.outcome = 'accepted';
+          next.generation = handle.generation;
+          this.nextDone = handle.done;
+        },
+        (e: unknown) => {
+          next.outcome = (e as { code?: string }).code ?? String(e);
+        },
+      );
   }
 
   /**
@@ -185,7 +199,7 @@ export class Run {
    * has resolved the predecessor's turn has settled, and nothing parks any more.
    */
   deleteAndRecreate(): void {
-    const ref = { tenantId: TENANT, workstreamId: this.workstreamId };
+    const ref = { tenantId: TENANT, principal: PRINCIPAL, workstreamId: this.workstreamId };
     const heard: TurnwardenEvent[] = [];
     let deletion!: NonNullable<RunRecord['deletion']>;
     const settled = (async () => {
@@ -211,6 +225,7 @@ export class Run {
     return this.tw
       .subscribe({
         tenantId: TENANT,
+        principal: PRINCIPAL,
         workstreamId: this.workstreamId,
         listener: (e) => follower.heard.push(e),
       })
@@ -228,7 +243,7 @@ export class Run {
   readAndFollow(): void {
     const rows: number[] = [];
     const announced: number[] = [];
-    const ref = { tenantId: TENANT, workstreamId: this.workstreamId };
+    const ref = { tenantId: TENANT, principal: PRINCIPAL, workstreamId: this.workstreamId };
     const handoff: NonNullable<RunRecord['handoff']> = {
       rows,
       announced,
@@ -428,6 +443,7 @@ export class Run {
     try {
       const next = await this.tw.send({
         tenantId: TENANT,
+        principal: PRINCIPAL,
         workstreamId: this.workstreamId,
         content: 'are you still there?',
       });
@@ -453,7 +469,9 @@ export class Run {
     this.unsubscribe();
     if (this.turn !== undefined && !this.turnDone) {
       // A stuck run: force its turn out so the next run starts clean.
-      await this.tw.cancel({ tenantId: TENANT, workstreamId: this.workstreamId }).catch(() => false);
+      await this.tw
+        .cancel({ tenantId: TENANT, principal: PRINCIPAL, workstreamId: this.workstreamId })
+        .catch(() => false);
       this.gracePeriod();
     }
   }

@@ -27,6 +27,7 @@ export const RUN_CONFIG = {
 const SCRIPTED = '@turnwarden/session/scripted';
 
 export const TENANT = 'harness';
+export const PRINCIPAL = 'harness-user';
 
 export class HarnessRuntime {
   private sink: LogLine[] = [];
@@ -89,7 +90,7 @@ export class HarnessRuntime {
     if (this.timers.size > 0) left.push(`${this.timers.size} pending timer(s)`);
     this.sink = logs;
     const workstreamId = `ws-h${++this.runs}`;
-    await this.tw.createWorkstream({ tenantId: TENANT, workstreamId });
+    await this.tw.createWorkstream({ tenantId: TENANT, principal: PRINCIPAL, workstreamId });
     return { workstreamId, leaked: left.length === 0 ? undefined : left.join('; ') };
   }
 

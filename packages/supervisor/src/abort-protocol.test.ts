@@ -71,7 +71,7 @@ function world(options: { refresh?: () => Promise<boolean> } = {}) {
   const turn: ActiveTurn = {
     workstreamId: 'ws',
     tenantId: 't',
-    principal: undefined,
+    principal: 'user',
     generation: 4,
     lease: { workstreamId: 'ws', holder: 'me', token: 9, acquiredAt: 0, expiresAt: 1e12, released: false },
     worker: { id: 12, slot: 1, control: { postMessage: (m: unknown) => posted.push(m) } } as never,

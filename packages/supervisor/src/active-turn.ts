@@ -18,7 +18,7 @@ export interface ActiveTurn {
   readonly workstreamId: string;
   readonly tenantId: string;
   /** Who sent the turn's message: only the same principal's sends queue behind it (T3). */
-  readonly principal: string | undefined;
+  readonly principal: string;
   readonly generation: number;
   readonly lease: Lease;
   readonly worker: WorkerHandle;

@@ -43,7 +43,7 @@ export interface ClaimInput {
   readonly tenantId: string;
   readonly workstreamId: string;
   readonly content: string;
-  readonly principal?: string;
+  readonly principal: string;
   readonly tools?: readonly string[];
 }
 
@@ -126,10 +126,7 @@ export async function admit(
         throw new RetryClaim();
       }
       const claimed = offer(rec.snapshot!, { type: 'CLAIM', generation })!;
-      const user: UserMessage =
-        input.principal === undefined
-          ? { role: 'user', content: input.content }
-          : { role: 'user', content: input.content, principal: input.principal };
+      const user: UserMessage = { role: 'user', content: input.content, principal: input.principal };
       await host.gate.append({
         workstreamId,
         generation,
@@ -162,7 +159,7 @@ function arm(
   rec: SessionRecord,
   worker: WorkerHandle,
   lease: ActiveTurn['lease'],
-  sender: { readonly tenantId: string; readonly principal: string | undefined },
+  sender: { readonly tenantId: string; readonly principal: string },
   generation: number,
 ): ActiveTurn {
   const { tenantId, principal } = sender;
@@ -178,7 +175,7 @@ function arm(
     lease,
     worker,
     watched,
-    log: host.logger.child({ workstreamId, tenantId, generation }),
+    log: host.logger.child({ workstreamId, tenantId, principal, generation }),
     abort: undefined,
     rewrites: new Set(),
     stopRenewal: undefined,

@@ -17,7 +17,7 @@ const toolThen = (tool: object) => script({ tools: [tool] }, { text: 'after the 
 describe('soft close', () => {
   it('C1: without waitMs a close during a tool call is refused at once; the workstream stays usable and its history complete', async () => {
     rt = await startRuntime();
-    const ref = { tenantId: 'tenant-a', workstreamId: rt.workstreamId };
+    const ref = { tenantId: 'tenant-a', principal: 'user-a', workstreamId: rt.workstreamId };
     const turn = await rt.send(toolThen({ name: 'heartbeat', args: { ms: 200, everyMs: 20 } }));
     await nextEvent(rt.tw, rt.workstreamId, 'tool_started');
     expect((await refusal(rt.tw.close(ref))).code).toBe(ErrorCode.TURN_IN_PROGRESS);
@@ -29,7 +29,7 @@ describe('soft close', () => {
 
   it('C1: with waitMs a close latches the workstream, waits for the tool to finish, and closes a complete history', async () => {
     rt = await startRuntime();
-    const ref = { tenantId: 'tenant-a', workstreamId: rt.workstreamId };
+    const ref = { tenantId: 'tenant-a', principal: 'user-a', workstreamId: rt.workstreamId };
     const turn = await rt.send(toolThen({ name: 'heartbeat', args: { ms: 300, everyMs: 20 } }));
     await nextEvent(rt.tw, rt.workstreamId, 'tool_started');
     const closing = rt.tw.close({ ...ref, waitMs: 30_000 });
@@ -68,7 +68,7 @@ describe('soft close', () => {
       },
     });
     rt = await startRuntime({ store });
-    const ref = { tenantId: 'tenant-a', workstreamId: rt.workstreamId };
+    const ref = { tenantId: 'tenant-a', principal: 'user-a', workstreamId: rt.workstreamId };
     let open!: () => void;
     let entered!: () => void;
     const atGate = new Promise<void>((resolve) => {
@@ -92,7 +92,7 @@ describe('soft close', () => {
 
   it('C2: a soft close that times out rolls its latch back (TIMEOUT, workstream usable); a force cancel repairs the debt and the close then succeeds', async () => {
     rt = await startRuntime();
-    const ref = { tenantId: 'tenant-a', workstreamId: rt.workstreamId };
+    const ref = { tenantId: 'tenant-a', principal: 'user-a', workstreamId: rt.workstreamId };
     const turn = await rt.send(toolThen({ name: 'sleep', args: { ms: 60_000, ignoreAbort: true } }));
     await nextEvent(rt.tw, rt.workstreamId, 'tool_started');
     const e = await within(refusal(rt.tw.close({ ...ref, waitMs: 100 })), 10_000, 'the soft close times out');
@@ -111,7 +111,7 @@ describe('soft close', () => {
 
   it('T5: waitMs must be an integer from 0 to an hour; nothing is closed', async () => {
     rt = await startRuntime();
-    const ref = { tenantId: 'tenant-a', workstreamId: rt.workstreamId };
+    const ref = { tenantId: 'tenant-a', principal: 'user-a', workstreamId: rt.workstreamId };
     for (const waitMs of [-1, 1.5, 3_600_001, '10']) {
       const e = await refusal(rt.tw.close({ ...ref, waitMs: waitMs as number }));
       expect([e.code, e.details]).toEqual([ErrorCode.INVALID_INPUT, { field: 'waitMs' }]);

@@ -19,7 +19,7 @@ afterEach(async () => {
   rt = undefined;
 });
 
-const ref = { tenantId: 'tenant-a', workstreamId: 'ws-1' };
+const ref = { tenantId: 'tenant-a', principal: 'user-a', workstreamId: 'ws-1' };
 
 /** A store whose next delete fails: before it runs, after it ran (a lost acknowledgement), and whose reads can fail. */
 function flakyDeletes(inner: SqliteStore) {
@@ -67,7 +67,7 @@ describe('deleting workstreams', () => {
     expect(closes(rt.events)).toEqual([expect.objectContaining({ data: { reason: 'deleted' } })]);
     expect(rt.tw.stats().events.listeners).toBe(0);
     expect((await refusal(rt.tw.getWorkstream(ref))).code).toBe(ErrorCode.WORKSTREAM_NOT_FOUND);
-    expect((await rt.tw.listWorkstreams({ tenantId: 'tenant-a' })).items).toEqual([]);
+    expect((await rt.tw.listWorkstreams({ tenantId: 'tenant-a', principal: 'user-a' })).items).toEqual([]);
 
     // Created again: another incarnation, an empty history, a stream of its own.
     const second = await rt.tw.createWorkstream(ref);
@@ -133,7 +133,7 @@ describe('deleting workstreams', () => {
     expect((await refusal(rt.tw.deleteWorkstream({ ...ref, incarnation }))).code).toBe(ErrorCode.STORE_ERROR);
     // Hidden, though its row is still there.
     expect((await refusal(rt.tw.getWorkstream(ref))).code).toBe(ErrorCode.WORKSTREAM_NOT_FOUND);
-    expect((await rt.tw.listWorkstreams({ tenantId: 'tenant-a' })).items).toEqual([]);
+    expect((await rt.tw.listWorkstreams({ tenantId: 'tenant-a', principal: 'user-a' })).items).toEqual([]);
     expect((await refusal(rt.send('hello?'))).code).toBe(ErrorCode.WORKSTREAM_NOT_FOUND);
     expect(await refusal(rt.tw.createWorkstream(ref))).toMatchObject({
       code: ErrorCode.WORKSTREAM_EXISTS,
@@ -177,20 +177,29 @@ describe('deleting workstreams', () => {
   it("lists a tenant's workstreams a page at a time, never another tenant's", async () => {
     rt = await startRuntime();
     for (const id of ['b', 'c', 'a'])
-      await rt.tw.createWorkstream({ tenantId: 'tenant-a', workstreamId: id });
-    await rt.tw.createWorkstream({ tenantId: 'tenant-b', workstreamId: 'z' });
-    const one = await rt.tw.listWorkstreams({ tenantId: 'tenant-a', limit: 3 });
+      await rt.tw.createWorkstream({ tenantId: 'tenant-a', principal: 'user-a', workstreamId: id });
+    await rt.tw.createWorkstream({ tenantId: 'tenant-b', principal: 'user-b', workstreamId: 'z' });
+    const one = await rt.tw.listWorkstreams({ tenantId: 'tenant-a', principal: 'user-a', limit: 3 });
     expect(one.items.map((w) => w.workstreamId)).toEqual(['a', 'b', 'c']);
-    const two = await rt.tw.listWorkstreams({ tenantId: 'tenant-a', limit: 3, cursor: one.nextCursor! });
+    const two = await rt.tw.listWorkstreams({
+      tenantId: 'tenant-a',
+      principal: 'user-a',
+      limit: 3,
+      cursor: one.nextCursor!,
+    });
     expect(two.items.map((w) => w.workstreamId)).toEqual(['ws-1']);
     expect(two.nextCursor).toBeUndefined();
     expect(two.items[0]).toMatchObject({ tenantId: 'tenant-a', status: 'open', generation: 0 });
-    expect((await refusal(rt.tw.listWorkstreams({ tenantId: 'tenant-a', cursor: '!!' }))).details).toEqual({
+    expect(
+      (await refusal(rt.tw.listWorkstreams({ tenantId: 'tenant-a', principal: 'user-a', cursor: '!!' })))
+        .details,
+    ).toEqual({
       field: 'cursor',
     });
-    expect((await refusal(rt.tw.getWorkstream({ tenantId: 'tenant-b', workstreamId: 'a' }))).code).toBe(
-      ErrorCode.WORKSTREAM_NOT_FOUND,
-    );
+    expect(
+      (await refusal(rt.tw.getWorkstream({ tenantId: 'tenant-b', principal: 'user-b', workstreamId: 'a' })))
+        .code,
+    ).toBe(ErrorCode.WORKSTREAM_NOT_FOUND);
   });
 });
 
@@ -214,6 +223,7 @@ describe('the lifecycle feed', () => {
     const feed: string[] = [];
     const off = rt.tw.subscribeWorkstreams({
       tenantId: 'tenant-a',
+      principal: 'user-a',
       listener: (e) => {
         // Advertised only once the row is committed.
         if (e.type === 'ws_created' && !committed.has(e.workstreamId)) feed.push('premature');
@@ -222,38 +232,53 @@ describe('the lifecycle feed', () => {
     });
     rt.tw.subscribeWorkstreams({
       tenantId: 'tenant-b',
+      principal: 'user-b',
       listener: (e) => feed.push(`other tenant ${e.type}`),
     });
 
-    await rt.tw.createWorkstream({ tenantId: 'tenant-a', workstreamId: 'a' });
+    await rt.tw.createWorkstream({ tenantId: 'tenant-a', principal: 'user-a', workstreamId: 'a' });
     // An ambiguous creation: the row exists, but it was never confirmed, so never advertised.
     failAfterCommit = true;
-    expect((await refusal(rt.tw.createWorkstream({ tenantId: 'tenant-a', workstreamId: 'b' }))).code).toBe(
-      ErrorCode.STORE_ERROR,
-    );
-    const hidden = await rt.tw.getWorkstream({ tenantId: 'tenant-a', workstreamId: 'b' });
+    expect(
+      (
+        await refusal(
+          rt.tw.createWorkstream({ tenantId: 'tenant-a', principal: 'user-a', workstreamId: 'b' }),
+        )
+      ).code,
+    ).toBe(ErrorCode.STORE_ERROR);
+    const hidden = await rt.tw.getWorkstream({
+      tenantId: 'tenant-a',
+      principal: 'user-a',
+      workstreamId: 'b',
+    });
     await rt.tw.deleteWorkstream({
       tenantId: 'tenant-a',
+      principal: 'user-a',
       workstreamId: 'b',
       incarnation: hidden.incarnation,
     });
     // Its successor is advertised, and so is its close.
-    const successor = await rt.tw.createWorkstream({ tenantId: 'tenant-a', workstreamId: 'b' });
+    const successor = await rt.tw.createWorkstream({
+      tenantId: 'tenant-a',
+      principal: 'user-a',
+      workstreamId: 'b',
+    });
     await rt.tw.deleteWorkstream({
       tenantId: 'tenant-a',
+      principal: 'user-a',
       workstreamId: 'b',
       incarnation: successor.incarnation,
     });
     // Another unadvertised one, deleted by another process sharing the store: its successor is
     // advertised, and its close is not suppressed by the predecessor it never heard of.
     failAfterCommit = true;
-    await refusal(rt.tw.createWorkstream({ tenantId: 'tenant-a', workstreamId: 'c' }));
+    await refusal(rt.tw.createWorkstream({ tenantId: 'tenant-a', principal: 'user-a', workstreamId: 'c' }));
     expect(await inner.deleteWorkstream('c')).toBe(true);
-    await rt.tw.createWorkstream({ tenantId: 'tenant-a', workstreamId: 'c' });
-    await rt.tw.close({ tenantId: 'tenant-a', workstreamId: 'c' });
-    await rt.tw.close({ tenantId: 'tenant-a', workstreamId: 'a' });
+    await rt.tw.createWorkstream({ tenantId: 'tenant-a', principal: 'user-a', workstreamId: 'c' });
+    await rt.tw.close({ tenantId: 'tenant-a', principal: 'user-a', workstreamId: 'c' });
+    await rt.tw.close({ tenantId: 'tenant-a', principal: 'user-a', workstreamId: 'a' });
     off();
-    await rt.tw.close({ tenantId: 'tenant-a', workstreamId: 'ws-1' });
+    await rt.tw.close({ tenantId: 'tenant-a', principal: 'user-a', workstreamId: 'ws-1' });
     expect(feed).toEqual([
       'ws_created:a',
       'ws_created:b',

@@ -41,7 +41,7 @@ describe('workstream gone (P5)', () => {
   it('P5: deleted under a running turn, the journal is discarded without an error state; one history_resync; the latch refuses what follows', async () => {
     store = openSqliteStore({ path: ':memory:' });
     rt = await startRuntime({ store });
-    const ref = { tenantId: 'tenant-a', workstreamId: rt.workstreamId };
+    const ref = { tenantId: 'tenant-a', principal: 'user-a', workstreamId: rt.workstreamId };
     const turn = await rt.send(briefTool);
     await nextEvent(rt.tw, rt.workstreamId, 'tool_started');
     // A client that read the history and follows from its handoff token (E2).
@@ -84,7 +84,7 @@ describe('workstream gone (P5)', () => {
   it('P5: a soft close waiting on the turn succeeds, the finalizers having run; a workstream created again under the id is served', async () => {
     store = openSqliteStore({ path: ':memory:' });
     rt = await startRuntime({ store });
-    const ref = { tenantId: 'tenant-a', workstreamId: rt.workstreamId };
+    const ref = { tenantId: 'tenant-a', principal: 'user-a', workstreamId: rt.workstreamId };
     const turn = await rt.send(briefTool);
     await nextEvent(rt.tw, rt.workstreamId, 'tool_started');
     const closed = rt.tw.close({ ...ref, waitMs: 30_000 });

@@ -33,6 +33,7 @@ export type { RuntimeStats, TurnwardenOptions } from './runtime.js';
 export { Turnwarden } from './runtime.js';
 export type { RuntimeCounters } from './stats.js';
 export type {
+  Caller,
   CloseInput,
   CompactInput,
   DeleteInput,

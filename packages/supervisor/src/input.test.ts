@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { checkCompactInput, checkFields, checkId, checkRef, checkSendInput, invalid } from './input.js';
 
 const limits = { maxModelSteps: 4, maxToolArgBytes: 64, maxMessageBytes: 12 };
-const ok = { tenantId: 't', workstreamId: 'w', content: 'hello' };
+const ok = { tenantId: 't', principal: 'user', workstreamId: 'w', content: 'hello' };
 
 function refusal(fn: () => unknown) {
   try {
@@ -51,7 +51,7 @@ describe('input checks', () => {
     expect(() => checkSendInput({ ...ok, signal: new AbortController().signal }, limits)).not.toThrow();
   });
 
-  it('T5: every id of a send is checked, the principal only when given', () => {
+  it('T5: every id of a send is checked, the principal included', () => {
     expect(refusal(() => checkSendInput({ ...ok, tenantId: '../t' }, limits)).details).toEqual({
       field: 'tenantId',
     });
@@ -61,8 +61,11 @@ describe('input checks', () => {
     expect(refusal(() => checkSendInput({ ...ok, principal: 'a b' }, limits)).details).toEqual({
       field: 'principal',
     });
+    const { principal: _, ...anonymous } = ok;
+    expect(refusal(() => checkSendInput(anonymous as never, limits)).details).toEqual({
+      field: 'principal',
+    });
     expect(() => checkSendInput({ ...ok, principal: 'alice' }, limits)).not.toThrow();
-    expect(() => checkSendInput(ok, limits)).not.toThrow();
   });
 
   it('T5: content is a string with non-whitespace text, of at most maxMessageBytes UTF-8 bytes', () => {
@@ -87,16 +90,18 @@ describe('input checks', () => {
 
 describe('one object argument per call', () => {
   const limits = { maxModelSteps: 4, maxToolArgBytes: 64, maxMessageBytes: 12 };
-  const ref = { tenantId: 't', workstreamId: 'ws' };
+  const ref = { tenantId: 't', principal: 'user', workstreamId: 'ws' };
 
-  it('T5: a workstream reference is exactly { tenantId, workstreamId }, both valid ids', () => {
+  it('T5: a workstream reference is exactly { tenantId, principal, workstreamId }, each a valid id', () => {
     expect(() => checkRef(ref, 'status')).not.toThrow();
     expect(refusal(() => checkRef({ ...ref, extra: 1 }, 'status'))).toMatchObject({
       message: 'status: unknown field extra',
       details: { field: 'extra' },
     });
     expect(refusal(() => checkRef(['t', 'ws'], 'history')).details).toEqual({ field: 'input' });
-    expect(refusal(() => checkRef({ tenantId: 't' }, 'close')).details).toEqual({ field: 'workstreamId' });
+    expect(refusal(() => checkRef({ tenantId: 't', principal: 'user' }, 'close')).details).toEqual({
+      field: 'workstreamId',
+    });
     expect(refusal(() => checkRef({ ...ref, tenantId: 't t' }, 'cancel')).details).toEqual({
       field: 'tenantId',
     });
@@ -129,7 +134,7 @@ describe('one object argument per call', () => {
 
 describe('a send’s tool allow-list', () => {
   const limits = { maxModelSteps: 4, maxToolArgBytes: 64, maxMessageBytes: 64 };
-  const ok = { tenantId: 't', workstreamId: 'ws', content: 'hi' };
+  const ok = { tenantId: 't', principal: 'user', workstreamId: 'ws', content: 'hi' };
   const known = ['echo', 'sleep'];
 
   it('T5: an array of distinct registered names; each refusal names the field and says why', () => {
@@ -159,7 +164,7 @@ describe('a send’s tool allow-list', () => {
       message: 'signal must be an AbortSignal',
       details: { field: 'signal' },
     });
-    const good = { tenantId: 't', workstreamId: 'ws', throughSeq: 1, summary: 's' };
+    const good = { tenantId: 't', principal: 'user', workstreamId: 'ws', throughSeq: 1, summary: 's' };
     expect(refusal(() => checkCompactInput({ ...good, tenantId: '' }, limits)).details).toEqual({
       field: 'tenantId',
     });
@@ -174,7 +179,7 @@ describe('a send’s tool allow-list', () => {
   });
 
   it('T5: compact’s commitKey must be a non-empty string when given', () => {
-    const good = { tenantId: 't', workstreamId: 'ws', throughSeq: 1, summary: 's' };
+    const good = { tenantId: 't', principal: 'user', workstreamId: 'ws', throughSeq: 1, summary: 's' };
     for (const commitKey of ['', 7, null]) {
       expect(refusal(() => checkCompactInput({ ...good, commitKey } as never, limits))).toEqual({
         code: ErrorCode.INVALID_INPUT,

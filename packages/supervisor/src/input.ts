@@ -8,10 +8,10 @@ type InputLimits = Omit<LimitsConfig, 'maxQueuedSends'>;
 import type { CompactInput, RewindInput, SendInput } from './types.js';
 
 const ID_RE = /^[A-Za-z0-9._:-]{1,128}$/;
-const REF_FIELDS = ['tenantId', 'workstreamId'] as const;
-const SEND_FIELDS: readonly string[] = [...REF_FIELDS, 'content', 'principal', 'signal', 'tools'];
-const COMPACT_FIELDS: readonly string[] = [...REF_FIELDS, 'throughSeq', 'summary', 'commitKey'];
-const REWIND_FIELDS: readonly string[] = [...REF_FIELDS, 'turns', 'ifLastSeq'];
+const CALLER_FIELDS = ['tenantId', 'principal'] as const;
+const SEND_FIELDS: readonly string[] = ['content', 'signal', 'tools'];
+const COMPACT_FIELDS: readonly string[] = ['throughSeq', 'summary', 'commitKey'];
+const REWIND_FIELDS: readonly string[] = ['turns', 'ifLastSeq'];
 /** More turns than any rewind needs; a larger count is a caller's bug. */
 const MAX_REWIND_TURNS = 10_000;
 
@@ -35,12 +35,21 @@ export function checkFields(input: unknown, allowed: readonly string[], call: st
   }
 }
 
-/** `{ tenantId, workstreamId }` and nothing else (plus `extra` fields the caller checks). */
+/**
+ * T1: `{ tenantId, principal }` — who calls — and nothing else (plus `extra` fields the call
+ * checks). Every call is checked by this or by `checkRef`, before anything is read or written.
+ */
+export function checkCaller(input: unknown, call: string, extra: readonly string[] = []): void {
+  checkFields(input, [...CALLER_FIELDS, ...extra], call);
+  const caller = input as { tenantId?: unknown; principal?: unknown };
+  checkId(caller.tenantId, 'tenantId');
+  checkId(caller.principal, 'principal');
+}
+
+/** `{ tenantId, principal, workstreamId }` and nothing else (plus `extra` fields the call checks). */
 export function checkRef(input: unknown, call: string, extra: readonly string[] = []): void {
-  checkFields(input, [...REF_FIELDS, ...extra], call);
-  const ref = input as { tenantId?: unknown; workstreamId?: unknown };
-  checkId(ref.tenantId, 'tenantId');
-  checkId(ref.workstreamId, 'workstreamId');
+  checkCaller(input, call, ['workstreamId', ...extra]);
+  checkId((input as { workstreamId?: unknown }).workstreamId, 'workstreamId');
 }
 
 function checkText(value: unknown, field: string, maxBytes: number): void {
@@ -65,10 +74,7 @@ function checkToolNames(tools: unknown, known: readonly string[] | undefined): v
 }
 
 export function checkSendInput(input: SendInput, limits: InputLimits, known?: readonly string[]): void {
-  checkFields(input, SEND_FIELDS, 'send');
-  checkId(input.tenantId, 'tenantId');
-  checkId(input.workstreamId, 'workstreamId');
-  if (input.principal !== undefined) checkId(input.principal, 'principal');
+  checkRef(input, 'send', SEND_FIELDS);
   if (input.signal !== undefined && !(input.signal instanceof AbortSignal)) {
     throw invalid('signal must be an AbortSignal', 'signal');
   }
@@ -77,9 +83,7 @@ export function checkSendInput(input: SendInput, limits: InputLimits, known?: re
 }
 
 export function checkCompactInput(input: CompactInput, limits: InputLimits): void {
-  checkFields(input, COMPACT_FIELDS, 'compact');
-  checkId(input.tenantId, 'tenantId');
-  checkId(input.workstreamId, 'workstreamId');
+  checkRef(input, 'compact', COMPACT_FIELDS);
   if (!Number.isSafeInteger(input.throughSeq) || input.throughSeq < 1) {
     throw invalid('throughSeq must be a positive integer', 'throughSeq');
   }
@@ -93,9 +97,7 @@ export function checkCompactInput(input: CompactInput, limits: InputLimits): voi
 }
 
 export function checkRewindInput(input: RewindInput): void {
-  checkFields(input, REWIND_FIELDS, 'rewind');
-  checkId(input.tenantId, 'tenantId');
-  checkId(input.workstreamId, 'workstreamId');
+  checkRef(input, 'rewind', REWIND_FIELDS);
   if (!Number.isSafeInteger(input.turns) || input.turns < 1 || input.turns > MAX_REWIND_TURNS) {
     throw invalid(`turns must be an integer from 1 to ${MAX_REWIND_TURNS}`, 'turns');
   }

@@ -161,10 +161,15 @@ describe('models and tools are the host’s choice', () => {
         pool: { maxWorkers: 1, warmWorkers: 1 },
       });
       try {
-        await tw.createWorkstream({ tenantId: 't', workstreamId: 'ws' });
-        const turn = await tw.send({ tenantId: 't', workstreamId: 'ws', content: 'which tools?' });
+        await tw.createWorkstream({ tenantId: 't', principal: 'user', workstreamId: 'ws' });
+        const turn = await tw.send({
+          tenantId: 't',
+          principal: 'user',
+          workstreamId: 'ws',
+          content: 'which tools?',
+        });
         expect((await turn.done).status).toBe('completed');
-        const rows = (await tw.history({ tenantId: 't', workstreamId: 'ws' })).rows;
+        const rows = (await tw.history({ tenantId: 't', principal: 'user', workstreamId: 'ws' })).rows;
         return rows.at(-1)?.message.content;
       } finally {
         await tw.shutdown();
@@ -181,17 +186,19 @@ describe('models and tools are the host’s choice', () => {
       pool: { maxWorkers: 1, warmWorkers: 1 },
     });
     try {
-      await tw.createWorkstream({ tenantId: 't', workstreamId: 'ws' });
-      const e = await refusal(tw.send({ tenantId: 't', workstreamId: 'ws', content: 'forbidden' }));
+      await tw.createWorkstream({ tenantId: 't', principal: 'user', workstreamId: 'ws' });
+      const e = await refusal(
+        tw.send({ tenantId: 't', principal: 'user', workstreamId: 'ws', content: 'forbidden' }),
+      );
       expect([e.code, e.message, e.details]).toEqual([
         ErrorCode.INVALID_INPUT,
         'reporter refuses this message',
         { field: 'content' },
       ]);
-      expect((await tw.history({ tenantId: 't', workstreamId: 'ws' })).rows).toEqual([]);
-      expect((await tw.status({ tenantId: 't', workstreamId: 'ws' })).state).toBe('idle');
+      expect((await tw.history({ tenantId: 't', principal: 'user', workstreamId: 'ws' })).rows).toEqual([]);
+      expect((await tw.status({ tenantId: 't', principal: 'user', workstreamId: 'ws' })).state).toBe('idle');
       // The worker the check ran on went back to the pool: the next send runs.
-      const turn = await tw.send({ tenantId: 't', workstreamId: 'ws', content: 'fine' });
+      const turn = await tw.send({ tenantId: 't', principal: 'user', workstreamId: 'ws', content: 'fine' });
       expect((await turn.done).status).toBe('completed');
     } finally {
       await tw.shutdown();
@@ -218,10 +225,20 @@ describe('input', () => {
     const wide = await refusal(rt.send('€'.repeat(22)));
     expect(wide.code).toBe(ErrorCode.INVALID_INPUT);
     expect(wide.message).toBe('content exceeds 64 bytes');
-    const extra = { tenantId: 'tenant-a', workstreamId: rt.workstreamId, content: 'hi', admin: true };
+    const extra = {
+      tenantId: 'tenant-a',
+      principal: 'user-a',
+      workstreamId: rt.workstreamId,
+      content: 'hi',
+      admin: true,
+    };
     expect((await refusal(rt.tw.send(extra as never))).code).toBe(ErrorCode.INVALID_INPUT);
     expect(
-      (await refusal(rt.tw.send({ tenantId: 'tenant-a', workstreamId: '../etc', content: 'hi' }))).code,
+      (
+        await refusal(
+          rt.tw.send({ tenantId: 'tenant-a', principal: 'user-a', workstreamId: '../etc', content: 'hi' }),
+        )
+      ).code,
     ).toBe(ErrorCode.INVALID_INPUT);
     expect(await rt.history()).toEqual([]);
     // Exactly at the limit is accepted.
@@ -233,10 +250,14 @@ describe('input', () => {
     await (await rt.send(script({ text: 'first' }))).done;
     const before = await rt.history();
     const created = await rt.tw.stats();
-    const ref = { tenantId: 'tenant-a', workstreamId: rt.workstreamId };
+    const ref = { tenantId: 'tenant-a', principal: 'user-a', workstreamId: rt.workstreamId };
     const tw = rt.tw as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
     const cases: [string, unknown[], string][] = [
-      ['createWorkstream', [{ tenantId: 'tenant-a', workstreamId: 'ws-new', owner: 'x' }], 'owner'],
+      [
+        'createWorkstream',
+        [{ tenantId: 'tenant-a', principal: 'user-a', workstreamId: 'ws-new', owner: 'x' }],
+        'owner',
+      ],
       ['createWorkstream', ['tenant-a'], 'input'],
       ['send', [{ ...ref, content: '   \n' }], 'content'],
       ['send', ['tenant-a', rt.workstreamId, 'hi'], 'input'],
@@ -244,7 +265,7 @@ describe('input', () => {
       ['history', [{ ...ref, since: 3 }], 'since'],
       ['status', [{ ...ref, verbose: true }], 'verbose'],
       ['cancel', [{ ...ref, force: true }], 'force'],
-      ['close', [{ tenantId: 'tenant-a' }], 'workstreamId'],
+      ['close', [{ tenantId: 'tenant-a', principal: 'user-a' }], 'workstreamId'],
       ['compact', [{ ...ref, throughSeq: 0, summary: 's' }], 'throughSeq'],
       ['compact', [{ ...ref, throughSeq: 1, summary: ' ' }], 'summary'],
       ['subscribe', [{ ...ref, listener: 'not a function' }], 'listener'],
@@ -256,9 +277,10 @@ describe('input', () => {
     }
     // Nothing was written: the history, the workstream list and the turn count are as before.
     expect(await rt.history()).toEqual(before);
-    expect((await refusal(rt.tw.status({ tenantId: 'tenant-a', workstreamId: 'ws-new' }))).code).toBe(
-      ErrorCode.WORKSTREAM_NOT_FOUND,
-    );
+    expect(
+      (await refusal(rt.tw.status({ tenantId: 'tenant-a', principal: 'user-a', workstreamId: 'ws-new' })))
+        .code,
+    ).toBe(ErrorCode.WORKSTREAM_NOT_FOUND);
     expect(rt.tw.stats().turnsStarted).toBe(created.turnsStarted);
   });
 
@@ -269,6 +291,7 @@ describe('input', () => {
     const e = await refusal(
       rt.tw.send({
         tenantId: 'tenant-a',
+        principal: 'user-a',
         workstreamId: rt.workstreamId,
         content: 'hi',
         signal: controller.signal,
@@ -282,7 +305,7 @@ describe('input', () => {
   it('C3: aborting a send’s signal, or the handle’s cancel(), force-cancels that turn and resolves once idle', async () => {
     rt = await startRuntime();
     const controller = new AbortController();
-    const ref = { tenantId: 'tenant-a', workstreamId: rt.workstreamId };
+    const ref = { tenantId: 'tenant-a', principal: 'user-a', workstreamId: rt.workstreamId };
     const started = nextEvent(rt.tw, rt.workstreamId, 'turn_started');
     const viaSignal = await rt.tw.send({
       ...ref,
@@ -325,7 +348,9 @@ describe('input', () => {
       process.stderr.write = write;
     }
     expect(written.join('')).toBe('');
-    expect((await refusal(tw!.createWorkstream({ tenantId: 't' }))).code).toBe(ErrorCode.SHUTTING_DOWN);
+    expect((await refusal(tw!.createWorkstream({ tenantId: 't', principal: 'user' }))).code).toBe(
+      ErrorCode.SHUTTING_DOWN,
+    );
     const e = await refusal(Turnwarden.start({ model: 'scripted', logLevel: 'loud' as never }));
     expect([e.code, e.details]).toEqual([ErrorCode.INVALID_CONFIG, { field: 'logLevel' }]);
     // Seams are not options: a host passing one gets INVALID_CONFIG naming it.
@@ -340,18 +365,34 @@ describe('input', () => {
     const heard: unknown[] = [];
     const ws = rt.workstreamId;
     const calls: [string, (id: string) => Promise<unknown>][] = [
-      ['send', (id) => rt!.tw.send({ tenantId: 'tenant-b', workstreamId: id, content: 'hi' })],
-      ['history', (id) => rt!.tw.history({ tenantId: 'tenant-b', workstreamId: id })],
-      ['status', (id) => rt!.tw.status({ tenantId: 'tenant-b', workstreamId: id })],
-      ['cancel', (id) => rt!.tw.cancel({ tenantId: 'tenant-b', workstreamId: id })],
-      ['close', (id) => rt!.tw.close({ tenantId: 'tenant-b', workstreamId: id })],
+      [
+        'send',
+        (id) => rt!.tw.send({ tenantId: 'tenant-b', principal: 'user-b', workstreamId: id, content: 'hi' }),
+      ],
+      ['history', (id) => rt!.tw.history({ tenantId: 'tenant-b', principal: 'user-b', workstreamId: id })],
+      ['status', (id) => rt!.tw.status({ tenantId: 'tenant-b', principal: 'user-b', workstreamId: id })],
+      ['cancel', (id) => rt!.tw.cancel({ tenantId: 'tenant-b', principal: 'user-b', workstreamId: id })],
+      ['close', (id) => rt!.tw.close({ tenantId: 'tenant-b', principal: 'user-b', workstreamId: id })],
       [
         'compact',
-        (id) => rt!.tw.compact({ tenantId: 'tenant-b', workstreamId: id, throughSeq: 2, summary: 'stolen' }),
+        (id) =>
+          rt!.tw.compact({
+            tenantId: 'tenant-b',
+            principal: 'user-b',
+            workstreamId: id,
+            throughSeq: 2,
+            summary: 'stolen',
+          }),
       ],
       [
         'subscribe',
-        (id) => rt!.tw.subscribe({ tenantId: 'tenant-b', workstreamId: id, listener: (e) => heard.push(e) }),
+        (id) =>
+          rt!.tw.subscribe({
+            tenantId: 'tenant-b',
+            principal: 'user-b',
+            workstreamId: id,
+            listener: (e) => heard.push(e),
+          }),
       ],
     ];
     for (const [name, call] of calls) {
@@ -364,7 +405,9 @@ describe('input', () => {
     // Nothing changed, and the refused subscriber heard nothing of the next turn.
     await (await rt.send('still mine')).done;
     expect(heard).toEqual([]);
-    expect((await rt.tw.status({ tenantId: 'tenant-a', workstreamId: ws })).state).toBe('idle');
+    expect((await rt.tw.status({ tenantId: 'tenant-a', principal: 'user-a', workstreamId: ws })).state).toBe(
+      'idle',
+    );
     const rows = await rt.history();
     expect(rows.filter((r) => r.message.role === 'system')).toEqual([]);
     expect(rows.map((r) => r.message.role)).toEqual([
@@ -414,7 +457,7 @@ describe('input', () => {
 
   it('T6 T5: a send’s tool allow-list: only those tools run, any other call is an unknown tool; an unregistered name is refused', async () => {
     rt = await startRuntime();
-    const ref = { tenantId: 'tenant-a', workstreamId: rt.workstreamId };
+    const ref = { tenantId: 'tenant-a', principal: 'user-a', workstreamId: rt.workstreamId };
     const content = script(
       {
         tools: [
@@ -448,7 +491,7 @@ describe('input', () => {
     expect((await rt.history()).length).toBe(rows);
   });
 
-  it('T3: a message from another principal (or from none) into an in-flight turn is refused, with a retryable TURN_IN_PROGRESS', async () => {
+  it('T3: a message from another principal into an in-flight turn is refused, with a retryable TURN_IN_PROGRESS', async () => {
     rt = await startRuntime();
     const turn = await rt.tw.send({
       tenantId: 'tenant-a',
@@ -474,16 +517,30 @@ describe('input', () => {
 
   it('T4: over capacity the caller gets a typed, retryable refusal', async () => {
     rt = await startRuntime({ pool: { maxWorkers: 1, warmWorkers: 1 } });
-    const other = await rt.tw.createWorkstream({ tenantId: 'tenant-a', workstreamId: 'ws-2' });
+    const other = await rt.tw.createWorkstream({
+      tenantId: 'tenant-a',
+      principal: 'user-a',
+      workstreamId: 'ws-2',
+    });
     const turn = await rt.send(script({ heartbeat: 200 }, { text: 'ok' }));
     const e = await refusal(
-      rt.tw.send({ tenantId: 'tenant-a', workstreamId: other.workstreamId, content: 'hi' }),
+      rt.tw.send({
+        tenantId: 'tenant-a',
+        principal: 'user-a',
+        workstreamId: other.workstreamId,
+        content: 'hi',
+      }),
     );
     expect(e.code).toBe(ErrorCode.CAPACITY_EXHAUSTED);
     expect(e.retryable).toBe(true);
     await turn.done;
     const later = await (
-      await rt.tw.send({ tenantId: 'tenant-a', workstreamId: other.workstreamId, content: 'hi' })
+      await rt.tw.send({
+        tenantId: 'tenant-a',
+        principal: 'user-a',
+        workstreamId: other.workstreamId,
+        content: 'hi',
+      })
     ).done;
     expect(later.status).toBe('completed');
   });
@@ -537,9 +594,13 @@ describe('worker death', () => {
     expect(tw.stats().activeTurns).toBe(0);
     expect(await turn.done).toMatchObject({ status: 'interrupted', abortReason: 'shutdown' });
     rt = undefined;
-    expect((await refusal(tw.send({ tenantId: 'tenant-a', workstreamId: 'ws-1', content: 'x' }))).code).toBe(
-      ErrorCode.SHUTTING_DOWN,
-    );
+    expect(
+      (
+        await refusal(
+          tw.send({ tenantId: 'tenant-a', principal: 'user-a', workstreamId: 'ws-1', content: 'x' }),
+        )
+      ).code,
+    ).toBe(ErrorCode.SHUTTING_DOWN);
   });
 });
 
@@ -562,9 +623,18 @@ describe('nothing waits forever', () => {
   it('T4: a claim waits for a starting worker at most acquireTimeoutMs, then gets CAPACITY_EXHAUSTED', async () => {
     rt = await startRuntime({ pool: { maxWorkers: 1, warmWorkers: 1, acquireTimeoutMs: 0 } });
     const turn = await rt.send(script({ heartbeat: 300, everyMs: 20 }, { text: 'ok' }));
-    const other = await rt.tw.createWorkstream({ tenantId: 'tenant-a', workstreamId: 'ws-2' });
+    const other = await rt.tw.createWorkstream({
+      tenantId: 'tenant-a',
+      principal: 'user-a',
+      workstreamId: 'ws-2',
+    });
     const e = await refusal(
-      rt.tw.send({ tenantId: 'tenant-a', workstreamId: other.workstreamId, content: 'hi' }),
+      rt.tw.send({
+        tenantId: 'tenant-a',
+        principal: 'user-a',
+        workstreamId: other.workstreamId,
+        content: 'hi',
+      }),
     );
     expect(e.code).toBe(ErrorCode.CAPACITY_EXHAUSTED);
     expect((await turn.done).status).toBe('completed');
@@ -574,7 +644,12 @@ describe('nothing waits forever', () => {
     // No warm worker: the claim waits for a spawn when shutdown begins.
     rt = await startRuntime({ pool: { maxWorkers: 2, warmWorkers: 0 } });
     const tw = rt.tw;
-    const claim = tw.send({ tenantId: 'tenant-a', workstreamId: rt.workstreamId, content: 'hi' });
+    const claim = tw.send({
+      tenantId: 'tenant-a',
+      principal: 'user-a',
+      workstreamId: rt.workstreamId,
+      content: 'hi',
+    });
     const shutdown = tw.shutdown();
     const outcome = await within(
       claim.then(

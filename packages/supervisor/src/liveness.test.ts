@@ -33,7 +33,11 @@ describe('liveness watchdog', () => {
     // A stalled promise is abandoned cooperatively: no terminate needed.
     expect(result.workerTerminated).toBe(false);
     // The lease was released on the interrupted path and the workstream is idle again.
-    const status = await rt.tw.status({ tenantId: 'tenant-a', workstreamId: rt.workstreamId });
+    const status = await rt.tw.status({
+      tenantId: 'tenant-a',
+      principal: 'user-a',
+      workstreamId: rt.workstreamId,
+    });
     expect(status.state).toBe('idle');
     const nextStarted = nextEvent(rt.tw, rt.workstreamId, 'turn_started');
     const next = await (await rt.send('are you there?')).done;
@@ -141,7 +145,11 @@ describe('liveness watchdog', () => {
     time.now += 299;
     testControls(rt.tw).pollWatchdog();
     expect(rt.types()).not.toContain('watchdog_fired');
-    const status = await rt.tw.status({ tenantId: 'tenant-a', workstreamId: rt.workstreamId });
+    const status = await rt.tw.status({
+      tenantId: 'tenant-a',
+      principal: 'user-a',
+      workstreamId: rt.workstreamId,
+    });
     expect(status.activeTurn?.idleMs).toBe(299);
     time.now += 1;
     testControls(rt.tw).pollWatchdog();
@@ -174,7 +182,7 @@ describe('liveness watchdog', () => {
     }
     expect(rt.types()).not.toContain('watchdog_fired');
     expect(rt.tw.stats().watchdog.fired).toBe(0);
-    await rt.tw.cancel({ tenantId: 'tenant-a', workstreamId: rt.workstreamId });
+    await rt.tw.cancel({ tenantId: 'tenant-a', principal: 'user-a', workstreamId: rt.workstreamId });
     expect((await turn.done).abortReason).toBe('cancel');
   });
 
@@ -222,7 +230,7 @@ describe('liveness watchdog', () => {
   it('L12: the watchdog polls only active turns — a thousand idle workstreams add nothing to a poll', async () => {
     rt = await startRuntime();
     for (let i = 0; i < 1_000; i++)
-      await rt.tw.createWorkstream({ tenantId: 'tenant-a', workstreamId: `idle-${i}` });
+      await rt.tw.createWorkstream({ tenantId: 'tenant-a', principal: 'user-a', workstreamId: `idle-${i}` });
     const turn = await rt.send(script({ heartbeat: 200, everyMs: 20 }, { text: 'done' }));
     await nextEvent(rt.tw, rt.workstreamId, 'state');
     expect(rt.tw.stats().watchdog.watched).toBe(1);

@@ -27,7 +27,7 @@ describe('persistence status', () => {
   it('P3 P4: a transient failure makes the journal retrying (attempts, next retry, error); the sweep retries it before its backoff; once durable it is healthy, written once', async () => {
     const faulty = faultyStore();
     rt = await startRuntime({ store: faulty.store, journal });
-    const ref = { tenantId: 'tenant-a', workstreamId: rt.workstreamId };
+    const ref = { tenantId: 'tenant-a', principal: 'user-a', workstreamId: rt.workstreamId };
     faulty.rejectWith(2, assistantRow, transient);
     const retrying = nextEvent(rt.tw, rt.workstreamId, 'persistence');
     const turn = await rt.send(script({ text: 'kept' }));
@@ -79,7 +79,11 @@ describe('persistence status', () => {
     expect(result.status).toBe('failed');
     expect(result.error?.code).toBe(ErrorCode.STORE_ERROR);
     expect(faulty.attempts(assistantRow)).toBe(2);
-    const status = await rt.tw.status({ tenantId: 'tenant-a', workstreamId: rt.workstreamId });
+    const status = await rt.tw.status({
+      tenantId: 'tenant-a',
+      principal: 'user-a',
+      workstreamId: rt.workstreamId,
+    });
     expect(status.persistence).toEqual({ state: 'healthy', pendingRows: 0 });
     expect((await rt.history()).map((r) => r.message.role)).toEqual(['user']);
   });
@@ -87,7 +91,7 @@ describe('persistence status', () => {
   it('P1 P3: a commit conflict is reported as conflict and never retried; the next durable write clears it', async () => {
     const faulty = faultyStore();
     rt = await startRuntime({ store: faulty.store, journal });
-    const ref = { tenantId: 'tenant-a', workstreamId: rt.workstreamId };
+    const ref = { tenantId: 'tenant-a', principal: 'user-a', workstreamId: rt.workstreamId };
     faulty.rejectWith(1, assistantRow, conflict);
     const result = await (await rt.send(script({ text: 'diverged' }))).done;
     expect(result.error?.code).toBe(ErrorCode.COMMIT_CONFLICT);

@@ -132,7 +132,7 @@ function seamHold(...names: SeamName[]) {
   return hold;
 }
 
-const ref = (r: Rt) => ({ tenantId: 'tenant-a', workstreamId: r.workstreamId });
+const ref = (r: Rt) => ({ tenantId: 'tenant-a', principal: 'user-a', workstreamId: r.workstreamId });
 const userRows = async (r: Rt) =>
   (await r.history()).filter((row) => row.message.role === 'user').map((row) => row.message.content);
 

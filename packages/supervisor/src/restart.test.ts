@@ -79,7 +79,7 @@ describe('restart after a crash', () => {
 
     const rt = await startRuntime({ store: { path: dbPath } }, { existing: true });
     try {
-      const status = await rt.tw.status({ tenantId: 'tenant-a', workstreamId: 'ws-1' });
+      const status = await rt.tw.status({ tenantId: 'tenant-a', principal: 'user-a', workstreamId: 'ws-1' });
       expect(status).toMatchObject({ state: 'idle', cleanupPending: false });
       const steps = rt
         .logged('session transition')
@@ -90,14 +90,20 @@ describe('restart after a crash', () => {
         'force-abandoning.pending --REPAIR--> force-abandoning.repairing',
         'force-abandoning.repairing --xstate.done.actor.repair--> idle',
       ]);
-      const rows = (await rt.tw.history({ tenantId: 'tenant-a', workstreamId: 'ws-1' })).rows;
+      const rows = (await rt.tw.history({ tenantId: 'tenant-a', principal: 'user-a', workstreamId: 'ws-1' }))
+        .rows;
       expect(openToolCalls(rows)).toEqual([]);
       const tools = rows.flatMap((r) => (r.message.role === 'tool' ? [r.message] : []));
       expect(tools).toEqual([
         expect.objectContaining({ content: 'done before', effect: 'applied' }),
         expect.objectContaining({ effect: 'unknown', synthesized: true }),
       ]);
-      const next = await rt.tw.send({ tenantId: 'tenant-a', workstreamId: 'ws-1', content: 'back?' });
+      const next = await rt.tw.send({
+        tenantId: 'tenant-a',
+        principal: 'user-a',
+        workstreamId: 'ws-1',
+        content: 'back?',
+      });
       expect((await within(next.done, 10_000, 'the next turn completes')).status).toBe('completed');
     } finally {
       await rt.tw.shutdown();
@@ -112,7 +118,7 @@ describe('restart after a crash', () => {
     await killInToolDebt(dbPath, 4_000);
     const rt = await startRuntime({ store: { path: dbPath } }, { existing: true });
     try {
-      const ref = { tenantId: 'tenant-a', workstreamId: 'ws-1' };
+      const ref = { tenantId: 'tenant-a', principal: 'user-a', workstreamId: 'ws-1' };
       // Nobody may write into a turn someone else may still hold (P6): not repaired yet, scheduled.
       const [scheduled] = rt.logged(
         'session left mid-turn by an earlier process is still leased; repairing when the lease expires',
@@ -151,7 +157,7 @@ describe('restart after a crash', () => {
 
     const rt = await startRuntime({ store: { path: dbPath }, hostId: 'host-a' }, { existing: true });
     try {
-      const ref = { tenantId: 'tenant-a', workstreamId: 'ws-1' };
+      const ref = { tenantId: 'tenant-a', principal: 'user-a', workstreamId: 'ws-1' };
       // Repaired during start, before any call: nothing was deferred to the lease's expiry.
       const rows = (await rt.tw.history(ref)).rows;
       expect(openToolCalls(rows)).toEqual([]);
@@ -181,7 +187,7 @@ describe('restart after a crash', () => {
     await killInToolDebt(dbPath, 60_000, 'host-a');
     const rt = await startRuntime({ store: { path: dbPath }, hostId: 'host-b' }, { existing: true });
     try {
-      const ref = { tenantId: 'tenant-a', workstreamId: 'ws-1' };
+      const ref = { tenantId: 'tenant-a', principal: 'user-a', workstreamId: 'ws-1' };
       expect(openToolCalls((await rt.tw.history(ref)).rows)).toHaveLength(1);
       // Until the repair is done, status() reports the debt.
       expect(await rt.tw.status(ref)).toMatchObject({ state: 'tool-debt', cleanupPending: true });

@@ -18,7 +18,7 @@ afterEach(async () => {
   rt = undefined;
 });
 
-const ref = (r: Rt) => ({ tenantId: 'tenant-a', workstreamId: r.workstreamId });
+const ref = (r: Rt) => ({ tenantId: 'tenant-a', principal: 'user-a', workstreamId: r.workstreamId });
 const contents = async (r: Rt) =>
   (await r.history()).map((row) => `${row.message.role}:${row.message.content}`);
 

@@ -29,6 +29,7 @@ describe('history rewrite fence', () => {
     await nextEvent(rt.tw, rt.workstreamId, 'tool_started');
     const rewrite = rt.tw.compact({
       tenantId: 'tenant-a',
+      principal: 'user-a',
       workstreamId: rt.workstreamId,
       throughSeq: 2,
       summary: 'The user said hello.',
@@ -80,6 +81,7 @@ describe('history rewrite fence', () => {
     expect(
       await rt.tw.compact({
         tenantId: 'tenant-a',
+        principal: 'user-a',
         workstreamId: rt.workstreamId,
         throughSeq: 2,
         summary: 'first exchange',
@@ -93,6 +95,7 @@ describe('history rewrite fence', () => {
     expect(
       await rt.tw.compact({
         tenantId: 'tenant-a',
+        principal: 'user-a',
         workstreamId: rt.workstreamId,
         throughSeq: 3,
         summary: 'two exchanges',
@@ -113,7 +116,13 @@ describe('history rewrite fence', () => {
     const turn = await rt.send(script({ tools: [{ name: 'wedge', args: {} }] }));
     await nextEvent(rt.tw, rt.workstreamId, 'turn_aborted');
     const refused = await rt.tw
-      .compact({ tenantId: 'tenant-a', workstreamId: rt.workstreamId, throughSeq: 2, summary: 'late' })
+      .compact({
+        tenantId: 'tenant-a',
+        principal: 'user-a',
+        workstreamId: rt.workstreamId,
+        throughSeq: 2,
+        summary: 'late',
+      })
       .then(
         () => undefined,
         (e: unknown) => e,
@@ -124,6 +133,7 @@ describe('history rewrite fence', () => {
     expect(
       await rt.tw.compact({
         tenantId: 'tenant-a',
+        principal: 'user-a',
         workstreamId: rt.workstreamId,
         throughSeq: 2,
         summary: 'hello exchange',
@@ -136,7 +146,7 @@ describe('history rewrite fence', () => {
   it('C6: a force cancel never waits on a history rewrite in flight: it returns once the abort is signalled, and the turn ends after the rewrite', async () => {
     const gated = gatedStore(openSqliteStore({ path: ':memory:' }));
     rt = await startRuntime({ store: gated.store });
-    const ref = { tenantId: 'tenant-a', workstreamId: rt.workstreamId };
+    const ref = { tenantId: 'tenant-a', principal: 'user-a', workstreamId: rt.workstreamId };
     await (await rt.send('hello')).done; // rows 1–2 to compact
     const turn = await rt.send(
       script({ tools: [{ name: 'sleep', args: { ms: 60_000, ignoreAbort: true } }] }),

@@ -34,8 +34,8 @@ import {
 import { TurnEngine } from './engine.js';
 import type { EventStats, Listener, StartAt, TurnwardenEvent } from './events.js';
 import {
+  checkCaller,
   checkCompactInput,
-  checkFields,
   checkId,
   checkRef,
   checkRewindInput,
@@ -48,6 +48,7 @@ import type { RuntimeCounters } from './stats.js';
 import { EventIterator, handoffToken, startAt } from './streams.js';
 import type { Timers } from './timers.js';
 import type {
+  Caller,
   ClaimedTurn,
   CloseInput,
   CompactInput,
@@ -251,13 +252,9 @@ export class Turnwarden {
   // ── workstreams ────────────────────────────────────────────────────────────
 
   /** Creates a workstream (a fresh id unless one is given); each creation mints an incarnation (D1). */
-  async createWorkstream(input: {
-    readonly tenantId: string;
-    readonly workstreamId?: string;
-  }): Promise<WorkstreamInfo> {
+  async createWorkstream(input: Caller & { readonly workstreamId?: string }): Promise<WorkstreamInfo> {
     this.assertOpen();
-    checkFields(input, ['tenantId', 'workstreamId'], 'createWorkstream');
-    checkId(input.tenantId, 'tenantId');
+    checkCaller(input, 'createWorkstream', ['workstreamId']);
     const id = input.workstreamId ?? `ws-${randomUUID()}`;
     checkId(id, 'workstreamId');
     if (this.engine.tombstone(id) !== undefined) {
@@ -276,7 +273,15 @@ export class Turnwarden {
     }
     // A predecessor's closed stream does not close the new incarnation's listeners (D6).
     if (!mutated(Mutation.successorSharesStream)) this.engine.events.reopen(id);
-    this.logger.info({ workstreamId: id, tenantId: input.tenantId }, 'workstream created');
+    this.logger.info(
+      {
+        workstreamId: id,
+        tenantId: input.tenantId,
+        principal: input.principal,
+        incarnation: rec.incarnation,
+      },
+      'workstream created',
+    );
     this.engine.lifecycle.created(rec.tenantId, rec.id, rec.incarnation);
     return { workstreamId: rec.id, tenantId: rec.tenantId, incarnation: rec.incarnation };
   }
@@ -286,12 +291,8 @@ export class Turnwarden {
    * (`closed` or `deleted`) when one ends. A workstream whose creation failed ambiguously is never
    * advertised, nor is its close. Registration is immediate; returns the function that stops it.
    */
-  subscribeWorkstreams(input: {
-    readonly tenantId: string;
-    readonly listener: LifecycleListener;
-  }): () => void {
-    checkFields(input, ['tenantId', 'listener'], 'subscribeWorkstreams');
-    checkId(input.tenantId, 'tenantId');
+  subscribeWorkstreams(input: Caller & { readonly listener: LifecycleListener }): () => void {
+    checkCaller(input, 'subscribeWorkstreams', ['listener']);
     if (typeof input.listener !== 'function') throw invalid('listener must be a function', 'listener');
     return this.engine.lifecycle.subscribe(input.tenantId, input.listener);
   }
@@ -307,8 +308,7 @@ export class Turnwarden {
    * the previous page). Workstreams being deleted are not listed (D2).
    */
   async listWorkstreams(input: ListWorkstreamsInput): Promise<WorkstreamPage> {
-    checkFields(input, ['tenantId', 'status', 'limit', 'cursor'], 'listWorkstreams');
-    checkId(input.tenantId, 'tenantId');
+    checkCaller(input, 'listWorkstreams', ['status', 'limit', 'cursor']);
     const limit = input.limit ?? 100;
     if (!Number.isSafeInteger(limit) || limit < 1 || limit > 1_000) {
       throw invalid('limit must be an integer from 1 to 1000', 'limit');
@@ -383,6 +383,10 @@ export class Turnwarden {
         `workstream ${workstreamId} (incarnation ${incarnation}) not found`,
       );
     }
+    this.logger.info(
+      { workstreamId, tenantId, principal: input.principal, incarnation },
+      'workstream delete requested',
+    );
     await this.engine.deleteWorkstream(workstreamId, tenantId, incarnation);
   }
 
@@ -522,7 +526,7 @@ export class Turnwarden {
     const ticket = this.engine.sends.ticket();
     await this.owned(tenantId, workstreamId);
     await this.engine.close(workstreamId, waitMs, ticket);
-    this.logger.info({ workstreamId }, 'workstream closed');
+    this.logger.info({ workstreamId, tenantId, principal: input.principal }, 'workstream closed');
     this.engine.lifecycle.closed(tenantId, workstreamId, 'closed');
   }
 
@@ -567,6 +571,7 @@ export class Turnwarden {
     const ticket = this.engine.sends.ticket();
     const { tenantId, workstreamId } = input;
     await this.owned(tenantId, workstreamId);
+    this.logger.info({ workstreamId, tenantId, principal: input.principal }, 'cancel requested');
     return this.engine.cancel(workstreamId, ticket);
   }
 

@@ -17,7 +17,7 @@ afterEach(async () => {
   rt = undefined;
 });
 
-const ref = (r: Rt) => ({ tenantId: 'tenant-a', workstreamId: r.workstreamId });
+const ref = (r: Rt) => ({ tenantId: 'tenant-a', principal: 'user-a', workstreamId: r.workstreamId });
 const withTool = script({ tools: [{ name: 'echo', args: { text: 'x' } }] }, { text: 'done' });
 
 /** Subscribes (replay delivered synchronously, then live) and collects into an array. */
@@ -184,8 +184,8 @@ describe('event streams', () => {
     ]);
     truncated.off();
 
-    await rt.tw.createWorkstream({ tenantId: 'tenant-a', workstreamId: 'ws-2' });
-    const other = await rt.tw.history({ tenantId: 'tenant-a', workstreamId: 'ws-2' });
+    await rt.tw.createWorkstream({ tenantId: 'tenant-a', principal: 'user-a', workstreamId: 'ws-2' });
+    const other = await rt.tw.history({ tenantId: 'tenant-a', principal: 'user-a', workstreamId: 'ws-2' });
     for (const handoff of [other.handoff, 'not-a-token', Buffer.from('{"w":"ws-1"}').toString('base64url')]) {
       const e = await refusal(rt.tw.subscribe({ ...ref(rt), handoff, listener: () => {} }));
       expect(e.code).toBe(ErrorCode.INVALID_INPUT);
@@ -217,8 +217,9 @@ describe('event streams', () => {
     // Five more workstreams, each with a turn, nobody listening: at most 2 rings stay.
     for (let i = 0; i < 5; i++) {
       const workstreamId = `idle-${i}`;
-      await rt.tw.createWorkstream({ tenantId: 'tenant-a', workstreamId });
-      await (await rt.tw.send({ tenantId: 'tenant-a', workstreamId, content: 'hi' })).done;
+      await rt.tw.createWorkstream({ tenantId: 'tenant-a', principal: 'user-a', workstreamId });
+      await (await rt.tw.send({ tenantId: 'tenant-a', principal: 'user-a', workstreamId, content: 'hi' }))
+        .done;
     }
     const { streams, listeners } = rt.tw.stats().events;
     expect(listeners).toBe(1);
@@ -248,7 +249,11 @@ describe('event streams', () => {
     expect(rt.tw.stats().events.listeners).toBe(1);
 
     // Another tenant's workstream: the first read rejects, having received nothing.
-    const foreign = rt.tw.events({ tenantId: 'tenant-b', workstreamId: rt.workstreamId });
+    const foreign = rt.tw.events({
+      tenantId: 'tenant-b',
+      principal: 'user-b',
+      workstreamId: rt.workstreamId,
+    });
     expect((await refusal(foreign.next())).code).toBe(ErrorCode.WORKSTREAM_NOT_FOUND);
     expect(rt.tw.stats().events.listeners).toBe(1);
   });
@@ -278,8 +283,10 @@ describe('event streams', () => {
     // Its stream still in memory (the close is remembered there) …
     await paths();
     // … and dropped from memory by another workstream's activity (the store says closed).
-    await rt.tw.createWorkstream({ tenantId: 'tenant-a', workstreamId: 'ws-2' });
-    await (await rt.tw.send({ tenantId: 'tenant-a', workstreamId: 'ws-2', content: 'hi' })).done;
+    await rt.tw.createWorkstream({ tenantId: 'tenant-a', principal: 'user-a', workstreamId: 'ws-2' });
+    await (
+      await rt.tw.send({ tenantId: 'tenant-a', principal: 'user-a', workstreamId: 'ws-2', content: 'hi' })
+    ).done;
     await paths();
   });
 });

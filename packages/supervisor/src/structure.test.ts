@@ -20,6 +20,7 @@ function nextToolStart(r: Rt, callIndex: number): Promise<void> {
   return new Promise((resolve, reject) => {
     const subscribed = r.tw.subscribe({
       tenantId: 'tenant-a',
+      principal: 'user-a',
       workstreamId: r.workstreamId,
       listener: (e) => {
         if (e.type !== 'tool_started' || e.data.callIndex !== callIndex) return;
@@ -40,12 +41,15 @@ describe('structural debt', () => {
     const turn = await rt.send(hangingTool);
     await nextEvent(rt.tw, rt.workstreamId, 'tool_started');
     faulty.reject(1, synthesized); // the cancel's repair fails once
-    expect(await rt.tw.cancel({ tenantId: 'tenant-a', workstreamId: rt.workstreamId })).toBe(true);
+    expect(
+      await rt.tw.cancel({ tenantId: 'tenant-a', principal: 'user-a', workstreamId: rt.workstreamId }),
+    ).toBe(true);
     expect((await turn.done).synthesized).toBe(0);
     expect(openToolCalls(await rt.history())).toHaveLength(1);
-    expect((await rt.tw.status({ tenantId: 'tenant-a', workstreamId: rt.workstreamId })).cleanupPending).toBe(
-      true,
-    );
+    expect(
+      (await rt.tw.status({ tenantId: 'tenant-a', principal: 'user-a', workstreamId: rt.workstreamId }))
+        .cleanupPending,
+    ).toBe(true);
 
     // S3: no claim while the debt is unresolved, with a typed error; nothing is written.
     const rowsBefore = (await rt.history()).length;
@@ -54,12 +58,18 @@ describe('structural debt', () => {
 
     // C5: a repair that fails again leaves it poisoned …
     faulty.reject(1, synthesized);
-    expect((await refusal(rt.tw.cancel({ tenantId: 'tenant-a', workstreamId: rt.workstreamId }))).code).toBe(
-      ErrorCode.STORE_ERROR,
-    );
+    expect(
+      (
+        await refusal(
+          rt.tw.cancel({ tenantId: 'tenant-a', principal: 'user-a', workstreamId: rt.workstreamId }),
+        )
+      ).code,
+    ).toBe(ErrorCode.STORE_ERROR);
     expect((await refusal(rt.send('next'))).code).toBe(ErrorCode.TOOL_CLEANUP_PENDING);
     // … and a retry repairs and unpoisons.
-    expect(await rt.tw.cancel({ tenantId: 'tenant-a', workstreamId: rt.workstreamId })).toBe(true);
+    expect(
+      await rt.tw.cancel({ tenantId: 'tenant-a', principal: 'user-a', workstreamId: rt.workstreamId }),
+    ).toBe(true);
     const rows = await rt.history();
     expect(openToolCalls(rows)).toEqual([]);
     expect(rows.filter((r) => r.message.role === 'tool').map((r) => r.message)).toEqual([
@@ -81,7 +91,9 @@ describe('structural debt', () => {
     );
     // The second occurrence is running: its id is already answered once (by the first).
     await nextToolStart(rt, 1);
-    expect(await rt.tw.cancel({ tenantId: 'tenant-a', workstreamId: rt.workstreamId })).toBe(true);
+    expect(
+      await rt.tw.cancel({ tenantId: 'tenant-a', principal: 'user-a', workstreamId: rt.workstreamId }),
+    ).toBe(true);
     expect(await turn.done).toMatchObject({ status: 'interrupted', abortReason: 'cancel', synthesized: 2 });
     const rows = await rt.history();
     expect(openToolCalls(rows)).toEqual([]);
@@ -105,7 +117,7 @@ describe('structural debt', () => {
       (e) => e.message.role === 'tool' && e.message.synthesized !== true,
       async () => {
         const aborted = nextEvent(r.tw, r.workstreamId, 'turn_aborted');
-        void r.tw.cancel({ tenantId: 'tenant-a', workstreamId: r.workstreamId });
+        void r.tw.cancel({ tenantId: 'tenant-a', principal: 'user-a', workstreamId: r.workstreamId });
         await aborted;
         readWhileHeld = await leases.nextRead(300);
       },
@@ -118,16 +130,19 @@ describe('structural debt', () => {
     expect(result).toMatchObject({ status: 'interrupted', abortReason: 'cancel', synthesized: 0 });
     const tools = (await r.history()).flatMap((row) => (row.message.role === 'tool' ? [row.message] : []));
     expect(tools).toEqual([expect.objectContaining({ content: 'landed', effect: 'applied' })]);
-    expect((await r.tw.status({ tenantId: 'tenant-a', workstreamId: r.workstreamId })).cleanupPending).toBe(
-      false,
-    );
+    expect(
+      (await r.tw.status({ tenantId: 'tenant-a', principal: 'user-a', workstreamId: r.workstreamId }))
+        .cleanupPending,
+    ).toBe(false);
   });
 
   it('C5: force cancel on an idle, clean workstream is a silent no-op', async () => {
     rt = await startRuntime();
     await (await rt.send('hello')).done;
     const before = rt.events.length;
-    expect(await rt.tw.cancel({ tenantId: 'tenant-a', workstreamId: rt.workstreamId })).toBe(false);
+    expect(
+      await rt.tw.cancel({ tenantId: 'tenant-a', principal: 'user-a', workstreamId: rt.workstreamId }),
+    ).toBe(false);
     expect(rt.events.length).toBe(before);
   });
 
@@ -146,16 +161,17 @@ describe('structural debt', () => {
     const rows = await rt.history();
     expect(rows.map((r) => r.message.role)).toEqual(['user']);
     expect(rt.types()).not.toContain('tool_started');
-    expect((await rt.tw.status({ tenantId: 'tenant-a', workstreamId: rt.workstreamId })).cleanupPending).toBe(
-      false,
-    );
+    expect(
+      (await rt.tw.status({ tenantId: 'tenant-a', principal: 'user-a', workstreamId: rt.workstreamId }))
+        .cleanupPending,
+    ).toBe(false);
     expect((await (await rt.send('again')).done).status).toBe('completed');
   });
 
   it('S4: a rejected user row leaves nothing behind: the send fails, no turn starts, the session stays idle', async () => {
     const faulty = faultyStore();
     rt = await startRuntime({ store: faulty.store });
-    const ref = { tenantId: 'tenant-a', workstreamId: rt.workstreamId };
+    const ref = { tenantId: 'tenant-a', principal: 'user-a', workstreamId: rt.workstreamId };
     faulty.reject(1, (e) => e.message.role === 'user');
     const e = await refusal(rt.send('hello'));
     expect(e.code).toBe(ErrorCode.STORE_ERROR);
@@ -178,7 +194,7 @@ describe('structural debt', () => {
       },
     });
     rt = await startRuntime({ store });
-    const ref = { tenantId: 'tenant-a', workstreamId: rt.workstreamId };
+    const ref = { tenantId: 'tenant-a', principal: 'user-a', workstreamId: rt.workstreamId };
     await (await rt.send('hello')).done;
     const before = await rt.history();
     const e = await refusal(rt.tw.compact({ ...ref, throughSeq: 2, summary: 'The user said hello.' }));
@@ -194,7 +210,11 @@ describe('structural debt', () => {
     rt = await startRuntime();
     const turn = await rt.send(hangingTool);
     await nextEvent(rt.tw, rt.workstreamId, 'tool_started');
-    const cancelled = rt.tw.cancel({ tenantId: 'tenant-a', workstreamId: rt.workstreamId });
+    const cancelled = rt.tw.cancel({
+      tenantId: 'tenant-a',
+      principal: 'user-a',
+      workstreamId: rt.workstreamId,
+    });
     // Sent at once, while the wedged tool is being abandoned: it may wait, it may not cross.
     const successor = await rt.send('successor');
     expect(await cancelled).toBe(true);
@@ -223,7 +243,7 @@ describe('structural debt', () => {
     // synthesized one — and the turn's final text was never produced.
     expect(rows.map((r) => r.message.role)).toEqual(['user', 'assistant']);
     expect(openToolCalls(rows)).toHaveLength(1);
-    const ref = { tenantId: 'tenant-a', workstreamId: rt.workstreamId };
+    const ref = { tenantId: 'tenant-a', principal: 'user-a', workstreamId: rt.workstreamId };
     expect(await rt.tw.status(ref)).toMatchObject({ cleanupPending: true });
     // Poisoned: no claim, a typed error, nothing written.
     expect((await refusal(rt.send('next'))).code).toBe(ErrorCode.TOOL_CLEANUP_PENDING);
@@ -238,7 +258,7 @@ describe('structural debt', () => {
 
   it('C4: a force cancel aimed at a turn that already ended leaves its successor untouched (handle and signal)', async () => {
     rt = await startRuntime();
-    const ref = { tenantId: 'tenant-a', workstreamId: rt.workstreamId };
+    const ref = { tenantId: 'tenant-a', principal: 'user-a', workstreamId: rt.workstreamId };
     const controller = new AbortController();
     const first = await rt.tw.send({ ...ref, content: 'first', signal: controller.signal });
     expect((await first.done).status).toBe('completed');
@@ -274,7 +294,7 @@ describe('structural debt', () => {
       workerArrived: (_id, _arrival, go) => go(),
     };
     rt = await startRuntime({ harness });
-    const ref = { tenantId: 'tenant-a', workstreamId: rt.workstreamId };
+    const ref = { tenantId: 'tenant-a', principal: 'user-a', workstreamId: rt.workstreamId };
     // The claim is captured (user row durable, turn armed); its dispatch is held at the seam.
     const turn = await rt.send(
       script({ text: 'never streamed' }, { tools: [{ name: 'echo', args: { text: 'x' } }] }),
@@ -300,7 +320,11 @@ describe('structural debt', () => {
     rt = await startRuntime();
     const turn = await rt.send(hangingTool);
     await nextEvent(rt.tw, rt.workstreamId, 'tool_started');
-    const cancelled = rt.tw.cancel({ tenantId: 'tenant-a', workstreamId: rt.workstreamId });
+    const cancelled = rt.tw.cancel({
+      tenantId: 'tenant-a',
+      principal: 'user-a',
+      workstreamId: rt.workstreamId,
+    });
     // A successor sent the moment the cancel resolves.
     const successor = cancelled.then(() => rt!.send('after the cancel'));
     expect(await cancelled).toBe(true);

@@ -16,8 +16,18 @@ export interface WorkstreamDetails extends WorkstreamInfo {
   readonly closedAt?: number;
 }
 
-export interface ListWorkstreamsInput {
+/**
+ * Who makes a call (T1): every call names its tenant and the principal acting for it. A
+ * principal sees and acts on its own tenant's workstreams only (T2); its name is written on the
+ * user rows it sends and on the log lines of what it changes.
+ */
+export interface Caller {
   readonly tenantId: string;
+  /** The user or service acting, as the host authenticated it: 1–128 of A–Z a–z 0–9 . _ : - */
+  readonly principal: string;
+}
+
+export interface ListWorkstreamsInput extends Caller {
   /** `open` or `closed`; default both. */
   readonly status?: 'open' | 'closed';
   /** Page size, 1–1000; default 100. */
@@ -37,9 +47,8 @@ export interface DeleteInput extends WorkstreamRef {
   readonly incarnation: string;
 }
 
-/** Names one workstream of one tenant: the argument of status, history, cancel and close. */
-export interface WorkstreamRef {
-  readonly tenantId: string;
+/** Names one workstream of the caller's tenant: the argument of status, history, cancel and close. */
+export interface WorkstreamRef extends Caller {
   readonly workstreamId: string;
 }
 
@@ -56,8 +65,6 @@ export interface CloseInput extends WorkstreamRef {
 export interface SendInput extends WorkstreamRef {
   /** The user's message: non-empty, not only whitespace, at most `limits.maxMessageBytes` UTF-8 bytes. */
   readonly content: string;
-  /** Who sent it (T1). */
-  readonly principal?: string;
   /**
    * The tools this turn may use, by name (default: every registered tool). The model is
    * offered only these; a call to any other is answered as an unknown tool (T6). Each name must

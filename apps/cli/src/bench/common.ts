@@ -9,6 +9,7 @@ export interface BenchContext {
 }
 
 export const TENANT = 'bench';
+export const PRINCIPAL = 'bench-user';
 
 export function silentLogger(): Logger {
   return pino({ level: 'silent' });
@@ -44,6 +45,7 @@ export class TurnTimeline {
     const timeline = new TurnTimeline();
     timeline.unsubscribe = await tw.subscribe({
       tenantId: TENANT,
+      principal: PRINCIPAL,
       workstreamId,
       listener: (e) => {
         const at = performance.now();

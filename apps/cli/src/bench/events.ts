@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { EventHub, Turnwarden, type TurnwardenEvent } from '@turnwarden/supervisor/testing';
 import type { BenchContext } from './common.js';
-import { TENANT } from './common.js';
+import { PRINCIPAL, TENANT } from './common.js';
 import { row, type SectionResult, target } from './report.js';
 import { median } from './stats.js';
 
@@ -55,7 +55,7 @@ async function ours(
   n: number,
   workstreamId: string,
 ): Promise<{ perSec: number; tokens: number }> {
-  await tw.createWorkstream({ tenantId: TENANT, workstreamId });
+  await tw.createWorkstream({ tenantId: TENANT, principal: PRINCIPAL, workstreamId });
   const counts = new Array<number>(LISTENERS).fill(0);
   let t0 = 0;
   let t1 = 0;
@@ -64,6 +64,7 @@ async function ours(
     counts.map((_, k) =>
       tw.subscribe({
         tenantId: TENANT,
+        principal: PRINCIPAL,
         workstreamId,
         listener: (e) => {
           counts[k]!++;
@@ -75,7 +76,7 @@ async function ours(
       }),
     ),
   );
-  await (await tw.send({ tenantId: TENANT, workstreamId, content: String(n) })).done;
+  await (await tw.send({ tenantId: TENANT, principal: PRINCIPAL, workstreamId, content: String(n) })).done;
   for (const off of offs) off();
   return { perSec: counts[0]! / ((t1 - t0) / 1000), tokens };
 }

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { openSqliteStore } from '@turnwarden/store';
 import { Turnwarden } from '@turnwarden/supervisor';
 import { SCRIPTED } from '../scripted.js';
-import { type BenchContext, script, TENANT, within } from './common.js';
+import { type BenchContext, PRINCIPAL, script, TENANT, within } from './common.js';
 import { type Row, row, type SectionResult, target } from './report.js';
 import { latenessProbe, max, quantile, sleep, yieldToLoop } from './stats.js';
 
@@ -68,6 +68,7 @@ async function phase(
   try {
     const heartbeat = await tw.send({
       tenantId: TENANT,
+      principal: PRINCIPAL,
       workstreamId: watched.id,
       content: script([{ heartbeat: 600_000, everyMs: 20 }]),
     });
@@ -75,6 +76,7 @@ async function phase(
     if (load.busy) {
       await tw.subscribe({
         tenantId: TENANT,
+        principal: PRINCIPAL,
         workstreamId: busy.id,
         listener: (e) => {
           if (e.type === 'token') tokens++;
@@ -88,7 +90,12 @@ async function phase(
       loads.push(
         (async () => {
           while (running) {
-            const h = await tw.send({ tenantId: TENANT, workstreamId: busy.id, content });
+            const h = await tw.send({
+              tenantId: TENANT,
+              principal: PRINCIPAL,
+              workstreamId: busy.id,
+              content,
+            });
             await h.done;
           }
         })(),
@@ -121,7 +128,7 @@ async function phase(
     const wd = tw.stats().watchdog;
     running = false;
     const samples = probe.stop();
-    if (load.busy) await tw.cancel({ tenantId: TENANT, workstreamId: busy.id });
+    if (load.busy) await tw.cancel({ tenantId: TENANT, principal: PRINCIPAL, workstreamId: busy.id });
     // A busy turn claimed just as the window closed ends with the shutdown below.
     await within(Promise.all(loads), 2_000);
     if (load.busy)
@@ -132,7 +139,10 @@ async function phase(
       );
     }
     if (load.idle) info.push('1,000 idle workstreams');
-    const cancelled = await within(tw.cancel({ tenantId: TENANT, workstreamId: watched.id }), 5_000);
+    const cancelled = await within(
+      tw.cancel({ tenantId: TENANT, principal: PRINCIPAL, workstreamId: watched.id }),
+      5_000,
+    );
     if (cancelled === undefined) info.push('heartbeat turn did not cancel within 5 s');
     await within(heartbeat.done, 5_000);
     return {

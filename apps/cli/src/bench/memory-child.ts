@@ -8,7 +8,7 @@ import { sessionWorkerUrl } from '@turnwarden/session';
 import { Turnwarden } from '@turnwarden/supervisor';
 import { WorkerPool } from '@turnwarden/supervisor/testing';
 import { SCRIPTED } from '../scripted.js';
-import { script, silentLogger, TENANT } from './common.js';
+import { PRINCIPAL, script, silentLogger, TENANT } from './common.js';
 import { sleep } from './stats.js';
 
 export interface MemoryChildConfig {
@@ -62,6 +62,7 @@ async function startTurns(tw: Turnwarden, ids: readonly string[]): Promise<void>
       new Promise<void>((resolve, reject) => {
         const subscribed = tw.subscribe({
           tenantId: TENANT,
+          principal: PRINCIPAL,
           workstreamId: id,
           listener: (e) => {
             if (e.type !== 'tool_started') return;
@@ -72,7 +73,7 @@ async function startTurns(tw: Turnwarden, ids: readonly string[]): Promise<void>
         subscribed.catch(reject);
       }),
   );
-  for (const id of ids) await tw.send({ tenantId: TENANT, workstreamId: id, content });
+  for (const id of ids) await tw.send({ tenantId: TENANT, principal: PRINCIPAL, workstreamId: id, content });
   await Promise.all(started);
   await sleep(200); // a few heartbeats in
 }
@@ -96,11 +97,12 @@ async function measure(cfg: MemoryChildConfig): Promise<MemoryReport> {
     const activeIds: string[] = [];
     for (let i = 0; i < cfg.active; i++) {
       activeIds.push(
-        (await tw.createWorkstream({ tenantId: TENANT, workstreamId: `active-${i}` })).workstreamId,
+        (await tw.createWorkstream({ tenantId: TENANT, principal: PRINCIPAL, workstreamId: `active-${i}` }))
+          .workstreamId,
       );
     }
     for (let i = 0; i < 200; i++)
-      await tw.createWorkstream({ tenantId: TENANT, workstreamId: `warmup-${i}` });
+      await tw.createWorkstream({ tenantId: TENANT, principal: PRINCIPAL, workstreamId: `warmup-${i}` });
 
     const m0 = await reading();
     const t0 = performance.now();
@@ -109,7 +111,7 @@ async function measure(cfg: MemoryChildConfig): Promise<MemoryReport> {
       const n = Math.min(batch, cfg.count - i);
       await Promise.all(
         Array.from({ length: n }, (_, j) =>
-          tw.createWorkstream({ tenantId: TENANT, workstreamId: `idle-${i + j}` }),
+          tw.createWorkstream({ tenantId: TENANT, principal: PRINCIPAL, workstreamId: `idle-${i + j}` }),
         ),
       );
     }
@@ -124,14 +126,14 @@ async function measure(cfg: MemoryChildConfig): Promise<MemoryReport> {
     const m3 = await reading();
     spawnRss = (m3.rss - m2.rss) / cfg.active;
     spawnHeap = (m3.heap - m2.heap) / cfg.active;
-    for (const id of activeIds) await tw.cancel({ tenantId: TENANT, workstreamId: id });
+    for (const id of activeIds) await tw.cancel({ tenantId: TENANT, principal: PRINCIPAL, workstreamId: id });
 
     // The same turns again, now on the warm workers they left behind.
     const m4 = await reading();
     await startTurns(tw, activeIds);
     const m5 = await reading();
     warmRss = (m5.rss - m4.rss) / cfg.active;
-    for (const id of activeIds) await tw.cancel({ tenantId: TENANT, workstreamId: id });
+    for (const id of activeIds) await tw.cancel({ tenantId: TENANT, principal: PRINCIPAL, workstreamId: id });
   } finally {
     await tw.shutdown();
   }

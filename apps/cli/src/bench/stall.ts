@@ -8,7 +8,7 @@
  */
 import { Turnwarden } from '@turnwarden/supervisor';
 import { SCRIPTED } from '../scripted.js';
-import { type BenchContext, script, TENANT, TurnTimeline, within } from './common.js';
+import { type BenchContext, PRINCIPAL, script, TENANT, TurnTimeline, within } from './common.js';
 import { row, type SectionResult, target } from './report.js';
 import { max, quantile } from './stats.js';
 
@@ -41,7 +41,11 @@ export async function benchStall(ctx: BenchContext): Promise<Omit<SectionResult,
   try {
     const content = script([{ text: 'a' }, { stall: true }]);
     const lane = async (index: number, turns: number) => {
-      const ws = await tw.createWorkstream({ tenantId: TENANT, workstreamId: `stall-${index}` });
+      const ws = await tw.createWorkstream({
+        tenantId: TENANT,
+        principal: PRINCIPAL,
+        workstreamId: `stall-${index}`,
+      });
       // The naive detector: re-armed on every token, fires timeoutMs after the last one.
       let naiveTimer: NodeJS.Timeout | undefined;
       let naiveFiredAt: number | undefined;
@@ -55,11 +59,16 @@ export async function benchStall(ctx: BenchContext): Promise<Omit<SectionResult,
       try {
         for (let i = 0; i < turns; i++) {
           naiveFiredAt = undefined;
-          const handle = await tw.send({ tenantId: TENANT, workstreamId: ws.workstreamId, content });
+          const handle = await tw.send({
+            tenantId: TENANT,
+            principal: PRINCIPAL,
+            workstreamId: ws.workstreamId,
+            content,
+          });
           const result = await within(handle.done, timeoutMs + pollMs + graceMs + 5_000);
           if (result === undefined) {
             anomalies.push(`turn ${ws.workstreamId}#${handle.generation} did not settle; cancelled`);
-            await tw.cancel({ tenantId: TENANT, workstreamId: ws.workstreamId });
+            await tw.cancel({ tenantId: TENANT, principal: PRINCIPAL, workstreamId: ws.workstreamId });
             continue;
           }
           if (result.status !== 'interrupted' || result.abortReason !== 'watchdog') {

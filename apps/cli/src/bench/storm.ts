@@ -12,7 +12,7 @@
  */
 import { Turnwarden } from '@turnwarden/supervisor';
 import { SCRIPTED } from '../scripted.js';
-import { type BenchContext, script, TENANT } from './common.js';
+import { type BenchContext, PRINCIPAL, script, TENANT } from './common.js';
 import { type Row, row, type SectionResult, target } from './report.js';
 import { quantile } from './stats.js';
 
@@ -46,7 +46,13 @@ async function storm(
     const ids: string[] = [];
     for (let i = 0; i < silent + beats; i++) {
       ids.push(
-        (await tw.createWorkstream({ tenantId: TENANT, workstreamId: `storm-${kind}-${i}` })).workstreamId,
+        (
+          await tw.createWorkstream({
+            tenantId: TENANT,
+            principal: PRINCIPAL,
+            workstreamId: `storm-${kind}-${i}`,
+          })
+        ).workstreamId,
       );
     }
     const before = tw.stats();
@@ -55,6 +61,7 @@ async function storm(
       ids.map((workstreamId, i) =>
         tw.send({
           tenantId: TENANT,
+          principal: PRINCIPAL,
           workstreamId,
           content:
             i < silent

@@ -6,7 +6,7 @@
 import { Worker } from 'node:worker_threads';
 import { Turnwarden } from '@turnwarden/supervisor';
 import { SCRIPTED } from '../scripted.js';
-import { type BenchContext, script, TENANT, TurnTimeline, within } from './common.js';
+import { type BenchContext, PRINCIPAL, script, TENANT, TurnTimeline, within } from './common.js';
 import { row, type SectionResult, target } from './report.js';
 import { STALL_CONFIG, slowest } from './stall.js';
 import { max, quantile, sleep } from './stats.js';
@@ -41,17 +41,22 @@ export async function benchWedge(ctx: BenchContext): Promise<Omit<SectionResult,
   const raw: number[] = [];
   const anomalies: string[] = [];
   try {
-    const ws = await tw.createWorkstream({ tenantId: TENANT, workstreamId: 'wedge-0' });
+    const ws = await tw.createWorkstream({ tenantId: TENANT, principal: PRINCIPAL, workstreamId: 'wedge-0' });
     const timeline = await TurnTimeline.follow(tw, ws.workstreamId);
     const content = script([{ text: 'a' }, { wedge: true }]);
     try {
       // One at a time: a wedged worker burns a whole core of this 2-core machine.
       for (let i = 0; i < turns; i++) {
-        const handle = await tw.send({ tenantId: TENANT, workstreamId: ws.workstreamId, content });
+        const handle = await tw.send({
+          tenantId: TENANT,
+          principal: PRINCIPAL,
+          workstreamId: ws.workstreamId,
+          content,
+        });
         const result = await within(handle.done, timeoutMs + pollMs + graceMs + 5_000);
         if (result === undefined) {
           anomalies.push(`turn ${handle.generation} did not settle; cancelled`);
-          await tw.cancel({ tenantId: TENANT, workstreamId: ws.workstreamId });
+          await tw.cancel({ tenantId: TENANT, principal: PRINCIPAL, workstreamId: ws.workstreamId });
           continue;
         }
         if (result.status !== 'interrupted' || !result.workerTerminated) {

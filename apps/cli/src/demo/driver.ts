@@ -23,6 +23,7 @@ export interface DemoObserver {
 export interface DriverContext {
   readonly tw: Turnwarden;
   readonly tenantId: string;
+  readonly principal: string;
   /** Aborted when the demo is stopped early: no new sends. */
   readonly stop: AbortSignal;
   readonly observer: DemoObserver;
@@ -48,7 +49,12 @@ async function sendWithRetry(ctx: DriverContext, workstreamId: string, content: 
     const waitMs = () => Math.round(performance.now() - started);
     if (ctx.stop.aborted) return { error: ctx.stop.reason, refusals, waitMs: waitMs() };
     try {
-      const handle = await ctx.tw.send({ tenantId: ctx.tenantId, workstreamId, content });
+      const handle = await ctx.tw.send({
+        tenantId: ctx.tenantId,
+        principal: ctx.principal,
+        workstreamId,
+        content,
+      });
       return { handle, refusals, waitMs: waitMs() };
     } catch (error) {
       if (!isTurnwardenError(error, ErrorCode.CAPACITY_EXHAUSTED))
@@ -81,12 +87,15 @@ function cancelWhenSleeping(ctx: DriverContext, workstreamId: string): Promise<(
   let fired = false;
   return ctx.tw.subscribe({
     tenantId: ctx.tenantId,
+    principal: ctx.principal,
     workstreamId,
     listener: (e) => {
       if (fired || e.type !== 'tool_started' || e.data.name !== 'sleep') return;
       fired = true;
       ctx.observer.forceCancel?.(workstreamId);
-      void ctx.tw.cancel({ tenantId: ctx.tenantId, workstreamId }).catch(() => false);
+      void ctx.tw
+        .cancel({ tenantId: ctx.tenantId, principal: ctx.principal, workstreamId })
+        .catch(() => false);
     },
   });
 }

@@ -31,6 +31,7 @@ const injected = (applied: FaultyStore['applied']) =>
   applied.reject + applied.transient + applied['lose-ack'] + applied.delay;
 
 const DEMO_TENANT = 'demo';
+const DEMO_PRINCIPAL = 'demo-user';
 const LEASE_TTL_MS = 5000;
 const LEASE_RENEW_MS = 1000;
 
@@ -183,9 +184,14 @@ export async function runDemo(args: DemoArgs, env: DemoEnv): Promise<DemoReport>
     const liveView = new LiveView(output, mode, plan, () => runtime.stats());
     view = liveView;
     for (const ws of plan.workstreams) {
-      await runtime.createWorkstream({ tenantId: DEMO_TENANT, workstreamId: ws.id });
+      await runtime.createWorkstream({
+        tenantId: DEMO_TENANT,
+        principal: DEMO_PRINCIPAL,
+        workstreamId: ws.id,
+      });
       await runtime.subscribe({
         tenantId: DEMO_TENANT,
+        principal: DEMO_PRINCIPAL,
         workstreamId: ws.id,
         listener: (ev) => {
           if (ev.type === 'persistence' && ev.data.state === 'retrying') journalRetries++;
@@ -204,7 +210,10 @@ export async function runDemo(args: DemoArgs, env: DemoEnv): Promise<DemoReport>
     };
     const perWorkstream = await Promise.all(
       plan.workstreams.map((ws) =>
-        driveWorkstream({ tw: runtime, tenantId: DEMO_TENANT, stop, observer, rand }, ws),
+        driveWorkstream(
+          { tw: runtime, tenantId: DEMO_TENANT, principal: DEMO_PRINCIPAL, stop, observer, rand },
+          ws,
+        ),
       ),
     );
     liveView.stop();

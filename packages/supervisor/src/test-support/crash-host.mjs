@@ -14,9 +14,10 @@ const tw = await Turnwarden.start({
   pool: { maxWorkers: 1, warmWorkers: 1 },
   logger: pino({ level: 'silent' }),
 });
-await tw.createWorkstream({ tenantId: 'tenant-a', workstreamId: 'ws-1' });
+await tw.createWorkstream({ tenantId: 'tenant-a', principal: 'user-a', workstreamId: 'ws-1' });
 await tw.subscribe({
   tenantId: 'tenant-a',
+  principal: 'user-a',
   workstreamId: 'ws-1',
   listener: (e) => {
     if (e.type === 'tool_started' && e.data.callIndex === 1) process.stdout.write('IN_TOOL_DEBT\n');
@@ -24,6 +25,7 @@ await tw.subscribe({
 });
 await tw.send({
   tenantId: 'tenant-a',
+  principal: 'user-a',
   workstreamId: 'ws-1',
   content: JSON.stringify({
     script: [

@@ -86,11 +86,18 @@ export async function startRuntime(
     seams,
   );
   const workstreamId = 'ws-1';
-  if (!existing) await tw.createWorkstream({ tenantId: 'tenant-a', workstreamId });
+  if (!existing) await tw.createWorkstream({ tenantId: 'tenant-a', principal: 'user-a', workstreamId });
   const events: TurnwardenEvent[] = [];
-  await tw.subscribe({ tenantId: 'tenant-a', workstreamId, listener: (e) => events.push(e) });
-  const send = (content: string) => tw.send({ tenantId: 'tenant-a', workstreamId, content });
-  const history = async () => (await tw.history({ tenantId: 'tenant-a', workstreamId })).rows;
+  await tw.subscribe({
+    tenantId: 'tenant-a',
+    principal: 'user-a',
+    workstreamId,
+    listener: (e) => events.push(e),
+  });
+  const send = (content: string) =>
+    tw.send({ tenantId: 'tenant-a', principal: 'user-a', workstreamId, content });
+  const history = async () =>
+    (await tw.history({ tenantId: 'tenant-a', principal: 'user-a', workstreamId })).rows;
   const logged = (msg: string) => logs.filter((l) => l.msg === msg);
   const types = () => events.map((e) => e.type);
   return { tw, logs, events, workstreamId, send, history, logged, types, waitForLog };
@@ -102,12 +109,14 @@ export function nextEvent<K extends TurnwardenEvent['type']>(
   workstreamId: string,
   type: K,
   tenantId = 'tenant-a',
+  principal = 'user-a',
 ): Promise<Extract<TurnwardenEvent, { type: K }>> {
   return new Promise((resolve, reject) => {
     let seen = false;
     // Registration is synchronous: an event emitted right after this call is not missed.
     const subscribed = tw.subscribe({
       tenantId,
+      principal,
       workstreamId,
       listener: (e) => {
         if (seen || e.type !== type) return;
