@@ -72,6 +72,7 @@ function world(options: { refresh?: () => Promise<boolean> } = {}) {
     workstreamId: 'ws',
     tenantId: 't',
     principal: 'user',
+    permit: { tenantId: 't', release: () => {} },
     generation: 4,
     lease: { workstreamId: 'ws', holder: 'me', token: 9, acquiredAt: 0, expiresAt: 1e12, released: false },
     worker: { id: 12, slot: 1, control: { postMessage: (m: unknown) => posted.push(m) } } as never,

@@ -1,6 +1,7 @@
 import type { AbortReason } from '@turnwarden/protocol';
 import type { Lease } from '@turnwarden/store';
 import type { Logger } from 'pino';
+import type { Permit } from './admission.js';
 import type { WorkerHandle } from './pool.js';
 import type { CancelTimer } from './timers.js';
 import type { TurnResult } from './types.js';
@@ -19,6 +20,8 @@ export interface ActiveTurn {
   readonly tenantId: string;
   /** Who sent the turn's message: only the same principal's sends queue behind it (T3). */
   readonly principal: string;
+  /** Its admission permit (T4): released when the turn has ended, its worker back or retired. */
+  readonly permit: Permit;
   readonly generation: number;
   readonly lease: Lease;
   readonly worker: WorkerHandle;

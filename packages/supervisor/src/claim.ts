@@ -13,6 +13,7 @@ import { ErrorCode, SeamName, seam, TurnwardenError, toWire } from '@turnwarden/
 import { offer } from '@turnwarden/session';
 import type { TurnStore } from '@turnwarden/store';
 import type { ActiveTurn } from './active-turn.js';
+import type { Permit } from './admission.js';
 import type { SupervisorConfig } from './config.js';
 import type { EventHub } from './events.js';
 import { acquireLease, leftover, type MaintenanceHost, repairLeftover } from './maintenance.js';
@@ -70,6 +71,21 @@ export function admissionRefusal(host: ClaimHost, workstreamId: string): Turnwar
   return undefined;
 }
 
+/**
+ * Refuses at once a claim that could not be admitted — shutdown, a soft close's latch, the
+ * machine not idle (closed, a turn's debt) — so that it never waits for a worker first (T4).
+ * Run in the session's mailbox. Debt a crashed process left is not a refusal: `admit` repairs it.
+ */
+export async function claimable(host: ClaimHost, rec: SessionRecord, workstreamId: string): Promise<void> {
+  const refused = admissionRefusal(host, workstreamId);
+  if (refused) throw refused;
+  await host.sessions.load(rec);
+  if (rec.turn === undefined && leftover(rec, undefined) && rec.state !== 'force-abandoning') return;
+  if (offer(rec.snapshot!, { type: 'CLAIM', generation: 0 }) === undefined) {
+    throw claimRefusal(workstreamId, rec.state!, rec.turn !== undefined);
+  }
+}
+
 /** Dispatches an admitted turn to its worker; the turn runs from here. */
 export function start(
   host: ClaimHost,
@@ -84,7 +100,8 @@ export function start(
 
 /**
  * Admits a turn — run it in the session's mailbox (`rec.run`) — and returns what `start`
- * dispatches. Refusals are typed: closing, a soft close's latch (C1), the machine not idle
+ * dispatches, on the permit the send was admitted with (T4; the turn holds it until it ends).
+ * Refusals are typed: closing, a soft close's latch (C1), the machine not idle
  * (TURN_IN_PROGRESS, TOOL_CLEANUP_PENDING: S3), no worker (CAPACITY_EXHAUSTED).
  *
  * `repaired`: debt found in the history was repaired once already; if the history still ends
@@ -94,6 +111,7 @@ export async function admit(
   host: ClaimHost,
   rec: SessionRecord,
   input: ClaimInput,
+  permit: Permit,
   repaired = false,
 ): Promise<Admitted> {
   const { workstreamId, tenantId } = input;
@@ -138,7 +156,14 @@ export async function admit(
       if (rec.gone) throw deletedError(workstreamId);
       const history: HistoryMessage[] = [...rows.map((r) => r.message), user];
       host.sessions.set(rec, claimed, generation, { from: 'idle', via: 'CLAIM' });
-      const turn = arm(host, rec, worker, lease, { tenantId, principal: input.principal }, generation);
+      const turn = arm(
+        host,
+        rec,
+        worker,
+        lease,
+        { tenantId, principal: input.principal, permit },
+        generation,
+      );
       return { turn, history, user, claimed };
     } catch (e) {
       await host.store.releaseLease(workstreamId, host.holder, lease.token).catch(() => false);
@@ -146,7 +171,7 @@ export async function admit(
     }
   } catch (e) {
     host.pool.release(worker);
-    if (e instanceof RetryClaim) return admit(host, rec, input, true);
+    if (e instanceof RetryClaim) return admit(host, rec, input, permit, true);
     throw e;
   }
 }
@@ -159,10 +184,10 @@ function arm(
   rec: SessionRecord,
   worker: WorkerHandle,
   lease: ActiveTurn['lease'],
-  sender: { readonly tenantId: string; readonly principal: string },
+  sender: { readonly tenantId: string; readonly principal: string; readonly permit: Permit },
   generation: number,
 ): ActiveTurn {
-  const { tenantId, principal } = sender;
+  const { tenantId, principal, permit } = sender;
   const { workstreamId } = rec;
   host.clock.arm(worker.slot, generation);
   const watched = host.watchdog.watch({ slot: worker.slot, workstreamId, tenantId, generation });
@@ -171,6 +196,7 @@ function arm(
     workstreamId,
     tenantId,
     principal,
+    permit,
     generation,
     lease,
     worker,

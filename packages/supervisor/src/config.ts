@@ -84,6 +84,21 @@ export interface EventsConfig {
   readonly listenerBuffer: number;
 }
 
+/**
+ * Fair admission (T4): how turns share the host's `pool.maxWorkers` workers among tenants, and
+ * how sends wait when none is free.
+ */
+export interface AdmissionConfig {
+  /** Turns one tenant may run at once (default and most: `pool.maxWorkers`). */
+  readonly maxActivePerTenant: number;
+  /** Sends waiting for a worker on the host; one more is refused (CAPACITY_EXHAUSTED). 0: never wait. */
+  readonly maxWaiting: number;
+  /** Sends of one tenant waiting; one more of that tenant is refused, the others still wait. */
+  readonly maxWaitingPerTenant: number;
+  /** The longest a send waits for a worker, unless the send gives its own `maxWaitMs`. */
+  readonly maxWaitMs: number;
+}
+
 export interface SupervisorConfig {
   readonly watchdog: WatchdogConfig;
   readonly lease: LeaseConfig;
@@ -91,6 +106,7 @@ export interface SupervisorConfig {
   readonly limits: LimitsConfig;
   readonly journal: JournalConfig;
   readonly events: EventsConfig;
+  readonly admission: AdmissionConfig;
   /**
    * The model provider turns use, by name: one of `pluginModules` must export it (there is no
    * default; the offline one is `scripted`, from the `@turnwarden/session/scripted` plugin).
@@ -113,6 +129,7 @@ export type SupervisorConfigInput = {
   readonly limits?: Partial<LimitsConfig>;
   readonly journal?: Partial<JournalConfig>;
   readonly events?: Partial<EventsConfig>;
+  readonly admission?: Partial<AdmissionConfig>;
   /** Required: the name of a model provider one of `pluginModules` exports. */
   readonly model: string;
   readonly pluginModules?: readonly string[];
@@ -154,6 +171,7 @@ export const DEFAULT_CONFIG: Omit<SupervisorConfig, 'model'> = {
   limits: { maxModelSteps: 32, maxToolArgBytes: 64 * 1024, maxMessageBytes: 256 * 1024, maxQueuedSends: 8 },
   journal: { maxAttempts: 5, retryBaseMs: 50, retryMaxMs: 2_000, sweepMs: 1_000 },
   events: { replayLimit: 1_024, maxIdleStreams: 1_000, listenerBuffer: 1_024 },
+  admission: { maxActivePerTenant: 8, maxWaiting: 1_024, maxWaitingPerTenant: 256, maxWaitMs: 30_000 },
   pluginModules: [],
 };
 
@@ -195,6 +213,7 @@ export function resolveConfig(input: unknown): SupervisorConfig {
     'limits',
     'journal',
     'events',
+    'admission',
     'model',
     'pluginModules',
     'hostId',
@@ -335,6 +354,30 @@ export function resolveConfig(input: unknown): SupervisorConfig {
     listenerBuffer: int('events.listenerBuffer', ev.listenerBuffer ?? d.events.listenerBuffer, 1, 1_000_000),
   };
 
+  const ad = section('admission', top.admission, [
+    'maxActivePerTenant',
+    'maxWaiting',
+    'maxWaitingPerTenant',
+    'maxWaitMs',
+  ]);
+  const maxWaiting = int('admission.maxWaiting', ad.maxWaiting ?? d.admission.maxWaiting, 0, 1_000_000);
+  const admission: AdmissionConfig = {
+    maxActivePerTenant: int(
+      'admission.maxActivePerTenant',
+      ad.maxActivePerTenant ?? maxWorkers,
+      1,
+      maxWorkers,
+    ),
+    maxWaiting,
+    maxWaitingPerTenant: int(
+      'admission.maxWaitingPerTenant',
+      ad.maxWaitingPerTenant ?? Math.min(d.admission.maxWaitingPerTenant, maxWaiting),
+      0,
+      maxWaiting,
+    ),
+    maxWaitMs: int('admission.maxWaitMs', ad.maxWaitMs ?? d.admission.maxWaitMs, 0, DAY_MS),
+  };
+
   const hostId = top.hostId;
   if (hostId !== undefined && (typeof hostId !== 'string' || !/^[A-Za-z0-9._-]{1,64}$/.test(hostId))) {
     throw bad('hostId', 'must be 1–64 characters of A–Z a–z 0–9 . _ -', hostId);
@@ -362,6 +405,7 @@ export function resolveConfig(input: unknown): SupervisorConfig {
     limits,
     journal,
     events,
+    admission,
     model,
     pluginModules: [...(plugins as string[])],
   };

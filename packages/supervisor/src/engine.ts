@@ -20,7 +20,16 @@ import type { Store } from '@turnwarden/store';
 import type { Logger } from 'pino';
 import { AbortProtocol } from './abort-protocol.js';
 import type { ActiveTurn } from './active-turn.js';
-import { type Admitted, admissionRefusal, admit, type ClaimInput, newHolder, start } from './claim.js';
+import { Admission, type Permit } from './admission.js';
+import {
+  type Admitted,
+  admissionRefusal,
+  admit,
+  type ClaimInput,
+  claimable,
+  newHolder,
+  start,
+} from './claim.js';
 import type { SupervisorConfig } from './config.js';
 import { EventHub } from './events.js';
 import { JournalGate } from './journal-gate.js';
@@ -70,6 +79,8 @@ export class TurnEngine {
   readonly recovery: Recovery;
   /** Claims, fences and the sends waiting behind running turns (C7). */
   readonly sends: SendQueue;
+  /** Permits for turns, per host and per tenant, and the fair queue for them (T4). */
+  readonly admission: Admission;
   /** Shutdown began: claims still queued are refused. */
   closing = false;
   private readonly bySlot = new Map<number, ActiveTurn>();
@@ -102,6 +113,16 @@ export class TurnEngine {
     this.aborts = new AbortProtocol(this);
     this.recovery = new Recovery(this);
     this.sends = new SendQueue(config.limits.maxQueuedSends);
+    this.admission = new Admission(
+      { maxActive: config.pool.maxWorkers, ...config.admission },
+      this.timers,
+      () => performance.now(),
+      (tenantId, waitedMs) =>
+        this.logger.debug(
+          { tenantId, waitedMs: Math.round(waitedMs) },
+          'send admitted after waiting for a worker',
+        ),
+    );
     this.watchdog = new Watchdog(this.clock, config.watchdog, this.aborts, this.logger, options.hooks);
     const host: HostApi = { journal: (req) => this.gate.journal(req, (turn, n) => turn.worker.caughtUp(n)) };
     this.pool = new WorkerPool({
@@ -127,52 +148,119 @@ export class TurnEngine {
 
   /**
    * A send (input and ownership already checked; its claim captured when the host called).
-   * With no turn running and none waiting, the turn is claimed and dispatched now; otherwise
-   * the send waits in the workstream's queue (QUEUE_FULL when full) and its turn is claimed
-   * when the turns before it have ended. Either way the claim is revalidated in the session's
-   * mailbox, where it would enqueue or start: one captured before a fence is revoked (C7).
+   * With no turn running and none waiting, the turn is claimed and dispatched now — once it holds
+   * a permit (T4): when none is free for its tenant it waits for one in the fair admission queue,
+   * out of the session's mailbox, then tries again. While a turn runs, the send waits in the
+   * workstream's queue instead (QUEUE_FULL when full) and its turn is claimed when the turns
+   * before it have ended. Either way the claim is revalidated in the session's mailbox, where it
+   * would enqueue or start: one captured before a fence is revoked (C7), waiting or not.
    */
-  async send(claim: SendClaim, input: ClaimInput, signal: AbortSignal | undefined): Promise<ClaimedTurn> {
-    const { workstreamId } = input;
+  async send(
+    claim: SendClaim,
+    input: ClaimInput,
+    signal: AbortSignal | undefined,
+    maxWaitMs: number = this.config.admission.maxWaitMs,
+  ): Promise<ClaimedTurn> {
+    const { workstreamId, tenantId } = input;
+    let permit: Permit | undefined;
     try {
       const held = seam(SeamName.sendCaptureToEnqueue, { workstreamId });
       if (held !== undefined) await held;
-      const rec = this.sessions.record(workstreamId);
-      let step: { readonly queued: Promise<ClaimedTurn> } | { readonly admitted: Admitted };
-      try {
-        step = await rec.run(async () => {
-          this.sends.check(claim);
-          const busy = rec.turn !== undefined || this.sends.depth(workstreamId) > 0;
-          // T3: only the running turn's own principal queues behind it; another's message is an
-          // interjection, refused (TURN_IN_PROGRESS) — as is any send while queueing is off.
-          const own = rec.turn === undefined || rec.turn.principal === input.principal;
-          if (busy && own && this.config.limits.maxQueuedSends > 0) {
-            const refused = admissionRefusal(this, workstreamId);
-            if (refused) throw refused;
-            const queued = this.sends.enqueue(claim, input, signal);
-            this.logger.debug(
-              { workstreamId, depth: this.sends.depth(workstreamId) },
-              'send queued behind the running turn',
-            );
-            return { queued };
-          }
-          return { admitted: await admit(this, rec, input) };
-        });
-      } finally {
-        this.sessions.release(rec);
+      for (;;) {
+        // Taken anew each time: a record left passive while the send waited was let go.
+        const rec = this.sessions.record(workstreamId);
+        type Step =
+          | { readonly queued: Promise<ClaimedTurn> }
+          | { readonly admitted: Admitted }
+          | { readonly wait: true };
+        let step: Step;
+        try {
+          step = await rec.run(async (): Promise<Step> => {
+            this.sends.check(claim);
+            const busy = rec.turn !== undefined || this.sends.depth(workstreamId) > 0;
+            // T3: only the running turn's own principal queues behind it; another's message is an
+            // interjection, refused (TURN_IN_PROGRESS) — as is any send while queueing is off.
+            const own = rec.turn === undefined || rec.turn.principal === input.principal;
+            if (busy && own && this.config.limits.maxQueuedSends > 0) {
+              const refused = admissionRefusal(this, workstreamId);
+              if (refused) throw refused;
+              // A turn started while this send waited for a permit: it queues, the permit goes back.
+              permit?.release();
+              permit = undefined;
+              const queued = this.sends.enqueue(claim, input, signal);
+              this.logger.debug(
+                { workstreamId, depth: this.sends.depth(workstreamId) },
+                'send queued behind the running turn',
+              );
+              return { queued };
+            }
+            if (!busy) {
+              // Refusals first (closing, closed, debt): a send that cannot claim never waits.
+              await claimable(this, rec, workstreamId);
+              permit ??= this.admission.tryAcquire(tenantId);
+              if (permit === undefined) return { wait: true };
+            }
+            return { admitted: await admit(this, rec, input, permit!) };
+          });
+        } finally {
+          this.sessions.release(rec);
+        }
+        if ('wait' in step) {
+          permit = await this.waitForPermit(claim, tenantId, signal, maxWaitMs);
+          continue;
+        }
+        if ('queued' in step) return await step.queued;
+        permit = undefined; // the turn holds it now; its end releases it
+        return start(this, rec, step.admitted, input.tools);
       }
-      return 'queued' in step ? await step.queued : start(this, rec, step.admitted, input.tools);
+    } catch (e) {
+      permit?.release();
+      throw e;
     } finally {
       this.sends.settled(claim);
     }
   }
 
+  /** T4: waits in the fair admission queue; a fence revokes the wait as it would a queued send (C7). */
+  private async waitForPermit(
+    claim: SendClaim,
+    tenantId: string,
+    signal: AbortSignal | undefined,
+    maxWaitMs: number,
+  ): Promise<Permit> {
+    const { workstreamId } = claim;
+    this.logger.debug(
+      { workstreamId, tenantId, ...this.admission.stats() },
+      'send waits for a session worker',
+    );
+    return this.admission.acquire(tenantId, {
+      signal,
+      maxWaitMs,
+      revocable: (revoke) => this.sends.park(claim, revoke),
+    });
+  }
+
   /**
-   * The next waiting send of a workstream whose turn has ended: revalidated and claimed in the
-   * session's mailbox. A refused one is answered with its refusal and the next one tried.
+   * The next waiting send of a workstream whose turn has ended: given a permit (T4), then
+   * revalidated and claimed in the session's mailbox. A refused one is answered with its refusal
+   * and the next one tried.
    */
   private pump(workstreamId: string): void {
-    if (this.sends.depth(workstreamId) === 0) return;
+    const head = this.sends.peek(workstreamId);
+    if (head === undefined) return;
+    const { tenantId } = head.input;
+    this.admission.acquire(tenantId, { maxWaitMs: this.config.admission.maxWaitMs }).then(
+      (permit) => this.pumpWith(workstreamId, permit),
+      (err: unknown) => {
+        // No permit for it (the queue full, the wait run out, shutdown): the head send is answered.
+        const waiting = this.sends.shift(workstreamId);
+        waiting?.reject(err);
+        if (waiting !== undefined) this.pump(workstreamId);
+      },
+    );
+  }
+
+  private pumpWith(workstreamId: string, permit: Permit): void {
     const rec = this.sessions.record(workstreamId);
     let waiting: ReturnType<SendQueue['shift']>;
     rec
@@ -182,13 +270,15 @@ export class TurnEngine {
         waiting = this.sends.shift(workstreamId);
         if (waiting === undefined) return undefined;
         this.sends.check(waiting.claim);
-        return admit(this, rec, waiting.input);
+        return admit(this, rec, waiting.input, permit);
       })
       .then(
         (admitted) => {
           if (admitted !== undefined) waiting?.resolve(start(this, rec, admitted, waiting.input.tools));
+          else permit.release();
         },
         (err: unknown) => {
+          permit.release();
           waiting?.reject(err);
           this.pump(workstreamId);
         },

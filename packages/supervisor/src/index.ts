@@ -18,7 +18,9 @@ export type {
 } from '@turnwarden/protocol';
 export { ErrorCode, isTurnwardenError, SessionState, TurnwardenError } from '@turnwarden/protocol';
 export type { Store } from '@turnwarden/store';
+export type { AdmissionStats } from './admission.js';
 export type {
+  AdmissionConfig,
   LeaseConfig,
   LimitsConfig,
   PoolConfig,

@@ -9,7 +9,7 @@ import type { CompactInput, RewindInput, SendInput } from './types.js';
 
 const ID_RE = /^[A-Za-z0-9._:-]{1,128}$/;
 const CALLER_FIELDS = ['tenantId', 'principal'] as const;
-const SEND_FIELDS: readonly string[] = ['content', 'signal', 'tools'];
+const SEND_FIELDS: readonly string[] = ['content', 'signal', 'tools', 'maxWaitMs'];
 const COMPACT_FIELDS: readonly string[] = ['throughSeq', 'summary', 'commitKey'];
 const REWIND_FIELDS: readonly string[] = ['turns', 'ifLastSeq'];
 /** More turns than any rewind needs; a larger count is a caller's bug. */
@@ -79,6 +79,12 @@ export function checkSendInput(input: SendInput, limits: InputLimits, known?: re
     throw invalid('signal must be an AbortSignal', 'signal');
   }
   if (input.tools !== undefined) checkToolNames(input.tools, known);
+  if (
+    input.maxWaitMs !== undefined &&
+    (!Number.isSafeInteger(input.maxWaitMs) || input.maxWaitMs < 0 || input.maxWaitMs > 3_600_000)
+  ) {
+    throw invalid('maxWaitMs must be an integer from 0 to 3600000', 'maxWaitMs');
+  }
   checkText(input.content, 'content', limits.maxMessageBytes);
 }
 

@@ -25,6 +25,7 @@ import {
 import { Mutation, mutated } from '@turnwarden/protocol/mutations';
 import { openSqliteStore, type Store } from '@turnwarden/store';
 import { type Level, type Logger, pino } from 'pino';
+import type { AdmissionStats } from './admission.js';
 import {
   checkPluginModules,
   resolveConfig,
@@ -132,6 +133,8 @@ export interface RuntimeStats extends RuntimeCounters {
   readonly activeTurns: number;
   readonly watchdog: WatchdogStats;
   readonly pool: PoolStats;
+  /** Fair admission (T4): permits out, sends waiting for a worker, refusals. */
+  readonly admission: AdmissionStats;
   readonly events: EventStats;
 }
 
@@ -548,7 +551,7 @@ export class Turnwarden {
       checkSendInput(input, this.config.limits, this.engine.pool.catalogue?.tools);
       // C7: the claim is captured now, as the host calls — before anything is awaited.
       const claim = this.engine.sends.capture(input.workstreamId);
-      const { signal, ...rest } = input;
+      const { signal, maxWaitMs, ...rest } = input;
       try {
         await this.owned(input.tenantId, input.workstreamId);
         if (signal?.aborted) throw aborted();
@@ -556,7 +559,7 @@ export class Turnwarden {
         this.engine.sends.settled(claim);
         throw e;
       }
-      return this.handle(await this.engine.send(claim, rest, signal), signal);
+      return this.handle(await this.engine.send(claim, rest, signal, maxWaitMs), signal);
     });
   }
 
@@ -620,6 +623,7 @@ export class Turnwarden {
       activeTurns: this.engine.activeTurns(),
       watchdog: this.engine.watchdog.stats(),
       pool: this.engine.pool.stats(),
+      admission: this.engine.admission.stats(),
       events: this.engine.events.stats(),
     };
   }
@@ -643,9 +647,10 @@ export class Turnwarden {
     this.engine.closing = true;
     this.engine.recovery.stop();
     // Sends waiting behind a turn never start now.
-    this.engine.sends.rejectAll(
-      () => new TurnwardenError(ErrorCode.SHUTTING_DOWN, 'turnwarden shut down before the send could start'),
-    );
+    const down = () =>
+      new TurnwardenError(ErrorCode.SHUTTING_DOWN, 'turnwarden shut down before the send could start');
+    this.engine.sends.rejectAll(down);
+    this.engine.admission.rejectAll(down);
     // Sends already on their way finish their admission (or are refused) before turns are aborted.
     await Promise.allSettled([...this.inFlight]);
     await this.engine.abortAll('shutdown');

@@ -55,6 +55,8 @@ export class SendQueue {
   private readonly fences = new Map<string, { readonly ticket: number; readonly reason: FenceReason }>();
   private readonly outstanding = new Map<string, number>();
   private readonly queues = new Map<string, Entry[]>();
+  /** Sends waiting for a session worker (admission, T4): revoked by a fence like queued ones. */
+  private readonly parked = new Map<string, Set<{ readonly ticket: number; revoke(err: unknown): void }>>();
 
   constructor(private readonly maxPerWorkstream: number) {}
 
@@ -88,10 +90,17 @@ export class SendQueue {
       const last = this.fences.get(workstreamId);
       if (last === undefined || last.ticket < ticket) this.fences.set(workstreamId, { ticket, reason });
     }
+    if (mutated(Mutation.claimIgnoresFence)) return 0;
+    let parked = 0;
+    for (const p of this.parked.get(workstreamId) ?? []) {
+      if (p.ticket >= ticket) continue;
+      parked++;
+      p.revoke(revokedError(workstreamId, reason));
+    }
     const queue = this.queues.get(workstreamId);
-    if (queue === undefined || mutated(Mutation.claimIgnoresFence)) return 0;
+    if (queue === undefined) return parked;
     const revoked = queue.filter((e) => e.claim.ticket < ticket);
-    if (revoked.length === 0) return 0;
+    if (revoked.length === 0) return parked;
     this.setQueue(
       workstreamId,
       queue.filter((e) => e.claim.ticket >= ticket),
@@ -100,7 +109,23 @@ export class SendQueue {
       e.detach();
       e.reject(revokedError(workstreamId, reason));
     }
-    return revoked.length;
+    return parked + revoked.length;
+  }
+
+  /**
+   * A send waiting elsewhere — for a session worker — is revoked by a later fence too: `revoke`
+   * is called with SEND_REVOKED. Returns what stops it (call it once the wait ends).
+   */
+  park(claim: SendClaim, revoke: (err: unknown) => void): () => void {
+    const { workstreamId } = claim;
+    const entry = { ticket: claim.ticket, revoke };
+    const set = this.parked.get(workstreamId) ?? new Set();
+    set.add(entry);
+    this.parked.set(workstreamId, set);
+    return () => {
+      set.delete(entry);
+      if (set.size === 0 && this.parked.get(workstreamId) === set) this.parked.delete(workstreamId);
+    };
   }
 
   /** C7: throws SEND_REVOKED when a fence came after the claim was captured. */
@@ -164,6 +189,11 @@ export class SendQueue {
       queue.push(entry);
       this.queues.set(workstreamId, queue);
     });
+  }
+
+  /** The next waiting send of the workstream, left on its queue. */
+  peek(workstreamId: string): Waiting | undefined {
+    return this.queues.get(workstreamId)?.[0];
   }
 
   /** The next waiting send of the workstream, taken off its queue (its signal no longer heard). */

@@ -106,6 +106,8 @@ export async function settle(
     if (status === 'completed') host.pool.release(turn.worker);
     else host.pool.retire(turn.worker);
   }
+  // T4: the permit frees only now: the next turn admitted finds the worker back (or retiring).
+  turn.permit.release();
 
   if (status === 'completed') host.counters.turnsCompleted++;
   else if (status === 'interrupted') host.counters.turnsInterrupted++;

@@ -72,10 +72,18 @@ export interface SendInput extends WorkstreamRef {
    */
   readonly tools?: readonly string[];
   /**
-   * Aborting it cancels the turn, as `cancel()` does: before the claim, the send is refused
-   * with ABORTED and nothing is written; after it, the turn is force-cancelled.
+   * Aborting it cancels the turn, as `cancel()` does: before the claim — waiting for a worker or
+   * behind a running turn — the send is refused with TURN_ABORTED and nothing is written; after
+   * it, the turn is force-cancelled.
    */
   readonly signal?: AbortSignal;
+  /**
+   * The longest the send waits for a session worker when none is free for its tenant (T4), in
+   * ms; then it is refused with CAPACITY_EXHAUSTED (`details.retryAfterMs`). 0: never wait.
+   * Default `admission.maxWaitMs`. Time spent queued behind the workstream's own running turn
+   * is not counted.
+   */
+  readonly maxWaitMs?: number;
 }
 
 export interface CompactInput extends WorkstreamRef {
