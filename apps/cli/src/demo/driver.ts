@@ -1,17 +1,16 @@
 /**
- * Drives one workstream: its planned turns in order, then the idle check. A send refused for
- * capacity (CAPACITY_EXHAUSTED, retryable: T4) is retried after a short jittered backoff;
- * any other refusal is recorded as the turn's outcome.
+ * Drives one workstream: its planned turns in order, then the idle check. Each send is made
+ * once: over capacity it waits in the supervisor's fair admission queue (T4) — the driver has
+ * no retry loop — and any refusal is recorded as the turn's outcome.
  */
-import { setTimeout as sleep } from 'node:timers/promises';
-import { ErrorCode, isTurnwardenError } from '@turnwarden/protocol';
+import { isTurnwardenError } from '@turnwarden/protocol';
 import type { TurnHandle, Turnwarden } from '@turnwarden/supervisor';
 import { classifyTurn } from './integrity.js';
 import type { RecordKind, TurnRecord } from './types.js';
 import { EXPECTED, type Expectation, type WorkstreamPlan } from './workload.js';
 
 export interface DemoObserver {
-  /** The workstream's send was refused for capacity and is backing off. */
+  /** The workstream's send was made: it may wait for a worker (T4). */
   waiting(workstreamId: string): void;
   /** A send was accepted. */
   turnStarted(workstreamId: string, index: number, kind: RecordKind): void;
@@ -24,48 +23,38 @@ export interface DriverContext {
   readonly tw: Turnwarden;
   readonly tenantId: string;
   readonly principal: string;
-  /** Aborted when the demo is stopped early: no new sends. */
+  /** Aborted when the demo is stopped early: no new sends; a send waiting for a worker is withdrawn. */
   readonly stop: AbortSignal;
   readonly observer: DemoObserver;
-  /** Backoff jitter source. */
-  readonly rand: () => number;
+  /** The longest a send waits for a worker before it is refused (CAPACITY_EXHAUSTED). */
+  readonly maxWaitMs: number;
 }
-
-const BACKOFF_MIN_MS = 10;
-const BACKOFF_MAX_MS = 100;
 
 interface Sent {
   readonly handle?: TurnHandle;
   readonly error?: unknown;
-  readonly refusals: number;
+  /** From the call to the turn's start: the time it waited for a worker (T4). */
   readonly waitMs: number;
 }
 
-async function sendWithRetry(ctx: DriverContext, workstreamId: string, content: string): Promise<Sent> {
+/** One send: it resolves once the turn has started — at once, or after waiting for a worker. */
+async function send(ctx: DriverContext, workstreamId: string, content: string): Promise<Sent> {
   const started = performance.now();
-  let refusals = 0;
-  let delay = BACKOFF_MIN_MS;
-  for (;;) {
-    const waitMs = () => Math.round(performance.now() - started);
-    if (ctx.stop.aborted) return { error: ctx.stop.reason, refusals, waitMs: waitMs() };
-    try {
-      const handle = await ctx.tw.send({
-        tenantId: ctx.tenantId,
-        principal: ctx.principal,
-        workstreamId,
-        content,
-      });
-      return { handle, refusals, waitMs: waitMs() };
-    } catch (error) {
-      if (!isTurnwardenError(error, ErrorCode.CAPACITY_EXHAUSTED))
-        return { error, refusals, waitMs: waitMs() };
-      refusals++;
-      ctx.observer.waiting(workstreamId);
-      await sleep(Math.round(delay * (0.5 + ctx.rand())), undefined, { signal: ctx.stop }).catch(
-        () => undefined,
-      );
-      delay = Math.min(delay * 2, BACKOFF_MAX_MS);
-    }
+  const waitMs = () => Math.round(performance.now() - started);
+  if (ctx.stop.aborted) return { error: ctx.stop.reason, waitMs: 0 };
+  ctx.observer.waiting(workstreamId);
+  try {
+    const handle = await ctx.tw.send({
+      tenantId: ctx.tenantId,
+      principal: ctx.principal,
+      workstreamId,
+      content,
+      maxWaitMs: ctx.maxWaitMs,
+      signal: ctx.stop,
+    });
+    return { handle, waitMs: waitMs() };
+  } catch (error) {
+    return { error, waitMs: waitMs() };
   }
 }
 
@@ -116,8 +105,8 @@ async function sendAndWait(
   content: string,
   base: Omit<TurnSpec, 'content'>,
 ): Promise<TurnRecord> {
-  const sent = await sendWithRetry(ctx, spec.workstreamId, content);
-  const timing = { refusals: sent.refusals, waitMs: sent.waitMs };
+  const sent = await send(ctx, spec.workstreamId, content);
+  const timing = { tenant: ctx.tenantId, waitMs: sent.waitMs };
   if (!sent.handle) {
     const errorCode = isTurnwardenError(sent.error) ? sent.error.code : 'ERROR';
     const errorMessage = sent.error instanceof Error ? sent.error.message : String(sent.error);

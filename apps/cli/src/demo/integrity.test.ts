@@ -136,6 +136,7 @@ describe('durable history audit', () => {
       historyMismatches: 0,
       synthesizedCounted: 0,
       faultsNotInjected: 0,
+      capacityRefusals: 0,
     });
     expect(checks.filter((c) => !c.ok).map((c) => c.id)).toEqual(['dangling_tool_calls']);
   });
@@ -194,8 +195,11 @@ describe('durable history audit', () => {
       historyMismatches: 0,
       synthesizedCounted: 3,
       faultsNotInjected: 2,
+      capacityRefusals: 1,
     });
     expect(checks.find((c) => c.id === 'synthesized_mismatch')).toMatchObject({ ok: false, value: 1 });
+    // T4: a send refused for capacity fails the run: over capacity sends wait, never refused.
+    expect(checks.find((c) => c.id === 'capacity_refusals')).toMatchObject({ ok: false, value: 1 });
     // Planned store faults that never fired: the demo did not test what it claims to.
     expect(checks.find((c) => c.id === 'faults_not_injected')).toMatchObject({ ok: false, value: 2 });
   });

@@ -169,6 +169,8 @@ export interface IntegrityInput {
   readonly synthesizedCounted: number;
   /** Store faults the plan asked for that the store never injected (the demo did not test them). */
   readonly faultsNotInjected: number;
+  /** Sends refused with CAPACITY_EXHAUSTED: over capacity a send waits for a worker (T4). */
+  readonly capacityRefusals: number;
 }
 
 /** Every check, passing or not, in the order the summary prints them. */
@@ -199,6 +201,12 @@ export function integrityChecks(input: IntegrityInput): IntegrityCheck[] {
       'synthesized results counted but not durable (or the reverse)',
       'S2',
       Math.abs(input.synthesizedCounted - a.synthesizedResults),
+    ),
+    zero(
+      'capacity_refusals',
+      'sends refused for capacity (they wait in the fair admission queue)',
+      'T4',
+      input.capacityRefusals,
     ),
     zero('faults_not_injected', 'planned store faults never injected', 'P3 S5', input.faultsNotInjected),
     zero(

@@ -15,8 +15,8 @@ const record = (over: Partial<TurnRecord>): TurnRecord => ({
   workerTerminated: false,
   synthesized: 0,
   durationMs: 812,
+  tenant: 'acme',
   waitMs: 0,
-  refusals: 0,
   verdict: 'ok',
   ...over,
 });
@@ -61,6 +61,7 @@ describe('live view', () => {
       watchdogFired: 1,
       workersTerminated: 1,
       toolResultsSynthesized: 2,
+      admission: { waiting: 3 },
     }));
     view.start();
     view.turnFinished(record({ workstreamId: 'ws-01', index: 1 }));

@@ -17,6 +17,7 @@ export interface LiveTotals {
   readonly watchdogFired: number;
   readonly workersTerminated: number;
   readonly toolResultsSynthesized: number;
+  readonly admission: { readonly waiting: number };
 }
 
 interface Row {
@@ -64,7 +65,6 @@ export class LiveView implements DemoObserver {
   private readonly startedAt = performance.now();
   private timer: NodeJS.Timeout | undefined;
   private drawn = 0;
-  private refusals = 0;
   private finished = 0;
   private readonly planned: number;
   private readonly idWidth: number;
@@ -114,7 +114,6 @@ export class LiveView implements DemoObserver {
   }
 
   waiting(workstreamId: string): void {
-    this.refusals++;
     const row = this.rows.get(workstreamId);
     if (row) row.state = 'waiting';
   }
@@ -174,7 +173,7 @@ export class LiveView implements DemoObserver {
         `watchdog fired ${t.watchdogFired}`,
         `workers terminated ${t.workersTerminated}`,
         `results synthesized ${t.toolResultsSynthesized}`,
-        `capacity refusals ${this.refusals}`,
+        `waiting for a worker ${t.admission.waiting}`,
       ].join(' · '),
     ];
   }

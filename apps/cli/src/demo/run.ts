@@ -24,14 +24,21 @@ import { LiveView, type ViewMode } from './live-view.js';
 import { openDemoLog } from './logging.js';
 import { buildSummary, type DemoSummary } from './summary.js';
 import type { RecordKind, TurnRecord } from './types.js';
-import { planWorkload, prng, type WorkloadPlan } from './workload.js';
+import { planWorkload, type WorkloadPlan } from './workload.js';
 
 /** Faults the demo's store injected, every kind. */
 const injected = (applied: FaultyStore['applied']) =>
   applied.reject + applied.transient + applied['lose-ack'] + applied.delay;
 
-const DEMO_TENANT = 'demo';
-const DEMO_PRINCIPAL = 'demo-user';
+/**
+ * Two tenants share the host: `acme` owns three workstreams in four and floods it; `globex`
+ * owns the rest. acme may run at most three workers in four (admission.maxActivePerTenant), and
+ * round-robin admission gives globex its turn within one of acme's (T4).
+ */
+const tenantOf = (index: number) => (index % 4 === 3 ? 'globex' : 'acme');
+const principalOf = (tenant: string) => `${tenant}-user`;
+/** A send waits this long for a worker at most; the demo's turns are seconds long. */
+const DEMO_MAX_WAIT_MS = 120_000;
 const LEASE_TTL_MS = 5000;
 const LEASE_RENEW_MS = 1000;
 
@@ -107,7 +114,7 @@ export async function runDemo(args: DemoArgs, env: DemoEnv): Promise<DemoReport>
   const { output } = env;
   const cwd = env.cwd ?? process.cwd();
   const stop = env.stop ?? new AbortController().signal;
-  // Every workstream's capacity backoff listens on `stop`.
+  // Every workstream's send in flight listens on `stop`.
   setMaxListeners(args.workstreams + 16, stop);
   const dbPath =
     args.db === undefined
@@ -135,6 +142,7 @@ export async function runDemo(args: DemoArgs, env: DemoEnv): Promise<DemoReport>
     // The lease must outlive grace + one renewal so recovery still holds it (config rule).
     lease: { ttlMs: Math.max(LEASE_TTL_MS, args.graceMs + LEASE_RENEW_MS + 1000), renewMs: LEASE_RENEW_MS },
     pool: { maxWorkers: args.maxWorkers, warmWorkers: args.warmWorkers },
+    admission: { maxActivePerTenant: Math.max(1, Math.ceil((args.maxWorkers * 3) / 4)) },
   };
   const mode = viewMode(args, output);
   if (mode !== 'quiet') {
@@ -183,15 +191,11 @@ export async function runDemo(args: DemoArgs, env: DemoEnv): Promise<DemoReport>
     const runtime = tw;
     const liveView = new LiveView(output, mode, plan, () => runtime.stats());
     view = liveView;
-    for (const ws of plan.workstreams) {
-      await runtime.createWorkstream({
-        tenantId: DEMO_TENANT,
-        principal: DEMO_PRINCIPAL,
-        workstreamId: ws.id,
-      });
+    for (const [i, ws] of plan.workstreams.entries()) {
+      const caller = { tenantId: tenantOf(i), principal: principalOf(tenantOf(i)) };
+      await runtime.createWorkstream({ ...caller, workstreamId: ws.id });
       await runtime.subscribe({
-        tenantId: DEMO_TENANT,
-        principal: DEMO_PRINCIPAL,
+        ...caller,
         workstreamId: ws.id,
         listener: (ev) => {
           if (ev.type === 'persistence' && ev.data.state === 'retrying') journalRetries++;
@@ -201,7 +205,6 @@ export async function runDemo(args: DemoArgs, env: DemoEnv): Promise<DemoReport>
     }
     stop.addEventListener('abort', onStop, { once: true });
     liveView.start();
-    const rand = prng(args.seed ^ 0x5eed);
     const observer: DemoObserver = {
       waiting: (w) => liveView.waiting(w),
       turnStarted: (w, i, k) => liveView.turnStarted(w, i, k),
@@ -209,9 +212,16 @@ export async function runDemo(args: DemoArgs, env: DemoEnv): Promise<DemoReport>
       forceCancel: () => void forceCancels++,
     };
     const perWorkstream = await Promise.all(
-      plan.workstreams.map((ws) =>
+      plan.workstreams.map((ws, i) =>
         driveWorkstream(
-          { tw: runtime, tenantId: DEMO_TENANT, principal: DEMO_PRINCIPAL, stop, observer, rand },
+          {
+            tw: runtime,
+            tenantId: tenantOf(i),
+            principal: principalOf(tenantOf(i)),
+            stop,
+            observer,
+            maxWaitMs: DEMO_MAX_WAIT_MS,
+          },
           ws,
         ),
       ),
@@ -229,6 +239,7 @@ export async function runDemo(args: DemoArgs, env: DemoEnv): Promise<DemoReport>
       historyMismatches,
       synthesizedCounted: stats.toolResultsSynthesized,
       faultsNotInjected: stop.aborted ? 0 : plannedFaults - injected(faults.applied),
+      capacityRefusals: records.filter((r) => r.errorCode === 'CAPACITY_EXHAUSTED').length,
     });
     const planned = { ...plan.counts, 'idle-check': plan.workstreams.length } satisfies Record<
       RecordKind,
@@ -262,6 +273,7 @@ export async function runDemo(args: DemoArgs, env: DemoEnv): Promise<DemoReport>
         lease_renew_ms: config.lease.renewMs,
         max_workers: config.pool.maxWorkers,
         warm_workers: config.pool.warmWorkers,
+        max_active_per_tenant: config.admission.maxActivePerTenant,
       },
       elapsedMs: performance.now() - started,
       db: display(cwd, dbPath),

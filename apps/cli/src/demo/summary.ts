@@ -75,7 +75,17 @@ export interface DemoSummary {
     readonly synthesized_unknown: number;
     readonly synthesized_none: number;
   };
-  readonly capacity_refusals: number;
+  /**
+   * Fair admission (T4), per tenant: turns admitted and how long their sends waited for a
+   * worker. The demo never retries a send: over capacity it waits in the supervisor's queue.
+   */
+  readonly admission: {
+    readonly tenants: Readonly<
+      Record<string, { readonly workstreams: number; readonly turns: number; readonly wait_ms: Percentiles }>
+    >;
+    readonly admitted_after_waiting: number;
+    readonly capacity_refusals: number;
+  };
   readonly by_kind: Readonly<Record<RecordKind, KindSummary>>;
   readonly config: {
     readonly timeout_ms: number;
@@ -85,6 +95,7 @@ export interface DemoSummary {
     readonly lease_renew_ms: number;
     readonly max_workers: number;
     readonly warm_workers: number;
+    readonly max_active_per_tenant: number;
   };
   readonly elapsed_ms: number;
   readonly db: string;
@@ -110,6 +121,36 @@ export interface SummaryInput {
   readonly elapsedMs: number;
   readonly db: string;
   readonly log: string;
+}
+
+interface Percentiles {
+  readonly p50: number;
+  readonly p99: number;
+  readonly max: number;
+}
+
+function percentiles(values: readonly number[]): Percentiles {
+  if (values.length === 0) return { p50: 0, p99: 0, max: 0 };
+  const sorted = [...values].sort((a, b) => a - b);
+  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!;
+  return { p50: at(0.5), p99: at(0.99), max: sorted.at(-1)! };
+}
+
+function admission(records: readonly TurnRecord[], stats: RuntimeStats): DemoSummary['admission'] {
+  const tenants: Record<string, { workstreams: number; turns: number; wait_ms: Percentiles }> = {};
+  for (const tenant of [...new Set(records.map((r) => r.tenant))].sort()) {
+    const ran = records.filter((r) => r.tenant === tenant && r.status !== 'rejected');
+    tenants[tenant] = {
+      workstreams: new Set(records.filter((r) => r.tenant === tenant).map((r) => r.workstreamId)).size,
+      turns: ran.length,
+      wait_ms: percentiles(ran.map((r) => r.waitMs)),
+    };
+  }
+  return {
+    tenants,
+    admitted_after_waiting: stats.admission.admittedAfterWait,
+    capacity_refusals: records.filter((r) => r.errorCode === 'CAPACITY_EXHAUSTED').length,
+  };
 }
 
 function byKind(records: readonly TurnRecord[], planned: Readonly<Record<RecordKind, number>>) {
@@ -186,7 +227,7 @@ export function buildSummary(input: SummaryInput): DemoSummary {
       synthesized_unknown: a.synthesizedUnknown,
       synthesized_none: a.synthesizedNone,
     },
-    capacity_refusals: input.records.reduce((n, r) => n + r.refusals, 0),
+    admission: admission(input.records, stats),
     by_kind: byKind(input.records, input.planned),
     config: input.config,
     elapsed_ms: Math.round(input.elapsedMs),
@@ -281,7 +322,14 @@ export function formatSummary(s: DemoSummary, checks: readonly IntegrityCheck[],
       ],
       ['journal retries (persistence retrying)', String(s.journal_retries)],
       ['force cancels by the host', String(s.force_cancels)],
-      ['capacity refusals (retried)', String(s.capacity_refusals)],
+      [
+        'sends admitted after waiting for a worker / refused for capacity',
+        `${s.admission.admitted_after_waiting} / ${s.admission.capacity_refusals}`,
+      ],
+      ...Object.entries(s.admission.tenants).map(([tenant, t]): [string, string] => [
+        `tenant ${tenant}: turns, wait for a worker p50 / p99 / max`,
+        `${t.turns}, ${t.wait_ms.p50} / ${t.wait_ms.p99} / ${t.wait_ms.max} ms`,
+      ]),
       ['watchdog poll lateness p50 / p99 / max', `${lat.p50} / ${lat.p99} / ${lat.max} ms`],
     ],
     new Set(),

@@ -2,7 +2,7 @@
 import type { TurnStatus } from '@turnwarden/protocol';
 import type { Expectation, TurnKind } from './workload.js';
 
-/** `rejected`: `send` refused the message (other than for capacity, which is retried). */
+/** `rejected`: `send` refused the message (over capacity it waits instead; a refusal is a failed check). */
 export type ObservedStatus = TurnStatus | 'rejected';
 
 export type Verdict =
@@ -36,10 +36,10 @@ export interface TurnRecord {
   readonly synthesized: number;
   /** From the accepted `send` to the turn's `done`. */
   readonly durationMs: number;
-  /** Time spent backing off while the pool was at capacity. */
+  /** The workstream's tenant. */
+  readonly tenant: string;
+  /** From the send to the turn's start: time spent waiting for a worker (T4). */
   readonly waitMs: number;
-  /** CAPACITY_EXHAUSTED refusals before the send was accepted. */
-  readonly refusals: number;
   readonly errorCode?: string;
   readonly errorMessage?: string;
   readonly verdict: Verdict;
