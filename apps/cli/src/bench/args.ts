@@ -13,6 +13,7 @@ const SECTION_NAMES = [
   'l12',
   'journal',
   'events',
+  'admission',
 ] as const;
 export type SectionName = (typeof SECTION_NAMES)[number];
 

@@ -7,6 +7,7 @@
  */
 import { cpus, loadavg } from 'node:os';
 import { benchActivation } from './activation.js';
+import { benchAdmission } from './admission.js';
 import { BenchUsageError, parseBenchArgs, type SectionName, USAGE } from './args.js';
 import { type BenchContext, errorText, silentLogger, within } from './common.js';
 import { benchEvents } from './events.js';
@@ -38,6 +39,7 @@ const SECTIONS: Record<SectionName, { readonly title: string; readonly run: Sect
   l12: { title: 'watchdog starvation', run: benchL12 },
   journal: { title: 'durable rows through the journal', run: benchJournal },
   events: { title: 'event streams', run: benchEvents },
+  admission: { title: 'fair admission', run: benchAdmission },
 };
 
 /** A section that hangs is reported as an error instead of holding the run forever. */

@@ -94,8 +94,6 @@ export interface WorkloadPlan {
   readonly counts: Readonly<Record<TurnKind, number>>;
 }
 
-/** The harness's seeded PRNG (mulberry32): the plan is deterministic for a seed; never Math.random. */
-export const prng = rng;
 
 type Rand = () => number;
 const between = (rand: Rand, lo: number, hi: number) => lo + Math.floor(rand() * (hi - lo + 1));
@@ -133,7 +131,8 @@ export function kindCounts(total: number): Record<TurnKind, number> {
 
 export function planWorkload(options: WorkloadOptions): WorkloadPlan {
   const { workstreams, turns, seed, timeoutMs } = options;
-  const rand = prng(seed);
+  // The harness's seeded PRNG (mulberry32): the plan is deterministic for a seed; never Math.random.
+  const rand = rng(seed);
   const counts = kindCounts(workstreams * turns);
   const kinds: TurnKind[] = TURN_KINDS.flatMap((k) => Array.from({ length: counts[k] }, () => k));
   for (let i = kinds.length - 1; i > 0; i--) {
