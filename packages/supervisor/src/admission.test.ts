@@ -30,13 +30,13 @@ function manualTimers() {
 
 function setup(limits: Partial<AdmissionLimits> = {}) {
   const t = manualTimers();
-  let now = 0;
+  const now = 0;
   const admission = new Admission(
     { maxActive: 2, maxActivePerTenant: 2, maxWaiting: 100, maxWaitingPerTenant: 100, ...limits },
     t.timers,
     () => now,
   );
-  return { admission, ...t, advance: (ms: number) => void (now += ms) };
+  return { admission, ...t };
 }
 
 /** Lets promise callbacks run (grants resolve promises). */
@@ -174,7 +174,9 @@ describe('T4: admission', () => {
       maxWaitMs: 60_000,
       revocable: (r) => {
         revoke = r;
-        return () => void (stopped = true);
+        return () => {
+          stopped = true;
+        };
       },
     });
     revoke!(new TurnwardenError(ErrorCode.SEND_REVOKED, 'fenced'));

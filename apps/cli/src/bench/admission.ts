@@ -78,12 +78,15 @@ async function ours(ctx: BenchContext, ms: number, floodCap?: number): Promise<W
 async function fifo(ms: number, turnMs: number): Promise<Waits> {
   let free = WORKERS;
   const queue: (() => void)[] = [];
-  const acquire = () =>
-    free > 0
-      ? (free--, Promise.resolve())
-      : new Promise<void>((resolve) => {
-          queue.push(resolve);
-        });
+  const acquire = (): Promise<void> => {
+    if (free > 0) {
+      free--;
+      return Promise.resolve();
+    }
+    return new Promise<void>((resolve) => {
+      queue.push(resolve);
+    });
+  };
   const release = () => {
     const next = queue.shift();
     if (next) next();

@@ -94,7 +94,6 @@ export interface WorkloadPlan {
   readonly counts: Readonly<Record<TurnKind, number>>;
 }
 
-
 type Rand = () => number;
 const between = (rand: Rand, lo: number, hi: number) => lo + Math.floor(rand() * (hi - lo + 1));
 const pick = <T>(rand: Rand, items: readonly T[]): T => items[Math.floor(rand() * items.length)] as T;
