@@ -24,6 +24,11 @@ export type ModelEvent =
 export interface ToolSpec {
   readonly name: string;
   readonly description: string;
+  /**
+   * The JSON Schema of the tool's arguments (an object schema), as a model provider sends it
+   * to the model. Absent: any object.
+   */
+  readonly parameters?: Readonly<Record<string, unknown>>;
 }
 
 /** One model call: the history so far (ending with a user or tool message) and the tools on offer. */

@@ -73,6 +73,7 @@ export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<LoopOut
   const toolSpecs: ToolSpec[] = [...deps.tools.values()].map((t) => ({
     name: t.name,
     description: t.description,
+    ...(t.parameters === undefined ? {} : { parameters: t.parameters }),
   }));
   let calls: readonly ToolCall[] = [];
   const started: number[] = [];

@@ -1,0 +1,98 @@
+/**
+ * The Anthropic provider against the loopback server's messages endpoint: streamed text, a tool
+ * call whose input arrives in pieces, ping events that are not progress, the stop reason as the
+ * end of an answer, the key read from its environment variable and sent, never shown.
+ */
+import { ErrorCode, isTurnwardenError, type TurnwardenError } from '@turnwarden/protocol';
+import type { ModelEvent, ModelProvider } from '@turnwarden/session';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { modelProvider } from './config.js';
+import { LoopbackServer } from './loopback/index.js';
+import { signals } from './test-support/signals.js';
+
+let server: LoopbackServer;
+beforeEach(async () => {
+  server = await LoopbackServer.start();
+});
+afterEach(async () => {
+  await server.close();
+});
+
+const KEY = 'sk-ant-test-0123456789';
+
+function provider(env: NodeJS.ProcessEnv = { TEST_ANTHROPIC_KEY: KEY }): ModelProvider {
+  return modelProvider(
+    {
+      name: 'claude',
+      provider: 'anthropic',
+      baseURL: server.url,
+      model: 'claude-test',
+      apiKeyEnv: 'TEST_ANTHROPIC_KEY',
+      maxRetries: 0,
+    },
+    'model',
+    env,
+  );
+}
+
+async function collect(p: ModelProvider, s = signals()): Promise<ModelEvent[]> {
+  const out: ModelEvent[] = [];
+  for await (const e of p.stream({ history: [{ role: 'user', content: 'hi' }], tools: [] }, s)) out.push(e);
+  return out;
+}
+
+async function failure(p: Promise<unknown>): Promise<TurnwardenError> {
+  const e = await p.then(
+    () => undefined,
+    (err: unknown) => err,
+  );
+  if (!isTurnwardenError(e)) expect.fail(`expected a TurnwardenError, got ${String(e)}`);
+  return e;
+}
+
+describe('the Anthropic provider', () => {
+  it('streams text and a tool call whose input arrives in pieces; pings are not progress; the key is sent', async () => {
+    server.script({
+      chunks: [
+        { keepAlive: true },
+        { text: 'Checking ' },
+        { text: 'now.' },
+        { toolCall: { index: 0, id: 'toolu_1', name: 'echo', args: '' } },
+        { toolCall: { index: 0, args: '{"text": ' } },
+        { toolCall: { index: 0, args: '"hi"}' } },
+        { finish: 'tool_calls' },
+        { done: true },
+      ],
+    });
+    const s = signals();
+    const events = await collect(provider(), s);
+    expect(events).toEqual([
+      { type: 'text', text: 'Checking ' },
+      { type: 'text', text: 'now.' },
+      { type: 'tool_call', call: { id: 'toolu_1', name: 'echo', arguments: '{"text": "hi"}' } },
+    ]);
+    // Two input deltas stamped; the ping did not.
+    expect(s.beats()).toBe(2);
+    const { headers, body } = await server.exchange(0);
+    expect(headers['x-api-key']).toBe(KEY);
+    expect(body).toMatchObject({ model: 'claude-test', stream: true, messages: [{ role: 'user' }] });
+  });
+
+  it('a stream that stops without a stop reason is an error, not an answer', async () => {
+    server.script({ chunks: [{ text: 'half' }, { done: true }] });
+    const e = await failure(collect(provider()));
+    expect(e.code).toBe(ErrorCode.MODEL_ERROR);
+  });
+
+  it('a key variable that is not set is refused at configuration, named by the variable, not shown', () => {
+    let caught: unknown;
+    try {
+      provider({});
+    } catch (e) {
+      caught = e;
+    }
+    expect(isTurnwardenError(caught, ErrorCode.INVALID_CONFIG)).toBe(true);
+    expect((caught as TurnwardenError).details).toEqual({ field: 'model.apiKeyEnv' });
+    expect((caught as Error).message).toMatch(/TEST_ANTHROPIC_KEY, which is not set/);
+  });
+});

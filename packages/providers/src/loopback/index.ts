@@ -1,0 +1,9 @@
+export {
+  type Chunk,
+  type Exchange,
+  type LoopbackOptions,
+  LoopbackServer,
+  type Reply,
+  type RequestBody,
+  textReply,
+} from './server.js';
