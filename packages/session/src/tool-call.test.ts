@@ -3,7 +3,7 @@ import type { ToolCall } from '@turnwarden/protocol';
 import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
 import { describe, expect, it } from 'vitest';
 import type { Tool, ToolContext } from './contracts.js';
-import { runToolCall, type ToolCallEnv } from './tool-call.js';
+import { runToolCall, type ToolCallEnv, toolError } from './tool-call.js';
 
 function env(tools: Tool[], overrides: Partial<ToolCallEnv> = {}) {
   const started: number[] = [];
@@ -127,6 +127,41 @@ describe('runToolCall', () => {
         content,
       });
     }
+  });
+
+  it('S2: a tool may declare its error’s effect: none (it never reached its work) or applied (its answer is an error)', async () => {
+    const declaring = (effect: 'none' | 'applied'): Tool => ({
+      name: 'declares',
+      description: 'throws a declared error',
+      async run() {
+        throw toolError(`declared ${effect}`, effect);
+      },
+    });
+    for (const effect of ['none', 'applied'] as const) {
+      const { env: e } = env([declaring(effect)]);
+      expect(await runToolCall(call('declares', '{}'), 0, e)).toMatchObject({
+        isError: true,
+        effect,
+        content: `tool error: declared ${effect}`,
+      });
+    }
+    // Read by shape: a plugin's own copy of the helper (or a plain object) declares the same.
+    const plain: Tool = {
+      name: 'plain',
+      description: 'throws a shaped object',
+      async run() {
+        throw Object.assign(new Error('server down'), { toolEffect: 'none' });
+      },
+    };
+    expect(await runToolCall(call('plain', '{}'), 0, env([plain]).env)).toMatchObject({ effect: 'none' });
+    const bogus: Tool = {
+      ...plain,
+      name: 'bogus',
+      async run() {
+        throw Object.assign(new Error('x'), { toolEffect: 'maybe' });
+      },
+    };
+    expect(await runToolCall(call('bogus', '{}'), 0, env([bogus]).env)).toMatchObject({ effect: 'unknown' });
   });
 
   it('an abort during the tool rejects (the turn unwinds) instead of becoming a result', async () => {

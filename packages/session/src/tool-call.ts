@@ -43,6 +43,22 @@ function parseArgs(text: string): Record<string, unknown> | string {
   return value as Record<string, unknown>;
 }
 
+/** The effect a tool's error declares (see `toolError`), read by shape: plugins may bundle their own copy. */
+function declaredEffect(e: unknown): 'none' | 'applied' | undefined {
+  const effect = typeof e === 'object' && e !== null ? (e as { toolEffect?: unknown }).toolEffect : undefined;
+  return effect === 'none' || effect === 'applied' ? effect : undefined;
+}
+
+/**
+ * An error a tool throws when it knows what happened to its effect: `none` — it never reached
+ * its work (its server was down, its input was refused before anything ran); `applied` — the
+ * work finished and its answer is an error. Any other error a tool throws is effect `unknown`.
+ */
+export function toolError(message: string, effect: 'none' | 'applied', cause?: unknown): Error {
+  const e = new Error(message, cause === undefined ? undefined : { cause });
+  return Object.assign(e, { toolEffect: effect });
+}
+
 /** Returns the result message; throws only when the turn is aborted. */
 export async function runToolCall(
   call: ToolCall,
@@ -81,7 +97,9 @@ export async function runToolCall(
   } catch (e) {
     if (env.signal.aborted) throw e;
     const message = isTurnwardenError(e) || e instanceof Error ? e.message : String(e);
-    // The tool failed after it started: whether it had an effect is not known.
+    // The tool failed after it started: whether it had an effect is not known — unless the
+    // tool says so (`toolError`): it never reached its work (`none`), or it finished and its
+    // answer is an error (`applied`).
     return {
       role: 'tool',
       toolCallId: call.id,
@@ -89,7 +107,7 @@ export async function runToolCall(
       name: call.name,
       content: `tool error: ${message}`,
       isError: true,
-      effect: 'unknown',
+      effect: declaredEffect(e) ?? 'unknown',
     };
   }
 }
