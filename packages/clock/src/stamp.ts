@@ -1,4 +1,4 @@
-import { ACT, CODE, FENCE, HIGH, NOW, slotBase, TIME } from './layout.js';
+import { ACT, CODE, FENCE, GEN, HIGH, NOW, slotBase, TIME } from './layout.js';
 
 /**
  * The worker's side of one clock slot. `touch` is the hot path: one atomic load of NOW, two
@@ -31,6 +31,11 @@ export class SlotStamp {
     const before = Atomics.add(w, b + ACT, 1);
     if ((before & HIGH) !== 0) this.fold();
     return (before & FENCE) === 0;
+  }
+
+  /** The generation of the turn armed on the slot (written by the supervisor's `arm`). */
+  generation(): number {
+    return Atomics.load(this.words, this.base + GEN);
   }
 
   /** True once the armed turn's abort has committed. */

@@ -16,6 +16,7 @@ export type {
   AbortReason,
   ControlMessage,
   HostApi,
+  IsolatedRequest,
   JournalAck,
   JournalEntry,
   JournalRequest,

@@ -121,9 +121,30 @@ export interface WorkerApi {
   checkInput(model: string, content: string): Promise<void>;
 }
 
+/** A tool call to run in the supervisor's shared thread pool instead of the session worker. */
+export interface IsolatedRequest {
+  readonly workstreamId: string;
+  readonly generation: number;
+  /** Chosen by the worker, unique within the turn: `cancelIsolated` names it. */
+  readonly taskId: string;
+  /** The module the pool's thread imports (a file or package URL, resolved by the worker). */
+  readonly module: string;
+  /** The function of that module to call. */
+  readonly exportName: string;
+  readonly args: Readonly<Record<string, unknown>>;
+}
+
 /** RPC surface the supervisor exposes to a worker (comlink). */
 export interface HostApi {
   journal(req: JournalRequest): Promise<JournalAck>;
+  /**
+   * Runs a thread-isolated tool call in the supervisor's pool for the worker's running turn;
+   * resolves with the tool's result text, rejects with a TurnwardenError (TOOL_ERROR: the tool
+   * threw; TURN_ABORTED: cancelled or the turn ended).
+   */
+  runIsolated(req: IsolatedRequest): Promise<string>;
+  /** Cancels a task `runIsolated` started: its thread is terminated. */
+  cancelIsolated(workstreamId: string, taskId: string): Promise<void>;
 }
 
 /** Supervisor → worker, raw on the control port. */

@@ -51,10 +51,24 @@ export interface ModelProvider {
   checkInput?(content: string): void;
 }
 
+/** A function of a module, to run in the supervisor's shared thread pool (see `isolatedTool`). */
+export interface IsolatedTask {
+  /** The module's URL (`new URL('./my-task.js', import.meta.url).href`, or a package specifier). */
+  readonly module: string;
+  /** The function the module exports (default `default`). */
+  readonly exportName?: string;
+}
+
 /** What a tool run gets: the turn's signals plus which call occurrence it serves. */
 export interface ToolContext extends TurnSignals {
   readonly callId: string;
   readonly workstreamId: string;
+  /**
+   * Runs `task` with `args` in a thread of the supervisor's shared pool, not in this session
+   * worker; resolves with its result text. The turn's abort terminates that thread (and only
+   * it); the task's `heartbeat()` stamps this turn's clock. Absent outside a turn.
+   */
+  readonly runIsolated?: (task: IsolatedTask, args: Record<string, unknown>) => Promise<string>;
 }
 
 export interface Tool extends ToolSpec {

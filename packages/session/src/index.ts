@@ -1,4 +1,5 @@
 export type {
+  IsolatedTask,
   ModelEvent,
   ModelProvider,
   ModelRequest,
@@ -7,6 +8,7 @@ export type {
   ToolSpec,
   TurnSignals,
 } from './contracts.js';
+export { type IsolatedInput, isolatedTool } from './isolated.js';
 export type { Abandoned, RepairFn } from './lifecycle.js';
 export { contextOf, finishAbandoning, newSession, offer, stateNameOf, stateOf } from './lifecycle.js';
 export type {
@@ -23,6 +25,9 @@ export { createScriptedModel, parseScript, SCRIPT_DONE_TEXT, SCRIPT_LIMITS } fro
 export { toolError } from './tool-call.js';
 export { demoTools } from './tools/index.js';
 export { commitKey } from './turn.js';
+
+/** URL of the isolated-tool task runner, for the supervisor's shared pool (piscina). */
+export const isolatedRunnerUrl: URL = new URL('./isolated-runner.js', import.meta.url);
 
 /** URL of the session worker entry, for the supervisor's pool. */
 export const sessionWorkerUrl: URL = new URL('./worker.bundle.js', import.meta.url);

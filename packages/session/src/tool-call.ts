@@ -16,6 +16,8 @@ export interface ToolCallEnv {
   readonly heartbeat: () => void;
   /** Called just before the tool starts: from here on its effect is `unknown` until it settles. */
   readonly onStart: () => void;
+  /** Runs a thread-isolated task for this call (the turn loop's; absent in unit tests). */
+  readonly runIsolated?: ToolContext['runIsolated'];
 }
 
 function refused(call: ToolCall, callIndex: number, reason: string): ToolResultMessage {
@@ -78,6 +80,7 @@ export async function runToolCall(
     heartbeat: env.heartbeat,
     callId: call.id,
     workstreamId: env.workstreamId,
+    ...(env.runIsolated === undefined ? {} : { runIsolated: env.runIsolated }),
   };
   env.onStart();
   try {

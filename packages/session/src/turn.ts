@@ -31,7 +31,7 @@ import {
   toWire,
 } from '@turnwarden/protocol';
 import { createActor, fromPromise } from 'xstate';
-import type { ModelProvider, Tool, ToolSpec } from './contracts.js';
+import type { IsolatedTask, ModelProvider, Tool, ToolSpec } from './contracts.js';
 import {
   persistable,
   type SessionSnapshot,
@@ -53,6 +53,12 @@ export interface TurnDeps {
   readonly abort: AbortController;
   /** The reason carried by the abort message, once it arrived. */
   readonly abortReason: () => AbortReason | undefined;
+  /** Runs a thread-isolated task in the supervisor's pool; cancels it when `signal` aborts. */
+  readonly runIsolated?: (
+    task: IsolatedTask,
+    args: Record<string, unknown>,
+    signal: AbortSignal,
+  ) => Promise<string>;
 }
 
 export function commitKey(generation: number, step: number, callIndex?: number): string {
@@ -170,6 +176,9 @@ export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<LoopOut
           if (call === undefined) throw new TurnwardenError(ErrorCode.INTERNAL, `no call #${callIndex}`);
           const result = await runToolCall(call, callIndex, {
             tools: deps.tools,
+            ...(deps.runIsolated === undefined
+              ? {}
+              : { runIsolated: (task, args) => deps.runIsolated!(task, args, signal) }),
             maxToolArgBytes: req.limits.maxToolArgBytes,
             workstreamId: req.workstreamId,
             signal,

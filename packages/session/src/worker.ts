@@ -51,6 +51,7 @@ boot.hostRpc.on('close', () => markGone('supervisor port closed'));
 const host = client<HostApi>(boot.hostRpc, gone);
 
 let current: { generation: number; abort: AbortController; reason: AbortReason | undefined } | undefined;
+let isolatedTasks = 0;
 
 /**
  * Token events are coalesced per macrotask: a model that streams through microtasks only would
@@ -128,6 +129,22 @@ const api: WorkerApi = {
           : registry.tools,
         abort: turn.abort,
         abortReason: () => turn.reason,
+        runIsolated: (task, args, signal) => {
+          const taskId = `g${req.generation}:i${++isolatedTasks}`;
+          // The tool's abort terminates the task's thread in the supervisor's pool.
+          const onAbort = () => void host.cancelIsolated(req.workstreamId, taskId).catch(() => {});
+          signal.addEventListener('abort', onAbort, { once: true });
+          return host
+            .runIsolated({
+              workstreamId: req.workstreamId,
+              generation: req.generation,
+              taskId,
+              module: task.module,
+              exportName: task.exportName ?? 'default',
+              args,
+            })
+            .finally(() => signal.removeEventListener('abort', onAbort));
+        },
       });
       flushText();
       return { ...outcome, eventsPosted: posted };

@@ -20,6 +20,11 @@ export interface ActiveTurn {
   readonly tenantId: string;
   /** Who sent the turn's message: only the same principal's sends queue behind it (T3). */
   readonly principal: string;
+  /**
+   * A thread-isolated task of the turn was cancelled (its pool thread terminated): the session
+   * worker was only waiting on it, so it holds no leaked work and is kept, not retired.
+   */
+  isolatedReclaimed?: boolean;
   /** Its admission permit (T4): released when the turn has ended, its worker back or retired. */
   readonly permit: Permit;
   readonly generation: number;

@@ -99,6 +99,10 @@ export interface AdmissionConfig {
   readonly maxWaitMs: number;
 }
 
+import type { IsolationConfig } from './isolation.js';
+
+export type { IsolationConfig };
+
 export interface SupervisorConfig {
   readonly watchdog: WatchdogConfig;
   readonly lease: LeaseConfig;
@@ -107,6 +111,8 @@ export interface SupervisorConfig {
   readonly journal: JournalConfig;
   readonly events: EventsConfig;
   readonly admission: AdmissionConfig;
+  /** The shared thread pool of thread-isolated tools (`isolatedTool`). */
+  readonly isolation: IsolationConfig;
   /**
    * The model provider turns use, by name: one of `pluginModules` must export it (there is no
    * default; the offline one is `scripted`, from the `@turnwarden/session/scripted` plugin).
@@ -130,6 +136,7 @@ export type SupervisorConfigInput = {
   readonly journal?: Partial<JournalConfig>;
   readonly events?: Partial<EventsConfig>;
   readonly admission?: Partial<AdmissionConfig>;
+  readonly isolation?: Partial<IsolationConfig>;
   /** Required: the name of a model provider one of `pluginModules` exports. */
   readonly model: string;
   readonly pluginModules?: readonly string[];
@@ -172,6 +179,7 @@ export const DEFAULT_CONFIG: Omit<SupervisorConfig, 'model'> = {
   journal: { maxAttempts: 5, retryBaseMs: 50, retryMaxMs: 2_000, sweepMs: 1_000 },
   events: { replayLimit: 1_024, maxIdleStreams: 1_000, listenerBuffer: 1_024 },
   admission: { maxActivePerTenant: 8, maxWaiting: 1_024, maxWaitingPerTenant: 256, maxWaitMs: 30_000 },
+  isolation: { maxThreads: 2, idleTimeoutMs: 30_000 },
   pluginModules: [],
 };
 
@@ -214,6 +222,7 @@ export function resolveConfig(input: unknown): SupervisorConfig {
     'journal',
     'events',
     'admission',
+    'isolation',
     'model',
     'pluginModules',
     'hostId',
@@ -378,6 +387,22 @@ export function resolveConfig(input: unknown): SupervisorConfig {
     maxWaitMs: int('admission.maxWaitMs', ad.maxWaitMs ?? d.admission.maxWaitMs, 0, DAY_MS),
   };
 
+  const iso = section('isolation', top.isolation, ['maxThreads', 'idleTimeoutMs', 'maxOldGenerationSizeMb']);
+  const isolation: IsolationConfig = {
+    maxThreads: int('isolation.maxThreads', iso.maxThreads ?? d.isolation.maxThreads, 1, 256),
+    idleTimeoutMs: int('isolation.idleTimeoutMs', iso.idleTimeoutMs ?? d.isolation.idleTimeoutMs, 0, DAY_MS),
+    ...(iso.maxOldGenerationSizeMb === undefined
+      ? {}
+      : {
+          maxOldGenerationSizeMb: int(
+            'isolation.maxOldGenerationSizeMb',
+            iso.maxOldGenerationSizeMb,
+            16,
+            64 * 1024,
+          ),
+        }),
+  };
+
   const hostId = top.hostId;
   if (hostId !== undefined && (typeof hostId !== 'string' || !/^[A-Za-z0-9._-]{1,64}$/.test(hostId))) {
     throw bad('hostId', 'must be 1–64 characters of A–Z a–z 0–9 . _ -', hostId);
@@ -406,6 +431,7 @@ export function resolveConfig(input: unknown): SupervisorConfig {
     journal,
     events,
     admission,
+    isolation,
     model,
     pluginModules: [...(plugins as string[])],
   };

@@ -32,6 +32,7 @@ import {
 } from './claim.js';
 import type { SupervisorConfig } from './config.js';
 import { EventHub } from './events.js';
+import { IsolatedPool } from './isolation.js';
 import { JournalGate } from './journal-gate.js';
 import { LifecycleFeed } from './lifecycle-feed.js';
 import { closeSession, compactIdle, leftover, repairLeftover, rewindIdle } from './maintenance.js';
@@ -81,6 +82,8 @@ export class TurnEngine {
   readonly sends: SendQueue;
   /** Permits for turns, per host and per tenant, and the fair queue for them (T4). */
   readonly admission: Admission;
+  /** The shared thread pool of thread-isolated tools. */
+  readonly isolation: IsolatedPool;
   /** Shutdown began: claims still queued are refused. */
   closing = false;
   private readonly bySlot = new Map<number, ActiveTurn>();
@@ -124,7 +127,16 @@ export class TurnEngine {
         ),
     );
     this.watchdog = new Watchdog(this.clock, config.watchdog, this.aborts, this.logger, options.hooks);
-    const host: HostApi = { journal: (req) => this.gate.journal(req, (turn, n) => turn.worker.caughtUp(n)) };
+    this.isolation = new IsolatedPool(config.isolation, {
+      turnOf: (workstreamId) => this.sessions.peek(workstreamId)?.turn,
+      clock: this.clock.buffer,
+      logger: this.logger,
+    });
+    const host: HostApi = {
+      journal: (req) => this.gate.journal(req, (turn, n) => turn.worker.caughtUp(n)),
+      runIsolated: (req) => this.isolation.run(req),
+      cancelIsolated: async (workstreamId, taskId) => this.isolation.cancel(workstreamId, taskId),
+    };
     this.pool = new WorkerPool({
       clock: this.clock.buffer,
       maxWorkers: config.pool.maxWorkers,

@@ -21,6 +21,7 @@ export type { Store } from '@turnwarden/store';
 export type { AdmissionStats } from './admission.js';
 export type {
   AdmissionConfig,
+  IsolationConfig,
   LeaseConfig,
   LimitsConfig,
   PoolConfig,
@@ -29,6 +30,7 @@ export type {
   WatchdogConfig,
 } from './config.js';
 export type { EventData, EventStats, Listener, TurnwardenEvent, TurnwardenEventType } from './events.js';
+export type { IsolationStats } from './isolation.js';
 export type { LifecycleListener, WorkstreamLifecycleEvent } from './lifecycle-feed.js';
 export type { PoolStats } from './pool.js';
 export type { RuntimeStats, TurnwardenOptions } from './runtime.js';

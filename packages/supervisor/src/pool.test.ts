@@ -16,6 +16,10 @@ const host: HostApi = {
   async journal() {
     throw new TurnwardenError(ErrorCode.FENCED, 'this test journals nothing');
   },
+  async runIsolated() {
+    throw new TurnwardenError(ErrorCode.TOOL_ERROR, 'this test runs no isolated task');
+  },
+  async cancelIsolated() {},
 };
 
 function pool(acquireTimeoutMs: number) {

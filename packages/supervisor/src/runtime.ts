@@ -43,6 +43,7 @@ import {
   checkSendInput,
   invalid,
 } from './input.js';
+import type { IsolationStats } from './isolation.js';
 import type { LifecycleListener } from './lifecycle-feed.js';
 import type { PoolStats } from './pool.js';
 import type { RuntimeCounters } from './stats.js';
@@ -135,6 +136,8 @@ export interface RuntimeStats extends RuntimeCounters {
   readonly pool: PoolStats;
   /** Fair admission (T4): permits out, sends waiting for a worker, refusals. */
   readonly admission: AdmissionStats;
+  /** Thread-isolated tool tasks: started, cancelled (threads terminated), failed, running. */
+  readonly isolation: IsolationStats;
   readonly events: EventStats;
 }
 
@@ -624,6 +627,7 @@ export class Turnwarden {
       watchdog: this.engine.watchdog.stats(),
       pool: this.engine.pool.stats(),
       admission: this.engine.admission.stats(),
+      isolation: this.engine.isolation.stats(),
       events: this.engine.events.stats(),
     };
   }
@@ -657,6 +661,7 @@ export class Turnwarden {
     this.engine.watchdog.stop();
     this.engine.stopSweep();
     await this.engine.pool.close();
+    await this.engine.isolation.close();
     if (this.ownsStore) await this.store.close();
     if (this.harness) detachSeamController(this.harness.controller);
     this.logger.info({ ...this.engine.counters }, 'turnwarden supervisor stopped');

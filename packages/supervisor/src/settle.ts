@@ -15,6 +15,7 @@ import { stateOf } from '@turnwarden/session';
 import type { TurnStore } from '@turnwarden/store';
 import { type AbandonHost, abandon } from './abandon.js';
 import type { ActiveTurn } from './active-turn.js';
+import type { IsolatedPool } from './isolation.js';
 import type { WorkerPool } from './pool.js';
 import { describeAbort, LogMessage } from './reporting.js';
 import type { SessionRecord } from './sessions.js';
@@ -25,6 +26,7 @@ export interface SettleHost extends AbandonHost {
   readonly clock: ActivityClock;
   readonly watchdog: Watchdog;
   readonly pool: WorkerPool;
+  readonly isolation: Pick<IsolatedPool, 'cancelTurn'>;
   readonly holder: string;
   stopRenewal(turn: ActiveTurn): void;
   /** The turn no longer occupies its slot. */
@@ -42,6 +44,8 @@ export async function settle(
   turn.finished = true;
   host.stopRenewal(turn);
   turn.cancelGrace?.();
+  // Isolated tool tasks still running end with the turn: their pool threads are terminated.
+  host.isolation.cancelTurn(turn);
   host.watchdog.unwatch(turn.watched);
   const { workstreamId, generation, log } = turn;
 
@@ -103,7 +107,10 @@ export async function settle(
   if (!workerGone && !turn.workerTerminated) {
     // Only a worker whose turn completed goes back to the pool; one that was aborted or failed
     // may hold leaked work and is retired (replaced in the background).
-    if (status === 'completed') host.pool.release(turn.worker);
+    // A worker whose aborted turn was only waiting on an isolated task (cancelled, its pool
+    // thread terminated) holds nothing leaked either: kept.
+    if (status === 'completed' || (turn.isolatedReclaimed && outcome !== undefined))
+      host.pool.release(turn.worker);
     else host.pool.retire(turn.worker);
   }
   // T4: the permit frees only now: the next turn admitted finds the worker back (or retiring).

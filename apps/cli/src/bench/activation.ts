@@ -20,6 +20,10 @@ const host: HostApi = {
   async journal() {
     throw new TurnwardenError(ErrorCode.FENCED, 'the activation bench journals nothing');
   },
+  async runIsolated() {
+    throw new TurnwardenError(ErrorCode.TOOL_ERROR, 'the activation bench runs no isolated task');
+  },
+  async cancelIsolated() {},
 };
 
 function pool(ctx: BenchContext, workers: number, warm: number): WorkerPool {

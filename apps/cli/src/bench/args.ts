@@ -14,6 +14,7 @@ const SECTION_NAMES = [
   'journal',
   'events',
   'admission',
+  'provider',
 ] as const;
 export type SectionName = (typeof SECTION_NAMES)[number];
 

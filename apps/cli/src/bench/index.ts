@@ -16,6 +16,7 @@ import { benchL12 } from './l12.js';
 import { benchMemory } from './memory.js';
 import { err, out } from './out.js';
 import { benchPoll } from './poll.js';
+import { benchProvider } from './provider.js';
 import { formatSection, formatSummary, type SectionResult, summarize, toJson } from './report.js';
 import { benchSeams } from './seams.js';
 import { benchSpawn } from './spawn.js';
@@ -40,6 +41,7 @@ const SECTIONS: Record<SectionName, { readonly title: string; readonly run: Sect
   journal: { title: 'durable rows through the journal', run: benchJournal },
   events: { title: 'event streams', run: benchEvents },
   admission: { title: 'fair admission', run: benchAdmission },
+  provider: { title: 'a real model provider', run: benchProvider },
 };
 
 /** A section that hangs is reported as an error instead of holding the run forever. */

@@ -53,6 +53,10 @@ const host: HostApi = {
   async journal() {
     throw new TurnwardenError(ErrorCode.FENCED, 'the memory bench journals nothing');
   },
+  async runIsolated() {
+    throw new TurnwardenError(ErrorCode.TOOL_ERROR, 'the memory bench runs no isolated task');
+  },
+  async cancelIsolated() {},
 };
 
 async function startTurns(tw: Turnwarden, ids: readonly string[]): Promise<void> {

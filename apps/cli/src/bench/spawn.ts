@@ -21,6 +21,10 @@ const host: HostApi = {
   async journal() {
     throw new TurnwardenError(ErrorCode.FENCED, 'the spawn bench journals nothing');
   },
+  async runIsolated() {
+    throw new TurnwardenError(ErrorCode.TOOL_ERROR, 'the spawn bench runs no isolated task');
+  },
+  async cancelIsolated() {},
 };
 
 async function bare(url: URL): Promise<number> {
