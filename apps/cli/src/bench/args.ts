@@ -15,6 +15,7 @@ const SECTION_NAMES = [
   'events',
   'admission',
   'provider',
+  'isolation',
 ] as const;
 export type SectionName = (typeof SECTION_NAMES)[number];
 

@@ -11,6 +11,7 @@ import { benchAdmission } from './admission.js';
 import { BenchUsageError, parseBenchArgs, type SectionName, USAGE } from './args.js';
 import { type BenchContext, errorText, silentLogger, within } from './common.js';
 import { benchEvents } from './events.js';
+import { benchIsolation } from './isolation.js';
 import { benchJournal } from './journal.js';
 import { benchL12 } from './l12.js';
 import { benchMemory } from './memory.js';
@@ -42,6 +43,7 @@ const SECTIONS: Record<SectionName, { readonly title: string; readonly run: Sect
   events: { title: 'event streams', run: benchEvents },
   admission: { title: 'fair admission', run: benchAdmission },
   provider: { title: 'a real model provider', run: benchProvider },
+  isolation: { title: 'thread-isolated tools', run: benchIsolation },
 };
 
 /** A section that hangs is reported as an error instead of holding the run forever. */
