@@ -31,8 +31,31 @@ describe('command line', () => {
     [['demo', '--log-level', 'loud']],
     [['demo', '--poll-ms', '2000']],
     [['help', 'nope']],
+    [['demo', '--provider', 'gpt']],
+    [['demo', '--base-url', 'http://localhost:11434/v1']],
+    [['demo', '--provider', 'openai-compatible', '--base-url', 'ftp://x']],
+    [['demo', '--provider', 'openai-compatible', '--base-url', 'http://localhost:11434/v1']],
+    [['demo', '--provider', 'openai-compatible', '--api-key-env', 'not a var']],
   ])('refuses %j with a usage error', (argv) => {
     expect(() => parseCommand(argv)).toThrow(UsageError);
+  });
+
+  it('parses the model flags: scripted by default; openai-compatible with a loopback server or a real one', () => {
+    expect(parseCommand(['demo'])).toMatchObject({ args: { provider: 'scripted', baseUrl: undefined } });
+    expect(parseCommand(['demo', '--provider', 'openai-compatible'])).toMatchObject({
+      args: { provider: 'openai-compatible', baseUrl: undefined, model: undefined },
+    });
+    expect(
+      parseCommand([
+        'demo',
+        '--provider=openai-compatible',
+        '--base-url=http://localhost:11434/v1',
+        '--model=llama3.1',
+        '--api-key-env=OLLAMA_KEY',
+      ]),
+    ).toMatchObject({
+      args: { baseUrl: 'http://localhost:11434/v1', model: 'llama3.1', apiKeyEnv: 'OLLAMA_KEY' },
+    });
   });
 
   it('hands bench its own arguments', () => {

@@ -30,6 +30,13 @@ export interface DemoArgs {
   readonly graceMs: number;
   readonly maxWorkers: number;
   readonly warmWorkers: number;
+  /** The model the turns use: the offline scripted one, or a real provider over HTTP. */
+  readonly provider: 'scripted' | 'openai-compatible';
+  /** A real OpenAI-compatible server (default with --provider openai-compatible: a loopback server). */
+  readonly baseUrl: string | undefined;
+  readonly model: string | undefined;
+  /** The environment variable holding the server's API key. */
+  readonly apiKeyEnv: string | undefined;
 }
 
 export type Command =
@@ -100,6 +107,10 @@ export function parseDemoArgs(argv: readonly string[]): DemoArgs {
         'grace-ms': { type: 'string' },
         'max-workers': { type: 'string' },
         'warm-workers': { type: 'string' },
+        provider: { type: 'string' },
+        'base-url': { type: 'string' },
+        model: { type: 'string' },
+        'api-key-env': { type: 'string' },
       },
     }));
   } catch (e) {
@@ -114,6 +125,31 @@ export function parseDemoArgs(argv: readonly string[]): DemoArgs {
   }
   if (values['log-stderr'] === true && values['log-file'] !== undefined) {
     throw new UsageError('demo: --log-stderr and --log-file exclude each other');
+  }
+  const provider = (values.provider as string | undefined) ?? 'scripted';
+  if (provider !== 'scripted' && provider !== 'openai-compatible') {
+    throw new UsageError(`demo: --provider must be scripted or openai-compatible (got '${provider}')`);
+  }
+  const baseUrl = values['base-url'] as string | undefined;
+  const model = values.model as string | undefined;
+  const apiKeyEnv = values['api-key-env'] as string | undefined;
+  if (provider === 'scripted' && (baseUrl ?? model ?? apiKeyEnv) !== undefined) {
+    throw new UsageError('demo: --base-url, --model and --api-key-env need --provider openai-compatible');
+  }
+  if (baseUrl !== undefined) {
+    let url: URL | undefined;
+    try {
+      url = new URL(baseUrl);
+    } catch {
+      url = undefined;
+    }
+    if (url === undefined || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
+      throw new UsageError(`demo: --base-url must be an http(s) URL (got '${baseUrl}')`);
+    }
+    if (model === undefined) throw new UsageError("demo: --base-url needs --model (the server's model id)");
+  }
+  if (apiKeyEnv !== undefined && !/^[A-Za-z_][A-Za-z0-9_]*$/.test(apiKeyEnv)) {
+    throw new UsageError(`demo: --api-key-env must name an environment variable (got '${apiKeyEnv}')`);
   }
   return {
     workstreams: int(values, 'workstreams', d.workstreams, 1, 1000),
@@ -130,6 +166,10 @@ export function parseDemoArgs(argv: readonly string[]): DemoArgs {
     graceMs: int(values, 'grace-ms', d.graceMs, 0, 600_000),
     maxWorkers,
     warmWorkers: int(values, 'warm-workers', Math.min(d.warmWorkers, maxWorkers), 0, maxWorkers),
+    provider,
+    baseUrl,
+    model,
+    apiKeyEnv,
   };
 }
 

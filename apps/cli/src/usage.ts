@@ -47,6 +47,16 @@ Runtime:
   --max-workers N     session worker threads at most (default ${d.maxWorkers})
   --warm-workers N    warm workers kept ready (default ${d.warmWorkers})
 
+Model:
+  --provider NAME     scripted (default: the offline scripted model in the session worker) or
+                      openai-compatible (the real provider over HTTP, @turnwarden/providers)
+  --base-url URL      an OpenAI-compatible server (Ollama: http://localhost:11434/v1); without
+                      it, a loopback server on 127.0.0.1 plays the same scripts over HTTP
+  --model NAME        the server's model id (required with --base-url)
+  --api-key-env VAR   the environment variable holding the server's key (never printed)
+                      Against a real server the turns are plain prompts (some asking for the
+                      echo tool), every one expected to complete; the integrity checks are the same.
+
 Output:
   --json              print only a JSON summary on stdout
   -q, --quiet         print only the summary

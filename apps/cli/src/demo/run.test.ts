@@ -57,6 +57,37 @@ describe('demo end to end (real workers, in-memory store)', () => {
     expect(output.stderr.join('')).toBe('');
   }, 60_000);
 
+  it('L1 L3 S1 through a real provider: the same scripts played over HTTP by the loopback server pass every check', async () => {
+    const args = parseDemoArgs([
+      '--provider=openai-compatible',
+      '--workstreams=4',
+      '--turns=3',
+      '--seed=3',
+      '--db=:memory:',
+      '--timeout-ms=500',
+      '--poll-ms=50',
+      '--grace-ms=150',
+      '--max-workers=4',
+      '--warm-workers=2',
+      '--log-stderr',
+      '--log-level=silent',
+      '--json',
+    ]);
+    const { summary, records } = await runDemo(args, { output: memoryOutput() });
+    expect(summary.failed_checks).toEqual([]);
+    expect(summary.config.model).toMatch(/^openai-compatible, loopback server http:\/\/127\.0\.0\.1:\d+\/v1/);
+    expect(summary.dangling_tool_calls).toBe(0);
+    for (const r of records.filter((r) => r.kind === 'stall')) {
+      expect(r).toMatchObject({ status: 'interrupted', abortReason: 'watchdog' });
+    }
+    expect(records.filter((r) => r.kind === 'idle-check').map((r) => r.status)).toEqual([
+      'completed',
+      'completed',
+      'completed',
+      'completed',
+    ]);
+  }, 60_000);
+
   it('--json mode prints nothing while running', async () => {
     const output = memoryOutput();
     // What is judged is the output, not timing: a timeout far above any scheduling delay.

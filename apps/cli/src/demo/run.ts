@@ -10,7 +10,6 @@ import { type FaultyStore, faultyStore } from '@turnwarden/store/testing';
 import { Turnwarden } from '@turnwarden/supervisor';
 import { type DemoArgs, UsageError } from '../args.js';
 import type { Output } from '../output.js';
-import { SCRIPTED } from '../scripted.js';
 import { type DemoObserver, driveWorkstream } from './driver.js';
 import {
   auditHistory,
@@ -22,9 +21,10 @@ import {
 } from './integrity.js';
 import { LiveView, type ViewMode } from './live-view.js';
 import { openDemoLog } from './logging.js';
+import { demoModel } from './provider.js';
 import { buildSummary, type DemoSummary } from './summary.js';
 import type { RecordKind, TurnRecord } from './types.js';
-import { planWorkload, type WorkloadPlan } from './workload.js';
+import { planConversation, planWorkload, type WorkloadPlan } from './workload.js';
 
 /** Faults the demo's store injected, every kind. */
 const injected = (applied: FaultyStore['applied']) =>
@@ -130,14 +130,19 @@ export async function runDemo(args: DemoArgs, env: DemoEnv): Promise<DemoReport>
   freshDatabase(dbPath);
   const log = await openDemoLog(args.logLevel, logFile === undefined ? { output } : { file: logFile });
 
-  const plan = planWorkload({
-    workstreams: args.workstreams,
-    turns: args.turns,
-    seed: args.seed,
-    timeoutMs: args.timeoutMs,
-  });
+  const model = await demoModel(args);
+  const plan = model.scripted
+    ? planWorkload({
+        workstreams: args.workstreams,
+        turns: args.turns,
+        seed: args.seed,
+        timeoutMs: args.timeoutMs,
+        overHttp: args.provider !== 'scripted',
+      })
+    : planConversation({ workstreams: args.workstreams, turns: args.turns, seed: args.seed });
   const config = {
-    ...SCRIPTED,
+    pluginModules: model.pluginModules,
+    model: model.model,
     watchdog: { timeoutMs: args.timeoutMs, pollMs: args.pollMs, graceMs: args.graceMs },
     // The lease must outlive grace + one renewal so recovery still holds it (config rule).
     lease: { ttlMs: Math.max(LEASE_TTL_MS, args.graceMs + LEASE_RENEW_MS + 1000), renewMs: LEASE_RENEW_MS },
@@ -149,7 +154,8 @@ export async function runDemo(args: DemoArgs, env: DemoEnv): Promise<DemoReport>
     output.out(
       `turnwarden demo: ${args.workstreams} workstreams × ${args.turns} turns (seed ${args.seed}), ` +
         `watchdog ${args.timeoutMs}/${args.pollMs}/${args.graceMs} ms (timeout/poll/grace), ` +
-        `${args.maxWorkers} workers, db ${display(cwd, dbPath)}, log ${logFile === undefined ? 'stderr' : display(cwd, logFile)}\n`,
+        `${args.maxWorkers} workers, db ${display(cwd, dbPath)}, log ${logFile === undefined ? 'stderr' : display(cwd, logFile)}\n` +
+        `  model: ${model.label}\n`,
     );
   }
 
@@ -157,6 +163,7 @@ export async function runDemo(args: DemoArgs, env: DemoEnv): Promise<DemoReport>
   try {
     store = openSqliteStore({ path: dbPath });
   } catch (e) {
+    await model.close();
     await log.close();
     throw e;
   }
@@ -274,6 +281,7 @@ export async function runDemo(args: DemoArgs, env: DemoEnv): Promise<DemoReport>
         max_workers: config.pool.maxWorkers,
         warm_workers: config.pool.warmWorkers,
         max_active_per_tenant: config.admission.maxActivePerTenant,
+        model: model.label,
       },
       elapsedMs: performance.now() - started,
       db: display(cwd, dbPath),
@@ -285,6 +293,7 @@ export async function runDemo(args: DemoArgs, env: DemoEnv): Promise<DemoReport>
     view?.stop();
     await shutdown().catch(() => undefined);
     await store.close();
+    await model.close();
     await log.close();
   }
 }

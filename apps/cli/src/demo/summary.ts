@@ -96,6 +96,8 @@ export interface DemoSummary {
     readonly max_workers: number;
     readonly warm_workers: number;
     readonly max_active_per_tenant: number;
+    /** Which model played the turns. */
+    readonly model: string;
   };
   readonly elapsed_ms: number;
   readonly db: string;

@@ -86,6 +86,11 @@ export interface WorkloadOptions {
   readonly seed: number;
   /** The watchdog timeout the scripts are scaled to. */
   readonly timeoutMs: number;
+  /**
+   * The scripts are played by a server over HTTP (the loopback server): a model step cannot
+   * wedge the client's thread from there, so wedged turns wedge in a tool.
+   */
+  readonly overHttp?: boolean;
 }
 
 export interface WorkloadPlan {
@@ -144,7 +149,11 @@ export function planWorkload(options: WorkloadOptions): WorkloadPlan {
     const turnPlans: TurnPlan[] = [];
     for (let t = 0; t < turns; t++) {
       const kind = kinds[w * turns + t] as TurnKind;
-      turnPlans.push({ index: t + 1, kind, ...script(kind, rand, timeoutMs, `${id}#${t + 1}`) });
+      turnPlans.push({
+        index: t + 1,
+        kind,
+        ...script(kind, rand, timeoutMs, `${id}#${t + 1}`, options.overHttp === true),
+      });
     }
     plans.push({ id, turns: turnPlans, idleCheck: `${id}: are you idle again?` });
   }
@@ -168,6 +177,7 @@ function script(
   rand: Rand,
   timeoutMs: number,
   tag: string,
+  overHttp: boolean,
 ): { variant: string; content: string; fault?: PlannedFault } {
   // Every silence in a turn that must complete stays far below the timeout.
   const gap = (lo: number, hi: number) => Math.min(between(rand, lo, hi), Math.floor(timeoutMs / 5));
@@ -284,7 +294,7 @@ function script(
       steps = faulted('reject', 1, 'reject');
       break;
     case 'wedge':
-      variant = rand() < 0.5 ? 'model' : 'tool';
+      variant = rand() < 0.5 && !overHttp ? 'model' : 'tool';
       steps =
         variant === 'model'
           ? [{ text: 'About to wedge.' }, { wedge: true }]
@@ -300,4 +310,41 @@ function script(
   }
   const content = JSON.stringify({ script: steps });
   return planned.fault === undefined ? { variant, content } : { variant, content, fault: planned.fault };
+}
+
+const PROMPTS = [
+  'In one sentence, what does a watchdog do in a server?',
+  'Name three things that can make a network request hang.',
+  'Say hello in exactly five words.',
+  'What is a fencing token, in two sentences?',
+];
+
+/**
+ * A conversation for a real model server: plain prompts, some asking for the echo tool; every
+ * turn is expected to complete. Kinds are `normal` and `tools`; the plan shape is the same.
+ */
+export function planConversation(
+  options: Pick<WorkloadOptions, 'workstreams' | 'turns' | 'seed'>,
+): WorkloadPlan {
+  const rand = rng(options.seed);
+  const counts = Object.fromEntries(TURN_KINDS.map((k) => [k, 0])) as Record<TurnKind, number>;
+  const plans: WorkstreamPlan[] = [];
+  for (let w = 0; w < options.workstreams; w++) {
+    const id = workstreamId(w, options.workstreams);
+    const turns: TurnPlan[] = [];
+    for (let t = 0; t < options.turns; t++) {
+      const tool = rand() < 0.4;
+      counts[tool ? 'tools' : 'normal']++;
+      turns.push({
+        index: t + 1,
+        kind: tool ? 'tools' : 'normal',
+        variant: tool ? 'echo' : 'prompt',
+        content: tool
+          ? `Call the echo tool with the text "${id} turn ${t + 1}", then tell me in one sentence what it returned.`
+          : pick(rand, PROMPTS),
+      });
+    }
+    plans.push({ id, turns, idleCheck: `${id}: reply with the single word "idle".` });
+  }
+  return { seed: options.seed, workstreams: plans, counts };
 }

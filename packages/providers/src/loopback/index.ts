@@ -1,3 +1,4 @@
+export { playScripts } from './player.js';
 export {
   type Chunk,
   type Exchange,
