@@ -23,11 +23,11 @@ afterEach(async () => {
   server = undefined;
 });
 
-async function start() {
+async function start(extra: Record<string, unknown> = {}, logs?: string[]) {
   server = await LoopbackServer.start();
   // Workers inherit the environment as it is when they spawn.
   process.env.TURNWARDEN_MODELS = JSON.stringify([
-    { name: 'loop', provider: 'openai-compatible', baseURL: server.url, model: 'm', maxRetries: 0 },
+    { name: 'loop', provider: 'openai-compatible', baseURL: server.url, model: 'm', maxRetries: 0, ...extra },
   ]);
   tw = await Turnwarden.start({
     model: 'loop',
@@ -35,7 +35,10 @@ async function start() {
     watchdog: { timeoutMs: 400, pollMs: 25, graceMs: 300 },
     lease: { ttlMs: 3_000, renewMs: 100 },
     pool: { maxWorkers: 2, warmWorkers: 1 },
-    logger: pino({ level: 'silent' }),
+    logger:
+      logs === undefined
+        ? pino({ level: 'silent' })
+        : pino({ level: 'trace' }, { write: (line: string) => void logs.push(line) }),
   });
   const { workstreamId } = await tw.createWorkstream(caller);
   const events: TurnwardenEvent[] = [];
@@ -155,5 +158,25 @@ describe('a real provider in a session worker', () => {
     expect(result.status).toBe('failed');
     expect(result.error).toMatchObject({ code: 'MODEL_ERROR' });
     expect((await tw.history({ ...caller, workstreamId })).rows.map((r) => r.message.role)).toEqual(['user']);
+  });
+
+  it('the key named by apiKeyEnv reaches the server and nothing else: not the logs, not the turn’s error', async () => {
+    const secret = 'sk-test-9f8e7d6c5b4a';
+    process.env.TW_TEST_PROVIDER_KEY = secret;
+    const logs: string[] = [];
+    try {
+      const { tw, server, workstreamId } = await start({ apiKeyEnv: 'TW_TEST_PROVIDER_KEY' }, logs);
+      server.script({ status: 401, body: { error: { message: 'bad key' } } });
+      const result = await (await tw.send({ ...caller, workstreamId, content: 'hi' })).done;
+      expect(result.status).toBe('failed');
+      expect(result.error).toMatchObject({ code: 'MODEL_ERROR', message: expect.stringMatching(/401/) });
+      expect((await server.exchange(0)).headers.authorization).toBe(`Bearer ${secret}`);
+      await tw.shutdown();
+      expect(logs.length).toBeGreaterThan(5);
+      expect(logs.filter((l) => l.includes(secret))).toEqual([]);
+      expect(JSON.stringify(result)).not.toContain(secret);
+    } finally {
+      delete process.env.TW_TEST_PROVIDER_KEY;
+    }
   });
 });
