@@ -7,9 +7,21 @@
  * own servers. A bad configuration fails the workers' start with INVALID_CONFIG naming
  * `TURNWARDEN_MCP_SERVERS[i].<field>`; so does a server that cannot be started (the plugin
  * module failed to load; the message carries the TOOL_ERROR naming the server).
+ *
+ * Listed in `hostToolModules` instead, the module is loaded once, on the supervisor's thread: one
+ * set of servers serves every session, the supervisor closes them at shutdown (`close`), and the
+ * server processes are reaped normally — prefer it (a worker thread that ended cannot reap the
+ * processes it spawned).
  */
 import type { Tool } from '@turnwarden/session';
 import { optionsFromEnv, serversFromEnv } from './env-config.js';
-import { mcpTools } from './servers.js';
+import { connectMcpServers } from './servers.js';
 
-export const tools: Tool[] = await mcpTools(serversFromEnv(), optionsFromEnv());
+const servers = await connectMcpServers(serversFromEnv(), optionsFromEnv());
+
+export const tools: Tool[] = servers.tools;
+
+/** Closes the servers (the supervisor calls it at shutdown for a host tool module). */
+export function close(): Promise<void> {
+  return servers.close();
+}

@@ -36,7 +36,8 @@ afterEach(async () => {
 
 const script = (...steps: unknown[]) => JSON.stringify({ script: steps });
 
-async function start() {
+/** Where the MCP tools run: in each session worker (pluginModules) or on the supervisor's thread (hostToolModules). */
+async function start(mode: 'worker' | 'host' = 'worker') {
   dir = mkdtempSync(join(tmpdir(), 'tw-mcp-rt-'));
   const log = join(dir, 'events.log');
   // Workers inherit the environment as it is when they spawn.
@@ -46,7 +47,8 @@ async function start() {
   tw = await within(
     Turnwarden.start({
       model: 'scripted',
-      pluginModules: [FROM_ENV, SCRIPTED],
+      pluginModules: mode === 'worker' ? [FROM_ENV, SCRIPTED] : [SCRIPTED],
+      hostToolModules: mode === 'host' ? [FROM_ENV] : [],
       watchdog: { timeoutMs: 400, pollMs: 25, graceMs: 300 },
       lease: { ttlMs: 3_000, renewMs: 100 },
       pool: { maxWorkers: 1, warmWorkers: 1 },
@@ -150,5 +152,62 @@ describe('MCP tools in a session worker', () => {
     // The servers exit when the workers' end closes their stdin. A worker thread that ended
     // cannot reap its children: they stay zombies until the host exits (see README).
     await until(() => pids.every((pid) => !running(pid)), 10_000, 'every server process ends');
+  });
+});
+
+describe('MCP tools as host tools (hostToolModules: on the supervisor’s thread)', () => {
+  it('S2 L1: the same tools, one server for every session; a hang is aborted, the server sees the cancellation, the session worker is kept', async () => {
+    const { tw, send, history, events } = await start('host');
+    const first = await within(
+      send(
+        script(
+          {
+            tools: [
+              { name: 'fx.echo', args: { text: 'ping' } },
+              { name: 'fx.fail', args: {} },
+            ],
+          },
+          { text: 'ok' },
+        ),
+      ),
+      15_000,
+      'the turn ends',
+    );
+    expect(first.status).toBe('completed');
+    const rows = await history();
+    expect(rows[2]?.message).toMatchObject({ name: 'fx.echo', content: 'ping', effect: 'applied' });
+    expect(rows[3]?.message).toMatchObject({ name: 'fx.fail', isError: true, effect: 'applied' });
+    const hung = await within(
+      send(script({ tools: [{ name: 'fx.hang', args: {} }] })),
+      15_000,
+      'the turn ends',
+    );
+    expect(hung).toMatchObject({ status: 'interrupted', abortReason: 'watchdog', workerTerminated: false });
+    await until(() => events().includes('cancelled hang'), 5_000, 'the server records the cancellation');
+    expect(openToolCalls(await history())).toEqual([]);
+    // The worker was only waiting on the host: kept, not retired; the server is the same one.
+    expect(tw.stats().pool).toMatchObject({ retired: 0, terminated: 0 });
+    const again = await within(
+      send(script({ tools: [{ name: 'fx.echo', args: { text: 'again' } }] }, { text: 'ok' })),
+      15_000,
+      'the turn ends',
+    );
+    expect(again.status).toBe('completed');
+    const pids = events().filter((l) => l.startsWith('pid '));
+    expect(pids).toHaveLength(1);
+    // Spawned by the host's own thread: reaped when it ends at shutdown, never a zombie.
+    const pid = Number(pids[0]!.slice(4));
+    await tw.shutdown();
+    await until(() => !existsSync(`/proc/${pid}`), 10_000, 'the server process is gone (reaped)');
+  });
+
+  it('L2: progress notifications stamp the turn from the supervisor’s thread: a 1.2 s tool outlives a 400 ms watchdog', async () => {
+    const { send } = await start('host');
+    const done = await within(
+      send(script({ tools: [{ name: 'fx.sleep', args: { ms: 1_200 } }] }, { text: 'rested' })),
+      15_000,
+      'the turn ends',
+    );
+    expect(done.status).toBe('completed');
   });
 });

@@ -16,6 +16,8 @@ export type {
   AbortReason,
   ControlMessage,
   HostApi,
+  HostToolRequest,
+  HostToolSpec,
   IsolatedRequest,
   JournalAck,
   JournalEntry,

@@ -145,6 +145,13 @@ export interface HostApi {
   runIsolated(req: IsolatedRequest): Promise<string>;
   /** Cancels a task `runIsolated` started: its thread is terminated. */
   cancelIsolated(workstreamId: string, taskId: string): Promise<void>;
+  /**
+   * Runs a host tool (one of `WorkerInit.hostTools`) for the worker's running turn. Rejects with
+   * TOOL_ERROR (`details.toolEffect` when the tool declared its effect) or TURN_ABORTED.
+   */
+  callHostTool(req: HostToolRequest): Promise<string>;
+  /** Aborts a call `callHostTool` started (the tool's signal). */
+  cancelHostTool(workstreamId: string, taskId: string): Promise<void>;
 }
 
 /** Supervisor → worker, raw on the control port. */
@@ -207,6 +214,26 @@ export interface WorkerInit {
   readonly pluginModules: readonly string[];
   /** How much to lower the worker thread's scheduling priority (`pool.workerNice`; 0: not at all). */
   readonly nice?: number;
+  /** Tools that run on the supervisor's thread (`hostToolModules`): offered like the worker's own. */
+  readonly hostTools?: readonly HostToolSpec[];
+}
+
+/** A tool that runs on the supervisor's thread, as the worker offers it to the model. */
+export interface HostToolSpec {
+  readonly name: string;
+  readonly description: string;
+  readonly parameters?: Readonly<Record<string, unknown>>;
+}
+
+/** A call of a host tool (see `HostApi.callHostTool`). */
+export interface HostToolRequest {
+  readonly workstreamId: string;
+  readonly generation: number;
+  /** Chosen by the worker, unique within the turn: `cancelHostTool` names it. */
+  readonly taskId: string;
+  readonly callId: string;
+  readonly name: string;
+  readonly args: Readonly<Record<string, unknown>>;
 }
 
 /** First message on the worker's parentPort: its two ports (transferred). */

@@ -18,10 +18,20 @@ import type {
   WorkerEvent,
   WorkerInit,
 } from '@turnwarden/protocol';
-import { client, ErrorCode, goneSignal, serve, TurnwardenError, toWire } from '@turnwarden/protocol';
+import {
+  client,
+  ErrorCode,
+  goneSignal,
+  isTurnwardenError,
+  serve,
+  TurnwardenError,
+  toWire,
+} from '@turnwarden/protocol';
+import type { Tool } from './contracts.js';
 import { lowerThreadPriority } from './priority.js';
 import { loadRegistry } from './registry.js';
 import { installWorkerSeams, type WorkerHarnessChannel } from './seam-client.js';
+import { toolError } from './tool-call.js';
 import { runTurn } from './turn.js';
 
 export interface WorkerBoot extends WorkerInit {
@@ -49,6 +59,51 @@ try {
 const { gone, markGone } = goneSignal();
 boot.hostRpc.on('close', () => markGone('supervisor port closed'));
 const host = client<HostApi>(boot.hostRpc, gone);
+
+/**
+ * Host tools run on the supervisor's thread; here each is a proxy whose call crosses the host
+ * RPC. The tool's abort cancels the call there; a declared effect comes back in the error.
+ */
+let hostCalls = 0;
+const hostTools: Tool[] = (boot.hostTools ?? []).map((spec) => ({
+  ...spec,
+  async run(args, ctx) {
+    const generation = current?.generation;
+    if (generation === undefined) throw toolError(`${spec.name} was called outside a turn`, 'none');
+    const taskId = `g${generation}:h${++hostCalls}`;
+    const onAbort = () => void host.cancelHostTool(ctx.workstreamId, taskId).catch(() => {});
+    ctx.signal.addEventListener('abort', onAbort, { once: true });
+    try {
+      return await host.callHostTool({
+        workstreamId: ctx.workstreamId,
+        generation,
+        taskId,
+        callId: ctx.callId,
+        name: spec.name,
+        args,
+      });
+    } catch (e) {
+      const effect = isTurnwardenError(e) ? e.details?.toolEffect : undefined;
+      if (effect === 'none' || effect === 'applied') throw toolError((e as Error).message, effect);
+      throw e;
+    } finally {
+      ctx.signal.removeEventListener('abort', onAbort);
+    }
+  },
+}));
+for (const t of hostTools) {
+  if (registry.tools.has(t.name)) {
+    const e = new TurnwardenError(
+      ErrorCode.INVALID_CONFIG,
+      `hostToolModules and pluginModules both export a tool named ${t.name}`,
+      { details: { field: 'hostToolModules' } },
+    );
+    boot.control.postMessage({ t: 'fatal', error: toWire(e) } satisfies WorkerEvent);
+    boot.control.close();
+    throw e;
+  }
+  (registry.tools as Map<string, Tool>).set(t.name, t);
+}
 
 let current: { generation: number; abort: AbortController; reason: AbortReason | undefined } | undefined;
 let isolatedTasks = 0;

@@ -21,10 +21,11 @@ export interface ActiveTurn {
   /** Who sent the turn's message: only the same principal's sends queue behind it (T3). */
   readonly principal: string;
   /**
-   * A thread-isolated task of the turn was cancelled (its pool thread terminated): the session
-   * worker was only waiting on it, so it holds no leaked work and is kept, not retired.
+   * Work the turn had handed elsewhere — a thread-isolated task (its pool thread terminated) or
+   * a host tool call (its signal aborted) — was cancelled: the session worker was only waiting
+   * on it, so it holds no leaked work of this turn and is kept, not retired.
    */
-  isolatedReclaimed?: boolean;
+  workReclaimed?: boolean;
   /** Its admission permit (T4): released when the turn has ended, its worker back or retired. */
   readonly permit: Permit;
   readonly generation: number;

@@ -121,6 +121,11 @@ export interface SupervisorConfig {
   /** Modules every worker imports for extra tools and model providers. */
   readonly pluginModules: readonly string[];
   /**
+   * Modules imported once, on the supervisor's thread, whose `tools` run there (host tools):
+   * for tools whose work is in another process or service (MCP servers). See host-tools.ts.
+   */
+  readonly hostToolModules: readonly string[];
+  /**
    * This host's stable id (a pod name, a machine name), unique among the processes sharing a
    * store. A restarted process with the same id takes over the leases its dead predecessor
    * left at once instead of waiting for them to expire (S7). Absent: every process is new.
@@ -140,6 +145,7 @@ export type SupervisorConfigInput = {
   /** Required: the name of a model provider one of `pluginModules` exports. */
   readonly model: string;
   readonly pluginModules?: readonly string[];
+  readonly hostToolModules?: readonly string[];
   readonly hostId?: string;
 };
 
@@ -148,16 +154,16 @@ export type SupervisorConfigInput = {
  * every worker fail to start. Resolved on the main thread first (relative to this package, as
  * `import()` here would), so the error names the field; workers import the resolved URLs.
  */
-export function checkPluginModules(specifiers: readonly string[]): string[] {
+export function checkPluginModules(specifiers: readonly string[], field = 'pluginModules'): string[] {
   return specifiers.map((specifier, i) => {
     let resolved: string;
     try {
       resolved = import.meta.resolve(specifier);
     } catch (e) {
-      throw bad(`pluginModules[${i}]`, `cannot be resolved: ${(e as Error).message}`, specifier);
+      throw bad(`${field}[${i}]`, `cannot be resolved: ${(e as Error).message}`, specifier);
     }
     if (resolved.startsWith('file:') && !existsSync(fileURLToPath(resolved))) {
-      throw bad(`pluginModules[${i}]`, 'names a file that does not exist', specifier);
+      throw bad(`${field}[${i}]`, 'names a file that does not exist', specifier);
     }
     return resolved;
   });
@@ -181,6 +187,7 @@ export const DEFAULT_CONFIG: Omit<SupervisorConfig, 'model'> = {
   admission: { maxActivePerTenant: 8, maxWaiting: 1_024, maxWaitingPerTenant: 256, maxWaitMs: 30_000 },
   isolation: { maxThreads: 2, idleTimeoutMs: 30_000 },
   pluginModules: [],
+  hostToolModules: [],
 };
 
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -225,6 +232,7 @@ export function resolveConfig(input: unknown): SupervisorConfig {
     'isolation',
     'model',
     'pluginModules',
+    'hostToolModules',
     'hostId',
   ]);
   const d = DEFAULT_CONFIG;
@@ -341,6 +349,10 @@ export function resolveConfig(input: unknown): SupervisorConfig {
   if (!Array.isArray(plugins) || plugins.some((m) => typeof m !== 'string' || m.length === 0)) {
     throw bad('pluginModules', 'must be an array of module specifiers', plugins);
   }
+  const hostTools = top.hostToolModules ?? d.hostToolModules;
+  if (!Array.isArray(hostTools) || hostTools.some((m) => typeof m !== 'string' || m.length === 0)) {
+    throw bad('hostToolModules', 'must be an array of module specifiers', hostTools);
+  }
 
   const j = section('journal', top.journal, ['maxAttempts', 'retryBaseMs', 'retryMaxMs', 'sweepMs']);
   const retryBaseMs = int('journal.retryBaseMs', j.retryBaseMs ?? d.journal.retryBaseMs, 1, DAY_MS);
@@ -434,5 +446,6 @@ export function resolveConfig(input: unknown): SupervisorConfig {
     isolation,
     model,
     pluginModules: [...(plugins as string[])],
+    hostToolModules: [...(hostTools as string[])],
   };
 }

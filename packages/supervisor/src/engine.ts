@@ -32,6 +32,7 @@ import {
 } from './claim.js';
 import type { SupervisorConfig } from './config.js';
 import { EventHub } from './events.js';
+import { HostTools } from './host-tools.js';
 import { IsolatedPool } from './isolation.js';
 import { JournalGate } from './journal-gate.js';
 import { LifecycleFeed } from './lifecycle-feed.js';
@@ -84,6 +85,8 @@ export class TurnEngine {
   readonly admission: Admission;
   /** The shared thread pool of thread-isolated tools. */
   readonly isolation: IsolatedPool;
+  /** Tools that run on this thread (`hostToolModules`), offered to every worker. */
+  readonly hostTools: HostTools;
   /** Shutdown began: claims still queued are refused. */
   closing = false;
   private readonly bySlot = new Map<number, ActiveTurn>();
@@ -127,6 +130,11 @@ export class TurnEngine {
         ),
     );
     this.watchdog = new Watchdog(this.clock, config.watchdog, this.aborts, this.logger, options.hooks);
+    this.hostTools = new HostTools({
+      turnOf: (workstreamId) => this.sessions.peek(workstreamId)?.turn,
+      clock: this.clock.buffer,
+      logger: this.logger,
+    });
     this.isolation = new IsolatedPool(config.isolation, {
       turnOf: (workstreamId) => this.sessions.peek(workstreamId)?.turn,
       clock: this.clock.buffer,
@@ -136,6 +144,8 @@ export class TurnEngine {
       journal: (req) => this.gate.journal(req, (turn, n) => turn.worker.caughtUp(n)),
       runIsolated: (req) => this.isolation.run(req),
       cancelIsolated: async (workstreamId, taskId) => this.isolation.cancel(workstreamId, taskId),
+      callHostTool: (req) => this.hostTools.call(req),
+      cancelHostTool: async (workstreamId, taskId) => this.hostTools.cancel(workstreamId, taskId),
     };
     this.pool = new WorkerPool({
       clock: this.clock.buffer,
@@ -147,6 +157,7 @@ export class TurnEngine {
       workerNice: config.pool.workerNice,
       workerUrl: sessionWorkerUrl,
       pluginModules: config.pluginModules,
+      hostTools: () => this.hostTools.specs(),
       host,
       logger: this.logger,
       ...(options.harness ? { harness: options.harness } : {}),

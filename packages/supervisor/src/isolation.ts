@@ -138,7 +138,7 @@ export class IsolatedPool {
   private abort(entry: Running, why: string): void {
     if (entry.controller.signal.aborted) return;
     this.cancelled++;
-    entry.turn.isolatedReclaimed = true;
+    entry.turn.workReclaimed = true;
     entry.turn.log.info(
       { taskId: entry.taskId, why },
       'isolated tool task cancelled; its thread is terminated',

@@ -20,6 +20,10 @@ const host: HostApi = {
     throw new TurnwardenError(ErrorCode.TOOL_ERROR, 'this test runs no isolated task');
   },
   async cancelIsolated() {},
+  async callHostTool() {
+    throw new TurnwardenError(ErrorCode.TOOL_ERROR, 'no host tools here');
+  },
+  async cancelHostTool() {},
 };
 
 function pool(acquireTimeoutMs: number) {

@@ -4,7 +4,7 @@
  * list only after the thread has exited, so a dying worker can never stamp a slot that a new
  * turn already uses. An idle session holds no worker: workers go back to the pool between turns.
  */
-import type { HarnessLink, HostApi } from '@turnwarden/protocol';
+import type { HarnessLink, HostApi, HostToolSpec } from '@turnwarden/protocol';
 import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
 import type { Logger } from 'pino';
 import { type Catalogue, spawnSessionWorker } from './spawn.js';
@@ -19,6 +19,8 @@ export interface PoolOptions {
   readonly warmWorkers: number;
   readonly workerUrl: URL;
   readonly pluginModules: readonly string[];
+  /** The host tools workers offer (read at each spawn: they are loaded before the pool starts). */
+  readonly hostTools?: () => readonly HostToolSpec[];
   readonly host: HostApi;
   readonly logger: Logger;
   readonly maxOldGenerationSizeMb?: number;

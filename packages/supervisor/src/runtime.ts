@@ -206,7 +206,11 @@ export class Turnwarden {
     const { harness, manualWatchdog } = seams;
     const resolved = resolveConfig(rest);
     // Workers import the modules as resolved here, so what was checked is what they load.
-    const config = { ...resolved, pluginModules: checkPluginModules(resolved.pluginModules) };
+    const config = {
+      ...resolved,
+      pluginModules: checkPluginModules(resolved.pluginModules),
+      hostToolModules: checkPluginModules(resolved.hostToolModules, 'hostToolModules'),
+    };
     // A Store instance is used as given (and not closed by shutdown); a `{ path }` is opened here.
     const given = isStore(storeOption) ? storeOption : undefined;
     const store: Store =
@@ -216,8 +220,11 @@ export class Turnwarden {
     if (harness) attachSeamController(harness.controller);
     const tw = new Turnwarden(config, store, given === undefined, logger, harness, seams);
     try {
+      // Host tools first: the workers offer them from their first spawn.
+      await tw.engine.hostTools.load(config.hostToolModules);
       await tw.engine.pool.start();
     } catch (e) {
+      await tw.engine.hostTools.close();
       // Nothing may keep running after a failed start: the pool closed itself; undo the rest.
       if (harness) detachSeamController(harness.controller);
       if (given === undefined) await store.close();
@@ -662,6 +669,7 @@ export class Turnwarden {
     this.engine.stopSweep();
     await this.engine.pool.close();
     await this.engine.isolation.close();
+    await this.engine.hostTools.close();
     if (this.ownsStore) await this.store.close();
     if (this.harness) detachSeamController(this.harness.controller);
     this.logger.info({ ...this.engine.counters }, 'turnwarden supervisor stopped');

@@ -15,6 +15,7 @@ import { stateOf } from '@turnwarden/session';
 import type { TurnStore } from '@turnwarden/store';
 import { type AbandonHost, abandon } from './abandon.js';
 import type { ActiveTurn } from './active-turn.js';
+import type { HostTools } from './host-tools.js';
 import type { IsolatedPool } from './isolation.js';
 import type { WorkerPool } from './pool.js';
 import { describeAbort, LogMessage } from './reporting.js';
@@ -27,6 +28,7 @@ export interface SettleHost extends AbandonHost {
   readonly watchdog: Watchdog;
   readonly pool: WorkerPool;
   readonly isolation: Pick<IsolatedPool, 'cancelTurn'>;
+  readonly hostTools: Pick<HostTools, 'cancelTurn'>;
   readonly holder: string;
   stopRenewal(turn: ActiveTurn): void;
   /** The turn no longer occupies its slot. */
@@ -46,6 +48,7 @@ export async function settle(
   turn.cancelGrace?.();
   // Isolated tool tasks still running end with the turn: their pool threads are terminated.
   host.isolation.cancelTurn(turn);
+  host.hostTools.cancelTurn(turn);
   host.watchdog.unwatch(turn.watched);
   const { workstreamId, generation, log } = turn;
 
@@ -109,7 +112,7 @@ export async function settle(
     // may hold leaked work and is retired (replaced in the background).
     // A worker whose aborted turn was only waiting on an isolated task (cancelled, its pool
     // thread terminated) holds nothing leaked either: kept.
-    if (status === 'completed' || (turn.isolatedReclaimed && outcome !== undefined))
+    if (status === 'completed' || (turn.workReclaimed && outcome !== undefined))
       host.pool.release(turn.worker);
     else host.pool.retire(turn.worker);
   }

@@ -79,6 +79,7 @@ export function spawnSessionWorker(
       slot,
       workerId: id,
       pluginModules: opts.pluginModules,
+      ...(opts.hostTools === undefined ? {} : { hostTools: opts.hostTools() }),
       ...(opts.workerNice ? { nice: opts.workerNice } : {}),
       control: control.port2,
       workerRpc: workerRpc.port2,

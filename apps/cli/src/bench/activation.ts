@@ -24,6 +24,10 @@ const host: HostApi = {
     throw new TurnwardenError(ErrorCode.TOOL_ERROR, 'the activation bench runs no isolated task');
   },
   async cancelIsolated() {},
+  async callHostTool() {
+    throw new TurnwardenError(ErrorCode.TOOL_ERROR, 'no host tools here');
+  },
+  async cancelHostTool() {},
 };
 
 function pool(ctx: BenchContext, workers: number, warm: number): WorkerPool {

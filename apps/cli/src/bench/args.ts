@@ -16,6 +16,7 @@ const SECTION_NAMES = [
   'admission',
   'provider',
   'isolation',
+  'mcp',
 ] as const;
 export type SectionName = (typeof SECTION_NAMES)[number];
 

@@ -14,6 +14,7 @@ import { benchEvents } from './events.js';
 import { benchIsolation } from './isolation.js';
 import { benchJournal } from './journal.js';
 import { benchL12 } from './l12.js';
+import { benchMcp } from './mcp.js';
 import { benchMemory } from './memory.js';
 import { err, out } from './out.js';
 import { benchPoll } from './poll.js';
@@ -44,6 +45,7 @@ const SECTIONS: Record<SectionName, { readonly title: string; readonly run: Sect
   admission: { title: 'fair admission', run: benchAdmission },
   provider: { title: 'a real model provider', run: benchProvider },
   isolation: { title: 'thread-isolated tools', run: benchIsolation },
+  mcp: { title: 'MCP tool calls', run: benchMcp },
 };
 
 /** A section that hangs is reported as an error instead of holding the run forever. */

@@ -57,6 +57,10 @@ const host: HostApi = {
     throw new TurnwardenError(ErrorCode.TOOL_ERROR, 'the memory bench runs no isolated task');
   },
   async cancelIsolated() {},
+  async callHostTool() {
+    throw new TurnwardenError(ErrorCode.TOOL_ERROR, 'no host tools here');
+  },
+  async cancelHostTool() {},
 };
 
 async function startTurns(tw: Turnwarden, ids: readonly string[]): Promise<void> {

@@ -25,6 +25,10 @@ const host: HostApi = {
     throw new TurnwardenError(ErrorCode.TOOL_ERROR, 'the spawn bench runs no isolated task');
   },
   async cancelIsolated() {},
+  async callHostTool() {
+    throw new TurnwardenError(ErrorCode.TOOL_ERROR, 'no host tools here');
+  },
+  async cancelHostTool() {},
 };
 
 async function bare(url: URL): Promise<number> {

@@ -1,0 +1,176 @@
+/**
+ * Host tools: tools that run on the supervisor's thread instead of in each session worker —
+ * for tools whose work happens in another process or service (MCP servers, HTTP APIs), so that
+ * one set of connections or child processes serves every session and lives as long as the host,
+ * not as long as a worker (a child process a terminated worker thread spawned cannot be reaped).
+ *
+ * `hostToolModules` are imported here at start (each exports `tools`, and may export `close()`,
+ * called at shutdown). Workers offer them to the model like their own tools; a call crosses the
+ * worker's host RPC. The call's signal aborts with the tool's abort or the turn's end; its
+ * `heartbeat()` stamps the turn's clock slot (only while the slot is armed for that turn).
+ * A host tool must never block: the supervisor's thread is the watchdog's. CPU work belongs in an
+ * isolated tool. One that ignores its signal is abandoned, not waited for.
+ */
+import { Activity, SlotStamp } from '@turnwarden/clock';
+import { ErrorCode, type HostToolRequest, type HostToolSpec, TurnwardenError } from '@turnwarden/protocol';
+import type { Tool, ToolContext } from '@turnwarden/session';
+import type { Logger } from 'pino';
+import type { ActiveTurn } from './active-turn.js';
+
+export interface HostToolsHost {
+  turnOf(workstreamId: string): ActiveTurn | undefined;
+  readonly clock: SharedArrayBuffer;
+  readonly logger: Logger;
+}
+
+interface Running {
+  readonly turn: ActiveTurn;
+  readonly controller: AbortController;
+}
+
+function refuse(field: string, message: string, cause?: unknown): TurnwardenError {
+  return new TurnwardenError(ErrorCode.INVALID_CONFIG, `${field} ${message}`, {
+    details: { field },
+    ...(cause === undefined ? {} : { cause }),
+  });
+}
+
+function declaredEffect(e: unknown): 'none' | 'applied' | undefined {
+  const effect = typeof e === 'object' && e !== null ? (e as { toolEffect?: unknown }).toolEffect : undefined;
+  return effect === 'none' || effect === 'applied' ? effect : undefined;
+}
+
+/** Runtimes started in this process: each imports its host tool modules as instances of its own. */
+let loads = 0;
+
+export class HostTools {
+  private readonly tools = new Map<string, Tool>();
+  private readonly closers: (() => unknown)[] = [];
+  private readonly running = new Map<string, Map<string, Running>>();
+  private calls = 0;
+
+  constructor(private readonly host: HostToolsHost) {}
+
+  /** Imports the modules (resolved URLs), in order; refusals name `hostToolModules[i]`. */
+  async load(modules: readonly string[]): Promise<void> {
+    loads++;
+    for (const [i, specifier] of modules.entries()) {
+      const field = `hostToolModules[${i}]`;
+      let mod: { tools?: unknown; close?: unknown };
+      try {
+        // Evaluated anew for each runtime (a query makes a file module a new instance): a module
+        // an earlier runtime in this process closed at its shutdown is not handed out again.
+        const url = specifier.startsWith('file:') ? `${specifier}?turnwarden-runtime=${loads}` : specifier;
+        mod = (await import(url)) as { tools?: unknown; close?: unknown };
+      } catch (e) {
+        throw refuse(field, `(${specifier}) failed to load: ${(e as Error).message}`, e);
+      }
+      if (!Array.isArray(mod.tools)) throw refuse(field, `(${specifier}) exports no tools array`);
+      for (const tool of mod.tools as Tool[]) {
+        if (typeof tool?.name !== 'string' || tool.name === '' || typeof tool.run !== 'function') {
+          throw refuse(field, `(${specifier}) exports a tool without a name and a run function`);
+        }
+        if (this.tools.has(tool.name))
+          throw refuse(field, `(${specifier}) exports a second tool named ${tool.name}`);
+        this.tools.set(tool.name, tool);
+      }
+      if (typeof mod.close === 'function') this.closers.push(mod.close as () => unknown);
+    }
+  }
+
+  /** What workers offer the model. */
+  specs(): HostToolSpec[] {
+    return [...this.tools.values()].map((t) => ({
+      name: t.name,
+      description: t.description,
+      ...(t.parameters === undefined ? {} : { parameters: t.parameters }),
+    }));
+  }
+
+  async call(req: HostToolRequest): Promise<string> {
+    const tool = this.tools.get(req.name);
+    const turn = this.host.turnOf(req.workstreamId);
+    if (turn === undefined || turn.generation !== req.generation || turn.finished) {
+      throw new TurnwardenError(ErrorCode.TURN_ABORTED, 'the turn that called the host tool has ended');
+    }
+    if (tool === undefined) {
+      throw new TurnwardenError(ErrorCode.TOOL_ERROR, `no host tool named ${req.name}`, {
+        details: { toolEffect: 'none' },
+      });
+    }
+    const controller = new AbortController();
+    const byTask = this.running.get(req.workstreamId) ?? new Map<string, Running>();
+    byTask.set(req.taskId, { turn, controller });
+    this.running.set(req.workstreamId, byTask);
+    this.calls++;
+    const stamp = new SlotStamp(this.host.clock, turn.worker.slot);
+    const generation = turn.generation | 0;
+    const ctx: ToolContext = {
+      signal: controller.signal,
+      heartbeat: () => {
+        if (stamp.generation() === generation) stamp.touch(Activity.toolHeartbeat);
+      },
+      callId: req.callId,
+      workstreamId: req.workstreamId,
+    };
+    try {
+      return await new Promise<string>((resolve, reject) => {
+        const onAbort = () =>
+          reject(new TurnwardenError(ErrorCode.TURN_ABORTED, `host tool ${req.name} was aborted`));
+        if (controller.signal.aborted) return onAbort();
+        controller.signal.addEventListener('abort', onAbort, { once: true });
+        Promise.resolve()
+          .then(() => tool.run({ ...req.args }, ctx))
+          .then(
+            (text) => resolve(String(text)),
+            (e: unknown) => {
+              const effect = declaredEffect(e);
+              reject(
+                new TurnwardenError(ErrorCode.TOOL_ERROR, e instanceof Error ? e.message : String(e), {
+                  ...(effect === undefined ? {} : { details: { toolEffect: effect } }),
+                }),
+              );
+            },
+          )
+          .finally(() => controller.signal.removeEventListener('abort', onAbort));
+      });
+    } finally {
+      byTask.delete(req.taskId);
+      if (byTask.size === 0 && this.running.get(req.workstreamId) === byTask)
+        this.running.delete(req.workstreamId);
+    }
+  }
+
+  /** The tool's abort (from the worker). */
+  cancel(workstreamId: string, taskId: string): void {
+    const entry = this.running.get(workstreamId)?.get(taskId);
+    if (entry === undefined || entry.controller.signal.aborted) return;
+    entry.turn.workReclaimed = true;
+    entry.controller.abort();
+  }
+
+  /** The turn ended (settle): its calls still running are aborted. */
+  cancelTurn(turn: ActiveTurn): void {
+    for (const entry of this.running.get(turn.workstreamId)?.values() ?? []) {
+      if (entry.turn !== turn || entry.controller.signal.aborted) continue;
+      entry.turn.workReclaimed = true;
+      entry.controller.abort();
+    }
+  }
+
+  get count(): { tools: number; calls: number } {
+    return { tools: this.tools.size, calls: this.calls };
+  }
+
+  /** Shutdown: every call aborted, then each module's `close()`. */
+  async close(): Promise<void> {
+    for (const byTask of this.running.values()) for (const entry of byTask.values()) entry.controller.abort();
+    for (const close of this.closers.splice(0)) {
+      try {
+        await close();
+      } catch (err) {
+        this.host.logger.warn({ err }, 'a host tool module failed to close');
+      }
+    }
+  }
+}
