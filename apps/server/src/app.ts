@@ -1,0 +1,414 @@
+/**
+ * The HTTP API: every supervisor call as a route under `/v1`, authenticated by a bearer token
+ * that names the tenant and principal (T1); events over Server-Sent Events that resume from the
+ * replay ring with `Last-Event-ID` (E1) or continue a history read with its handoff token (E2);
+ * health, readiness and Prometheus metrics. Request and response schemas are zod, which also
+ * produces the OpenAPI document (`/docs`, `/openapi.json`).
+ */
+import { fastifySSE } from '@fastify/sse';
+import fastifySwagger from '@fastify/swagger';
+import fastifySwaggerUi from '@fastify/swagger-ui';
+import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+import type { Turnwarden, TurnwardenEvent } from '@turnwarden/supervisor';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import {
+  jsonSchemaTransform,
+  serializerCompiler,
+  validatorCompiler,
+  type ZodTypeProvider,
+} from 'fastify-type-provider-zod';
+import type { Logger } from 'pino';
+import { z } from 'zod';
+import type { Caller, Tokens } from './auth.js';
+import { errorBody, handleError } from './errors.js';
+import { Metrics } from './metrics.js';
+
+export interface AppOptions {
+  readonly tw: Turnwarden;
+  readonly tokens: Tokens;
+  readonly logger: Logger;
+  /** Largest request body, in bytes (default 1 MiB). */
+  readonly bodyLimit?: number;
+  /** SSE keep-alive comment period (default 15 s). */
+  readonly keepAliveMs?: number;
+  /** The version `/healthz` reports. */
+  readonly version?: string;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    caller?: Caller;
+  }
+}
+
+const Id = z.string().regex(/^[A-Za-z0-9._:-]{1,128}$/, 'must be 1–128 characters of A–Z a–z 0–9 . _ : -');
+const WorkstreamParams = z.strictObject({ workstreamId: Id });
+const ErrorSchema = z.object({
+  error: z.object({
+    code: z.string(),
+    message: z.string(),
+    retryable: z.boolean(),
+    details: z.record(z.string(), z.unknown()).optional(),
+  }),
+});
+const Workstream = z.object({
+  workstreamId: z.string(),
+  tenantId: z.string(),
+  incarnation: z.string(),
+  status: z.enum(['open', 'closed']).optional(),
+  generation: z.number().optional(),
+  createdAt: z.number().optional(),
+  closedAt: z.number().optional(),
+});
+/**
+ * The runtime's results are readonly and carry literal unions; the response schemas validate
+ * their shape at the edge (and serialize them). The cast only bridges readonly to the schemas'
+ * inferred mutable types.
+ */
+const json = <T>(value: Promise<T>): Promise<never> => value as Promise<never>;
+
+const errors = {
+  400: ErrorSchema,
+  401: ErrorSchema,
+  404: ErrorSchema,
+  409: ErrorSchema,
+  429: ErrorSchema,
+  503: ErrorSchema,
+};
+
+/** Builds the server (not listening). Close it before the runtime. */
+export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
+  const { tw, tokens } = options;
+  const app = Fastify({
+    loggerInstance: options.logger as FastifyBaseLogger,
+    bodyLimit: options.bodyLimit ?? 1024 * 1024,
+    // Request ids in every log line of a request.
+    genReqId: () => crypto.randomUUID(),
+  }).withTypeProvider<ZodTypeProvider>();
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+  app.setErrorHandler(handleError);
+  app.setNotFoundHandler((request, reply) =>
+    reply.code(404).send(errorBody('NOT_FOUND', `no route ${request.method} ${request.url}`, false)),
+  );
+  await app.register(fastifySwagger, {
+    openapi: {
+      info: {
+        title: 'Turnwarden',
+        description:
+          'Supervised LLM agent sessions over HTTP. Every /v1 route needs a bearer token naming a tenant and a principal.',
+        version: options.version ?? '0.1.0',
+      },
+      components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
+      security: [{ bearer: [] }],
+    },
+    transform: jsonSchemaTransform,
+  });
+  await app.register(fastifySwaggerUi, { routePrefix: '/docs' });
+  await app.register(fastifySSE, { heartbeatInterval: options.keepAliveMs ?? 15_000 });
+  const metrics = new Metrics(tw);
+  // Event streams end when the server closes (graceful shutdown): clients reconnect elsewhere.
+  const streams = new Set<AbortController>();
+  app.addHook('preClose', async () => {
+    for (const stream of streams) stream.abort();
+  });
+  app.addHook('onResponse', async (request, reply) => {
+    metrics.request(
+      request.routeOptions.url ?? 'unknown',
+      request.method,
+      reply.statusCode,
+      reply.elapsedTime,
+    );
+  });
+
+  // ── operations (no token) ────────────────────────────────────────────────
+  app.get('/healthz', { schema: { hide: true } }, async () => ({
+    status: 'ok',
+    version: options.version ?? '0.1.0',
+  }));
+  let ready = true;
+  app.addHook('onClose', async () => {
+    ready = false;
+  });
+  app.get('/readyz', { schema: { hide: true } }, async (_request, reply) => {
+    const stats = tw.stats();
+    if (!ready) return reply.code(503).send({ ready: false, reason: 'shutting down' });
+    return { ready: true, activeTurns: stats.activeTurns, waiting: stats.admission.waiting };
+  });
+  app.get('/metrics', { schema: { hide: true } }, async (_request, reply) => {
+    reply.header('content-type', metrics.contentType);
+    return metrics.render();
+  });
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+
+  // ── the API (a bearer token on every call) ───────────────────────────────
+  await app.register(
+    async (api) => {
+      api.addHook('onRequest', async (request, reply) => {
+        const caller = tokens.callerOf(request.headers.authorization);
+        if (caller === undefined) {
+          reply.header('www-authenticate', 'Bearer');
+          return reply.code(401).send(errorBody('UNAUTHORIZED', 'a valid bearer token is required', false));
+        }
+        request.caller = caller;
+        return undefined;
+      });
+      const who = (request: { caller?: Caller }): Caller => {
+        if (request.caller === undefined) throw new TurnwardenError(ErrorCode.INTERNAL, 'no caller');
+        return request.caller;
+      };
+      const r = api.withTypeProvider<ZodTypeProvider>();
+
+      r.post(
+        '/workstreams',
+        {
+          schema: {
+            summary:
+              'Create a workstream (a fresh id unless one is given); each creation mints an incarnation (D1)',
+            body: z.strictObject({ workstreamId: Id.optional() }).nullish(),
+            response: { 201: Workstream, ...errors },
+          },
+        },
+        async (request, reply) => {
+          const created = await tw.createWorkstream({ ...who(request), ...(request.body ?? {}) });
+          return reply.code(201).send(created);
+        },
+      );
+
+      r.get(
+        '/workstreams',
+        {
+          schema: {
+            summary: "The tenant's workstreams in id order, a page at a time",
+            querystring: z.strictObject({
+              status: z.enum(['open', 'closed']).optional(),
+              limit: z.coerce.number().int().min(1).max(1000).optional(),
+              cursor: z.string().max(512).optional(),
+            }),
+            response: {
+              200: z.object({ items: z.array(Workstream), nextCursor: z.string().optional() }),
+              ...errors,
+            },
+          },
+        },
+        async (request) => json(tw.listWorkstreams({ ...who(request), ...request.query })),
+      );
+
+      r.get(
+        '/workstreams/:workstreamId',
+        {
+          schema: {
+            summary: 'One workstream',
+            params: WorkstreamParams,
+            response: { 200: Workstream, ...errors },
+          },
+        },
+        async (request) => tw.getWorkstream({ ...who(request), ...request.params }),
+      );
+
+      r.delete(
+        '/workstreams/:workstreamId',
+        {
+          schema: {
+            summary:
+              'Delete the incarnation named (D1); an ambiguous store failure leaves it hidden until a retry (D2)',
+            params: WorkstreamParams,
+            querystring: z.strictObject({ incarnation: z.string().min(1).max(256) }),
+            response: { 204: z.null(), ...errors },
+          },
+        },
+        async (request, reply) => {
+          await tw.deleteWorkstream({
+            ...who(request),
+            ...request.params,
+            incarnation: request.query.incarnation,
+          });
+          return reply.code(204).send(null);
+        },
+      );
+
+      r.post(
+        '/workstreams/:workstreamId/messages',
+        {
+          schema: {
+            summary:
+              'Send a message: resolves once its turn has started (or, with wait, ended). Over capacity it waits for a worker up to maxWaitMs (429 with Retry-After when the queue is full, T4)',
+            params: WorkstreamParams,
+            body: z.strictObject({
+              content: z.string().min(1),
+              tools: z.array(z.string()).optional(),
+              maxWaitMs: z.number().int().min(0).max(3_600_000).optional(),
+              wait: z.boolean().optional(),
+            }),
+            response: {
+              202: z.object({ workstreamId: z.string(), generation: z.number() }),
+              200: z.object({
+                workstreamId: z.string(),
+                generation: z.number(),
+                status: z.string(),
+                finalText: z.string().optional(),
+                abortReason: z.string().optional(),
+                error: z.object({ code: z.string(), message: z.string() }).loose().optional(),
+                synthesized: z.number(),
+                workerTerminated: z.boolean(),
+              }),
+              ...errors,
+            },
+          },
+        },
+        async (request, reply) => {
+          const { wait, ...message } = request.body;
+          // A client that goes away before its turn is admitted withdraws the send.
+          const gone = new AbortController();
+          reply.raw.on('close', () => {
+            if (!reply.raw.writableEnded) gone.abort();
+          });
+          const turn = await tw.send({ ...who(request), ...request.params, ...message, signal: gone.signal });
+          if (wait !== true)
+            return reply.code(202).send({ workstreamId: turn.workstreamId, generation: turn.generation });
+          return reply.code(200).send(await json(turn.done));
+        },
+      );
+
+      r.post(
+        '/workstreams/:workstreamId/cancel',
+        {
+          schema: {
+            summary:
+              'Force cancel: a running turn is aborted and its open calls get results (C3); an idle one with debt is repaired',
+            params: WorkstreamParams,
+            response: { 200: z.object({ cancelled: z.boolean() }), ...errors },
+          },
+        },
+        async (request) => ({ cancelled: await tw.cancel({ ...who(request), ...request.params }) }),
+      );
+
+      r.post(
+        '/workstreams/:workstreamId/close',
+        {
+          schema: {
+            summary: 'Close (final). With waitMs, a running turn is waited for (C1)',
+            params: WorkstreamParams,
+            body: z.strictObject({ waitMs: z.number().int().min(0).max(3_600_000).optional() }).nullish(),
+            response: { 204: z.null(), ...errors },
+          },
+        },
+        async (request, reply) => {
+          await tw.close({ ...who(request), ...request.params, ...(request.body ?? {}) });
+          return reply.code(204).send(null);
+        },
+      );
+
+      r.get(
+        '/workstreams/:workstreamId/status',
+        {
+          schema: {
+            summary: "The session machine's state, the journal's persistence status, the queue",
+            params: WorkstreamParams,
+            response: { 200: z.object({ workstreamId: z.string(), state: z.string() }).loose(), ...errors },
+          },
+        },
+        async (request) => json(tw.status({ ...who(request), ...request.params })),
+      );
+
+      r.get(
+        '/workstreams/:workstreamId/history',
+        {
+          schema: {
+            summary:
+              'The durable history and its handoff token: subscribe with it to continue exactly after these rows (E2)',
+            params: WorkstreamParams,
+            response: {
+              200: z.object({ rows: z.array(z.object({ seq: z.number() }).loose()), handoff: z.string() }),
+              ...errors,
+            },
+          },
+        },
+        async (request) => json(tw.history({ ...who(request), ...request.params })),
+      );
+
+      r.post(
+        '/workstreams/:workstreamId/compact',
+        {
+          schema: {
+            summary:
+              'Replace rows 1..throughSeq with a system summary (fenced by a running turn’s abort, L8)',
+            params: WorkstreamParams,
+            body: z.strictObject({
+              throughSeq: z.number().int().min(1),
+              summary: z.string().min(1),
+              commitKey: z.string().min(1).optional(),
+            }),
+            response: { 200: z.object({ removed: z.number() }), ...errors },
+          },
+        },
+        async (request) => tw.compact({ ...who(request), ...request.params, ...request.body }),
+      );
+
+      r.post(
+        '/workstreams/:workstreamId/rewind',
+        {
+          schema: {
+            summary: 'Drop the last turns of an idle workstream',
+            params: WorkstreamParams,
+            body: z.strictObject({
+              turns: z.number().int().min(1),
+              ifLastSeq: z.number().int().min(0).optional(),
+            }),
+            response: { 200: z.object({ removed: z.number(), lastSeq: z.number() }), ...errors },
+          },
+        },
+        async (request) => tw.rewind({ ...who(request), ...request.params, ...request.body }),
+      );
+
+      r.get(
+        '/workstreams/:workstreamId/events',
+        {
+          sse: { kind: 'only' },
+          schema: {
+            summary:
+              'Events as Server-Sent Events (id = event id). Reconnect with Last-Event-ID to replay what was missed, or get replay_truncated (E1); or start after a history read with ?handoff= (E2). A client too slow gets stream_overflow and the stream ends (E3)',
+            params: WorkstreamParams,
+            querystring: z.strictObject({ handoff: z.string().min(1).max(2048).optional() }),
+          },
+        },
+        async (request, reply) => {
+          const caller = who(request);
+          const header = request.headers['last-event-id'];
+          const last = typeof header === 'string' && /^\d+$/.test(header) ? Number(header) : undefined;
+          if (typeof header === 'string' && last === undefined) {
+            throw new TurnwardenError(ErrorCode.INVALID_INPUT, 'Last-Event-ID must be an event id', {
+              details: { field: 'Last-Event-ID' },
+            });
+          }
+          // Another tenant's workstream, or none: 404 before the stream starts (T2).
+          await tw.getWorkstream({ ...caller, ...request.params });
+          const stop = new AbortController();
+          const iterator = tw.events({
+            ...caller,
+            ...request.params,
+            ...(last === undefined ? {} : { lastEventId: last }),
+            ...(request.query.handoff === undefined ? {} : { handoff: request.query.handoff }),
+            signal: stop.signal,
+          });
+          streams.add(stop);
+          reply.sse.onClose(() => {
+            stop.abort();
+            streams.delete(stop);
+          });
+          const frames = async function* (): AsyncGenerator<{
+            id: string;
+            event: string;
+            data: TurnwardenEvent;
+          }> {
+            for await (const e of iterator) yield { id: String(e.id), event: e.type, data: e };
+          };
+          await reply.sse.send(frames());
+        },
+      );
+    },
+    { prefix: '/v1' },
+  );
+
+  return app as unknown as FastifyInstance;
+}

@@ -1,0 +1,12 @@
+/** @turnwarden/server — Turnwarden over HTTP. */
+export { type AppOptions, buildApp } from './app.js';
+export { type Caller, type TokenGrant, Tokens } from './auth.js';
+export {
+  checkServerConfig,
+  loadServerConfig,
+  type RunningServer,
+  type ServerConfig,
+  type ServerConfigInput,
+  type StartOptions,
+  startServer,
+} from './server.js';

@@ -1,0 +1,110 @@
+/**
+ * Prometheus metrics (prom-client): the runtime's counters read from `tw.stats()` at each scrape,
+ * and the HTTP requests by route and status.
+ */
+import type { Turnwarden } from '@turnwarden/supervisor';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+export class Metrics {
+  private readonly registry = new Registry();
+  private readonly requests: Histogram<'route' | 'method' | 'status'>;
+
+  constructor(tw: Turnwarden) {
+    const reg = this.registry;
+    const counter = (name: string, help: string, read: () => number) =>
+      new Counter({
+        name,
+        help,
+        registers: [reg],
+        collect() {
+          this.reset();
+          this.inc(read());
+        },
+      });
+    const gauge = (name: string, help: string, read: () => number) =>
+      new Gauge({
+        name,
+        help,
+        registers: [reg],
+        collect() {
+          this.set(read());
+        },
+      });
+    new Counter({
+      name: 'turnwarden_turns_total',
+      help: 'Turns ended, by status',
+      labelNames: ['status'],
+      registers: [reg],
+      collect() {
+        const s = tw.stats();
+        this.reset();
+        this.inc({ status: 'completed' }, s.turnsCompleted);
+        this.inc({ status: 'interrupted' }, s.turnsInterrupted);
+        this.inc({ status: 'failed' }, s.turnsFailed);
+      },
+    });
+    counter(
+      'turnwarden_watchdog_fired_total',
+      'Stalls the watchdog detected',
+      () => tw.stats().watchdogFired,
+    );
+    counter('turnwarden_aborts_committed_total', 'Aborts that committed', () => tw.stats().abortsCommitted);
+    counter(
+      'turnwarden_aborts_declined_total',
+      'Aborts declined: progress landed in the window (L4)',
+      () => tw.stats().abortsDeclined,
+    );
+    counter(
+      'turnwarden_workers_terminated_total',
+      'Session workers terminated (L3)',
+      () => tw.stats().workersTerminated,
+    );
+    counter(
+      'turnwarden_tool_results_synthesized_total',
+      'Tool results synthesized by recovery (S2)',
+      () => tw.stats().toolResultsSynthesized,
+    );
+    gauge('turnwarden_active_turns', 'Turns running now', () => tw.stats().activeTurns);
+    gauge(
+      'turnwarden_admission_waiting',
+      'Sends waiting for a session worker (T4)',
+      () => tw.stats().admission.waiting,
+    );
+    gauge('turnwarden_admission_active', 'Admission permits out', () => tw.stats().admission.active);
+    counter(
+      'turnwarden_admission_admitted_after_wait_total',
+      'Sends admitted after waiting',
+      () => tw.stats().admission.admittedAfterWait,
+    );
+    counter(
+      'turnwarden_admission_refused_total',
+      'Sends refused: the queue was full',
+      () => tw.stats().admission.refusedFull,
+    );
+    gauge(
+      'turnwarden_watchdog_poll_lateness_p99_ms',
+      'How late the watchdog polled, p99 (L12)',
+      () => tw.stats().watchdog.pollLateness.p99,
+    );
+    gauge('turnwarden_event_listeners', 'Event listeners attached', () => tw.stats().events.listeners);
+    this.requests = new Histogram({
+      name: 'turnwarden_http_request_duration_ms',
+      help: 'HTTP requests by route, method and status',
+      labelNames: ['route', 'method', 'status'],
+      buckets: [1, 5, 10, 25, 50, 100, 250, 1000, 5000],
+      registers: [reg],
+    });
+  }
+
+  request(route: string, method: string, status: number, ms: number): void {
+    this.requests.observe({ route, method, status: String(status) }, ms);
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+
+  render(): Promise<string> {
+    return this.registry.metrics();
+  }
+}

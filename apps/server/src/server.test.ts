@@ -1,0 +1,360 @@
+/**
+ * The HTTP API on a real loopback port (not inject): every route, every error status, bearer
+ * tenants (T1, T2), typed 400s that write nothing (T5), 429 with Retry-After (T4), and events
+ * over SSE through a real socket — a reconnect with Last-Event-ID replays what was missed (E1),
+ * or says replay_truncated, and a history read's handoff continues exactly (E2).
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { type RunningServer, startServer } from './index.js';
+import { checkServerConfig } from './server.js';
+
+const ALICE = 'alice-token-0123456789abcdef';
+const BOB = 'bob-token-0123456789abcdefgh';
+const MALLORY = 'mallory-token-0123456789abc';
+
+let server: RunningServer | undefined;
+afterEach(async () => {
+  await server?.shutdown();
+  server = undefined;
+});
+
+async function start(runtime: Record<string, unknown> = {}, extra: Record<string, unknown> = {}) {
+  server = await startServer(
+    checkServerConfig({
+      port: 0,
+      db: ':memory:',
+      logLevel: 'silent',
+      shutdownGraceMs: 2_000,
+      bodyLimitBytes: 4096,
+      keepAliveMs: 200,
+      tokens: [
+        { token: ALICE, tenantId: 'acme', principal: 'alice' },
+        { token: MALLORY, tenantId: 'acme', principal: 'mallory' },
+        { token: BOB, tenantId: 'globex', principal: 'bob' },
+      ],
+      runtime: {
+        watchdog: { timeoutMs: 400, pollMs: 25, graceMs: 300 },
+        lease: { ttlMs: 3_000, renewMs: 100 },
+        pool: { maxWorkers: 2, warmWorkers: 1 },
+        ...runtime,
+      },
+      ...extra,
+    }),
+  );
+  return server;
+}
+
+interface Reply {
+  readonly status: number;
+  readonly headers: Headers;
+  readonly body: any;
+}
+
+async function call(
+  method: string,
+  path: string,
+  opts: { token?: string; body?: unknown; raw?: string } = {},
+): Promise<Reply> {
+  const headers: Record<string, string> = {};
+  if (opts.token !== undefined) headers.authorization = `Bearer ${opts.token}`;
+  if (opts.body !== undefined || opts.raw !== undefined) headers['content-type'] = 'application/json';
+  const res = await fetch(`${server!.url}${path}`, {
+    method,
+    headers,
+    ...(opts.raw !== undefined
+      ? { body: opts.raw }
+      : opts.body !== undefined
+        ? { body: JSON.stringify(opts.body) }
+        : {}),
+  });
+  const text = await res.text();
+  return { status: res.status, headers: res.headers, body: text === '' ? undefined : JSON.parse(text) };
+}
+
+const script = (...steps: unknown[]) => JSON.stringify({ script: steps });
+
+/** An SSE client over fetch: the frames it has received, and a way to stop it. */
+function follow(path: string, token: string, lastEventId?: number) {
+  const frames: { id: number; event: string; data: any }[] = [];
+  const stop = new AbortController();
+  const waiters: (() => void)[] = [];
+  const done = (async () => {
+    const res = await fetch(`${server!.url}${path}`, {
+      headers: {
+        authorization: `Bearer ${token}`,
+        accept: 'text/event-stream',
+        ...(lastEventId === undefined ? {} : { 'last-event-id': String(lastEventId) }),
+      },
+      signal: stop.signal,
+    });
+    if (res.status !== 200) return res.status;
+    const decoder = new TextDecoder();
+    let buf = '';
+    try {
+      for await (const bytes of res.body as unknown as AsyncIterable<Uint8Array>) {
+        buf += decoder.decode(bytes, { stream: true });
+        let end = buf.indexOf('\n\n');
+        while (end >= 0) {
+          const block = buf.slice(0, end);
+          buf = buf.slice(end + 2);
+          const field = (name: string) =>
+            block
+              .split('\n')
+              .find((l) => l.startsWith(`${name}: `))
+              ?.slice(name.length + 2);
+          const data = field('data');
+          if (data !== undefined) {
+            frames.push({
+              id: Number(field('id')),
+              event: field('event') ?? 'message',
+              data: JSON.parse(data),
+            });
+            for (const w of waiters.splice(0)) w();
+          }
+          end = buf.indexOf('\n\n');
+        }
+      }
+    } catch {
+      // stopped
+    }
+    return 200;
+  })();
+  const until = async (test: () => boolean, what: string) => {
+    const deadline = Date.now() + 10_000;
+    while (!test()) {
+      if (Date.now() > deadline) expect.fail(`${what}: not within 10 s`);
+      await new Promise<void>((resolve) => {
+        waiters.push(resolve);
+        setTimeout(resolve, 100);
+      });
+    }
+  };
+  return { frames, stop: () => stop.abort(), done, until };
+}
+
+describe('the HTTP API on a real port', () => {
+  it('T1: 401 without a token or with an unknown one; health, readiness and metrics need none', async () => {
+    await start();
+    expect((await call('GET', '/v1/workstreams')).status).toBe(401);
+    const bad = await call('GET', '/v1/workstreams', { token: 'no-such-token-000000000' });
+    expect(bad.status).toBe(401);
+    expect(bad.body.error.code).toBe('UNAUTHORIZED');
+    expect(bad.headers.get('www-authenticate')).toBe('Bearer');
+    expect((await call('GET', '/healthz')).body).toMatchObject({ status: 'ok' });
+    expect((await call('GET', '/readyz')).body).toMatchObject({ ready: true });
+    const metrics = await fetch(`${server!.url}/metrics`);
+    expect(await metrics.text()).toMatch(/turnwarden_turns_total\{status="completed"\} 0/);
+  });
+
+  it('every route: create, list, get, send (started, or waited), status, history, compact, rewind, cancel, close, delete', async () => {
+    await start();
+    const created = await call('POST', '/v1/workstreams', { token: ALICE, body: { workstreamId: 'w1' } });
+    expect(created.status).toBe(201);
+    expect(created.body).toMatchObject({
+      workstreamId: 'w1',
+      tenantId: 'acme',
+      incarnation: expect.any(String),
+    });
+    expect((await call('POST', '/v1/workstreams', { token: ALICE })).status).toBe(201);
+    const list = await call('GET', '/v1/workstreams?limit=1', { token: ALICE });
+    expect(list.body.items).toHaveLength(1);
+    expect(list.body.nextCursor).toEqual(expect.any(String));
+    expect((await call('GET', '/v1/workstreams/w1', { token: ALICE })).body).toMatchObject({
+      status: 'open',
+      generation: 0,
+    });
+
+    const started = await call('POST', '/v1/workstreams/w1/messages', {
+      token: ALICE,
+      body: { content: script({ text: 'one' }) },
+    });
+    expect(started.status).toBe(202);
+    expect(started.body).toEqual({ workstreamId: 'w1', generation: 1 });
+    const waited = await call('POST', '/v1/workstreams/w1/messages', {
+      token: ALICE,
+      body: { content: script({ text: 'two' }), wait: true },
+    });
+    expect(waited.status).toBe(200);
+    expect(waited.body).toMatchObject({ status: 'completed', finalText: 'two', generation: 2 });
+    expect((await call('GET', '/v1/workstreams/w1/status', { token: ALICE })).body).toMatchObject({
+      state: 'idle',
+      generation: 2,
+    });
+    const history = await call('GET', '/v1/workstreams/w1/history', { token: ALICE });
+    expect(history.body.rows.map((r: any) => r.message.role)).toEqual([
+      'user',
+      'assistant',
+      'user',
+      'assistant',
+    ]);
+    expect(history.body.rows[0].message.principal).toBe('alice');
+    expect(history.body.handoff).toEqual(expect.any(String));
+    expect(
+      (await call('POST', '/v1/workstreams/w1/rewind', { token: ALICE, body: { turns: 1 } })).body,
+    ).toEqual({ removed: 2, lastSeq: 2 });
+    expect(
+      (
+        await call('POST', '/v1/workstreams/w1/compact', {
+          token: ALICE,
+          body: { throughSeq: 2, summary: 'sum' },
+        })
+      ).body,
+    ).toEqual({ removed: 2 });
+    expect((await call('POST', '/v1/workstreams/w1/cancel', { token: ALICE })).body).toEqual({
+      cancelled: false,
+    });
+    expect((await call('POST', '/v1/workstreams/w1/close', { token: ALICE })).status).toBe(204);
+    expect((await call('GET', '/v1/workstreams/w1', { token: ALICE })).body.status).toBe('closed');
+    const deleted = await call('DELETE', `/v1/workstreams/w1?incarnation=${created.body.incarnation}`, {
+      token: ALICE,
+    });
+    expect(deleted.status).toBe(204);
+    expect((await call('GET', '/v1/workstreams/w1', { token: ALICE })).status).toBe(404);
+  });
+
+  it('T2: another tenant’s workstream is 404, exactly as one that does not exist, on every route; nothing of it changes', async () => {
+    await start();
+    await call('POST', '/v1/workstreams', { token: ALICE, body: { workstreamId: 'secret' } });
+    const routes: [string, string, unknown?][] = [
+      ['GET', '/v1/workstreams/X'],
+      ['GET', '/v1/workstreams/X/status'],
+      ['GET', '/v1/workstreams/X/history'],
+      ['POST', '/v1/workstreams/X/messages', { content: 'hi' }],
+      ['POST', '/v1/workstreams/X/cancel'],
+      ['POST', '/v1/workstreams/X/close'],
+      ['POST', '/v1/workstreams/X/compact', { throughSeq: 1, summary: 's' }],
+      ['POST', '/v1/workstreams/X/rewind', { turns: 1 }],
+      ['DELETE', '/v1/workstreams/X?incarnation=any'],
+    ];
+    for (const [method, path, body] of routes) {
+      const theirs = await call(method, path.replace('X', 'secret'), {
+        token: BOB,
+        ...(body === undefined ? {} : { body }),
+      });
+      const none = await call(method, path.replace('X', 'nothing-here'), {
+        token: BOB,
+        ...(body === undefined ? {} : { body }),
+      });
+      expect([method, path, theirs.status], 'another tenant’s workstream').toEqual([method, path, 404]);
+      expect(theirs.body.error.code).toBe(none.body.error.code);
+      expect(theirs.body.error.message.replace('secret', 'ID')).toBe(
+        none.body.error.message.replace('nothing-here', 'ID'),
+      );
+    }
+    expect((await call('GET', '/v1/workstreams', { token: BOB })).body.items).toEqual([]);
+    expect(follow('/v1/workstreams/secret/events', BOB).done).resolves.toBe(404);
+    expect((await call('GET', '/v1/workstreams/secret', { token: ALICE })).body).toMatchObject({
+      status: 'open',
+      generation: 0,
+    });
+  });
+
+  it('T5: bad bodies, unknown fields, bad ids and oversize bodies are 400 INVALID_INPUT naming the field; nothing is written', async () => {
+    await start();
+    await call('POST', '/v1/workstreams', { token: ALICE, body: { workstreamId: 'w1' } });
+    const cases: [string, string, { body?: unknown; raw?: string }, string][] = [
+      ['POST', '/v1/workstreams/w1/messages', { body: { content: 'hi', extra: 1 } }, 'extra'],
+      ['POST', '/v1/workstreams/w1/messages', { body: { content: 42 } }, 'content'],
+      ['POST', '/v1/workstreams/w1/messages', { body: { content: '   ' } }, 'content'],
+      ['POST', '/v1/workstreams/w1/messages', { raw: '{"content": ' }, 'body'],
+      ['POST', '/v1/workstreams/w1/messages', { body: { content: 'x'.repeat(5000) } }, 'body'],
+      ['POST', '/v1/workstreams', { body: { workstreamId: '../etc' } }, 'workstreamId'],
+      ['GET', '/v1/workstreams/bad%20id/status', {}, 'workstreamId'],
+      ['GET', '/v1/workstreams?limit=0', {}, 'limit'],
+    ];
+    for (const [method, path, opts, field] of cases) {
+      const r = await call(method, path, { token: ALICE, ...opts });
+      expect([
+        path,
+        JSON.stringify(opts).slice(0, 40),
+        r.status,
+        r.body.error.code,
+        r.body.error.details?.field,
+      ]).toEqual([path, JSON.stringify(opts).slice(0, 40), 400, 'INVALID_INPUT', field]);
+    }
+    expect((await call('GET', '/v1/workstreams/w1/history', { token: ALICE })).body.rows).toEqual([]);
+    expect((await call('GET', '/v1/workstreams', { token: ALICE })).body.items).toHaveLength(1);
+  });
+
+  it('T3 T4: another principal’s message during a turn is 409; over capacity a send that cannot wait is 429 with Retry-After', async () => {
+    await start({
+      pool: { maxWorkers: 1, warmWorkers: 1 },
+      admission: { maxWaiting: 0, maxWaitingPerTenant: 0 },
+    });
+    await call('POST', '/v1/workstreams', { token: ALICE, body: { workstreamId: 'busy' } });
+    await call('POST', '/v1/workstreams', { token: ALICE, body: { workstreamId: 'other' } });
+    const hold = script({ heartbeat: 60_000, everyMs: 50 });
+    expect(
+      (await call('POST', '/v1/workstreams/busy/messages', { token: ALICE, body: { content: hold } })).status,
+    ).toBe(202);
+    const interjection = await call('POST', '/v1/workstreams/busy/messages', {
+      token: MALLORY,
+      body: { content: 'me too' },
+    });
+    expect(interjection.status).toBe(409);
+    expect(interjection.body.error).toMatchObject({ code: 'TURN_IN_PROGRESS', retryable: true });
+    const full = await call('POST', '/v1/workstreams/other/messages', {
+      token: ALICE,
+      body: { content: 'hi' },
+    });
+    expect(full.status).toBe(429);
+    expect(full.body.error).toMatchObject({ code: 'CAPACITY_EXHAUSTED', retryable: true });
+    expect(Number(full.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect((await call('GET', '/v1/workstreams/other/history', { token: ALICE })).body.rows).toEqual([]);
+    await call('POST', '/v1/workstreams/busy/cancel', { token: ALICE });
+    await call('POST', '/v1/workstreams/busy/close', { token: ALICE });
+    const closed = await call('POST', '/v1/workstreams/busy/messages', {
+      token: ALICE,
+      body: { content: 'hi' },
+    });
+    expect([closed.status, closed.body.error.code]).toEqual([409, 'WORKSTREAM_CLOSED']);
+  });
+
+  it('E1: events over SSE through a real socket; a reconnect with Last-Event-ID replays what was missed, or says replay_truncated', async () => {
+    await start({ events: { replayLimit: 16 } });
+    await call('POST', '/v1/workstreams', { token: ALICE, body: { workstreamId: 'w1' } });
+    const first = follow('/v1/workstreams/w1/events', ALICE);
+    await call('POST', '/v1/workstreams/w1/messages', {
+      token: ALICE,
+      body: { content: script({ text: 'hello' }), wait: true },
+    });
+    await first.until(() => first.frames.some((f) => f.event === 'idle'), 'the first turn’s idle');
+    first.stop();
+    const seen = first.frames.at(-1)!.id;
+    expect(first.frames.every((f, i) => i === 0 || f.id > first.frames[i - 1]!.id)).toBe(true);
+    // Missed while disconnected: a second turn.
+    await call('POST', '/v1/workstreams/w1/messages', {
+      token: ALICE,
+      body: { content: script({ text: 'again' }), wait: true },
+    });
+    const resumed = follow('/v1/workstreams/w1/events', ALICE, seen);
+    await resumed.until(() => resumed.frames.some((f) => f.event === 'idle'), 'the missed turn replayed');
+    resumed.stop();
+    expect(resumed.frames[0]!.id).toBe(seen + 1);
+    expect(resumed.frames.map((f) => f.event)).toContain('turn_started');
+    // Too far back: the ring (16 events) no longer holds it.
+    const stale = follow('/v1/workstreams/w1/events', ALICE, first.frames[0]!.id - 1);
+    await stale.until(() => stale.frames.length > 0, 'the stale reconnect answered');
+    stale.stop();
+    expect(stale.frames[0]!.event).toBe('replay_truncated');
+  });
+
+  it('E2: a history read’s handoff token continues the stream exactly after its rows, over HTTP', async () => {
+    await start();
+    await call('POST', '/v1/workstreams', { token: ALICE, body: { workstreamId: 'w1' } });
+    await call('POST', '/v1/workstreams/w1/messages', {
+      token: ALICE,
+      body: { content: script({ text: 'before' }), wait: true },
+    });
+    const { body } = await call('GET', '/v1/workstreams/w1/history', { token: ALICE });
+    const stream = follow(`/v1/workstreams/w1/events?handoff=${encodeURIComponent(body.handoff)}`, ALICE);
+    await call('POST', '/v1/workstreams/w1/messages', {
+      token: ALICE,
+      body: { content: script({ text: 'after' }), wait: true },
+    });
+    await stream.until(() => stream.frames.some((f) => f.event === 'idle'), 'the next turn followed');
+    stream.stop();
+    const rows = stream.frames.filter((f) => f.event === 'message').map((f) => f.data.data.seq);
+    expect(rows).toEqual([3, 4]); // the two rows of the turn after the read, none of those read
+  });
+});
