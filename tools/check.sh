@@ -17,6 +17,8 @@ echo "== public API report (packages/supervisor/api/supervisor.api.md; after a d
   echo "the public API of @turnwarden/supervisor changed: review it, then npm run api and commit the report" >&2
   exit 1
 }
+echo "== OpenAPI document (docs/openapi.json matches the server's routes; after a change: npm run openapi)"
+node apps/server/scripts/openapi.mjs --check
 echo "== stress (interleaving harness, bounded budget)"
 node apps/cli/dist/main.js stress --seconds "${TURNWARDEN_STRESS_SECONDS:-45}"
 echo "== tests (vitest)"

@@ -11,7 +11,7 @@ export class UsageError extends Error {
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
-const COMMANDS = ['demo', 'bench', 'stress', 'help'] as const;
+const COMMANDS = ['demo', 'serve', 'bench', 'stress', 'help'] as const;
 
 export interface DemoArgs {
   readonly workstreams: number;
@@ -40,11 +40,12 @@ export interface DemoArgs {
 }
 
 export type Command =
-  | { readonly name: 'help'; readonly topic?: 'demo' | 'bench' | 'stress' }
+  | { readonly name: 'help'; readonly topic?: 'demo' | 'bench' | 'stress' | 'serve' }
   | { readonly name: 'version' }
   | { readonly name: 'demo'; readonly args: DemoArgs }
   | { readonly name: 'bench'; readonly argv: readonly string[] }
-  | { readonly name: 'stress'; readonly argv: readonly string[] };
+  | { readonly name: 'stress'; readonly argv: readonly string[] }
+  | { readonly name: 'serve'; readonly argv: readonly string[] };
 
 export const DEMO_DEFAULTS = {
   workstreams: 24,
@@ -69,7 +70,8 @@ export function parseCommand(argv: readonly string[]): Command {
       const [topic, ...extra] = rest;
       if (extra.length > 0) throw new UsageError(`unexpected argument '${extra[0]}'`);
       if (topic === undefined) return { name: 'help' };
-      if (topic === 'demo' || topic === 'bench' || topic === 'stress') return { name: 'help', topic };
+      if (topic === 'demo' || topic === 'bench' || topic === 'stress' || topic === 'serve')
+        return { name: 'help', topic };
       throw new UsageError(`no help for '${topic}' (commands: ${COMMANDS.join(', ')})`);
     }
     case 'demo':
@@ -80,6 +82,8 @@ export function parseCommand(argv: readonly string[]): Command {
       return { name: 'bench', argv: rest };
     case 'stress':
       return { name: 'stress', argv: rest };
+    case 'serve':
+      return { name: 'serve', argv: rest };
     default:
       throw new UsageError(`unknown command '${first}' (commands: ${COMMANDS.join(', ')})`);
   }

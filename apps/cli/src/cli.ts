@@ -24,6 +24,12 @@ async function runBench(argv: readonly string[]): Promise<number> {
   return bench.runBench([...argv]);
 }
 
+/** Loaded on demand: the server and its dependencies only when serving. */
+async function runServe(argv: readonly string[], output: Output): Promise<number> {
+  const serve = await import('./serve/index.js');
+  return serve.serveCommand(argv, output);
+}
+
 /** Loaded on demand, like the bench. */
 async function runStress(argv: readonly string[], output: Output): Promise<number> {
   const stress = await import('./stress/index.js');
@@ -36,6 +42,7 @@ async function run(command: Command, output: Output): Promise<number> {
       // The bench owns its flags and its help.
       if (command.topic === 'bench') return runBench(['--help']);
       if (command.topic === 'stress') return runStress(['--help'], output);
+      if (command.topic === 'serve') return runServe(['--help'], output);
       output.out(command.topic === 'demo' ? DEMO_USAGE : MAIN_USAGE);
       return 0;
     case 'version':
@@ -47,6 +54,8 @@ async function run(command: Command, output: Output): Promise<number> {
       return runBench(command.argv);
     case 'stress':
       return runStress(command.argv, output);
+    case 'serve':
+      return runServe(command.argv, output);
   }
 }
 

@@ -11,6 +11,7 @@ Usage:
 Commands:
   demo     run many scripted sessions (normal, tool, heartbeating, stalled and wedged
            turns) under the liveness watchdog and check that every one was recovered
+  serve    Turnwarden over HTTP: the API, events over SSE, OpenAPI, metrics (see: turnwarden serve --help)
   bench    run the benchmarks (see: turnwarden bench --help)
   stress   explore thread interleavings with the harness (see: turnwarden stress --help)
   help     show this text, or 'turnwarden help <command>'
