@@ -5,6 +5,7 @@
  * health, readiness and Prometheus metrics. Request and response schemas are zod, which also
  * produces the OpenAPI document (`/docs`, `/openapi.json`).
  */
+import { readFile } from 'node:fs/promises';
 import { fastifySSE } from '@fastify/sse';
 import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
@@ -140,6 +141,27 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     return metrics.render();
   });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+
+  // ── the live console (static; it asks for a token and calls the API) ────
+  const consoleDir = new URL('../console/', import.meta.url);
+  const assets: Record<string, string> = {
+    'index.html': 'text/html; charset=utf-8',
+    'console.js': 'text/javascript; charset=utf-8',
+    'console.css': 'text/css; charset=utf-8',
+  };
+  app.get('/', { schema: { hide: true } }, async (_request, reply) => reply.redirect('/console'));
+  app.get('/console', { schema: { hide: true } }, async (_request, reply) =>
+    reply.type(assets['index.html']!).send(await readFile(new URL('index.html', consoleDir))),
+  );
+  app.get<{ Params: { file: string } }>(
+    '/console/:file',
+    { schema: { hide: true } },
+    async (request, reply) => {
+      const type = assets[request.params.file];
+      if (type === undefined) return reply.code(404).send(errorBody('NOT_FOUND', 'no such asset', false));
+      return reply.type(type).send(await readFile(new URL(request.params.file, consoleDir)));
+    },
+  );
 
   // ── the API (a bearer token on every call) ───────────────────────────────
   await app.register(
