@@ -418,6 +418,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
             stop.abort();
             streams.delete(stop);
           });
+          // The stream is open from now on: a client sees its headers before any event.
+          reply.sse.sendHeaders();
           const frames = async function* (): AsyncGenerator<{
             id: string;
             event: string;

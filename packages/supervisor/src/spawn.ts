@@ -4,7 +4,7 @@
  * start bound, and what happens when it becomes ready, crashes or exits. The pool keeps the
  * bookkeeping (slots, warm list, counters) through the callbacks.
  */
-import { MessageChannel, Worker } from 'node:worker_threads';
+import { MessageChannel, receiveMessageOnPort, Worker } from 'node:worker_threads';
 import type {
   HarnessLink,
   SeamContext,
@@ -129,7 +129,7 @@ export function spawnSessionWorker(
   }, opts.startTimeoutMs);
   startTimer.unref();
 
-  control.port1.on('message', (event: WorkerEvent) => {
+  const onControl = (event: WorkerEvent) => {
     h.received();
     if (event.t === 'ready') {
       clearTimeout(startTimer);
@@ -148,7 +148,8 @@ export function spawnSessionWorker(
       return;
     }
     h.onEvent?.(event);
-  });
+  };
+  control.port1.on('message', onControl);
   worker.on('error', (err) => {
     log.error({ err }, 'session worker crashed');
     on.crashed(h);
@@ -157,6 +158,15 @@ export function spawnSessionWorker(
     clearTimeout(startTimer);
     const wasTerminating = h.terminating;
     const beforeReady = h.state === 'starting';
+    // Messages on a port and the exit event are not ordered: what the worker posted before it
+    // exited (a `fatal` naming the plugin module that failed) is read now, before the exit wins.
+    for (
+      let m = receiveMessageOnPort(control.port1);
+      m !== undefined;
+      m = receiveMessageOnPort(control.port1)
+    ) {
+      onControl(m.message as WorkerEvent);
+    }
     h.state = 'dead';
     h.drainWaiters();
     const reason = wasTerminating

@@ -17,6 +17,7 @@ const SECTION_NAMES = [
   'provider',
   'isolation',
   'mcp',
+  'server',
 ] as const;
 export type SectionName = (typeof SECTION_NAMES)[number];
 

@@ -21,6 +21,7 @@ import { benchPoll } from './poll.js';
 import { benchProvider } from './provider.js';
 import { formatSection, formatSummary, type SectionResult, summarize, toJson } from './report.js';
 import { benchSeams } from './seams.js';
+import { benchServer } from './server.js';
 import { benchSpawn } from './spawn.js';
 import { benchStall } from './stall.js';
 import { benchStorm } from './storm.js';
@@ -46,6 +47,7 @@ const SECTIONS: Record<SectionName, { readonly title: string; readonly run: Sect
   provider: { title: 'a real model provider', run: benchProvider },
   isolation: { title: 'thread-isolated tools', run: benchIsolation },
   mcp: { title: 'MCP tool calls', run: benchMcp },
+  server: { title: 'Turnwarden over HTTP', run: benchServer },
 };
 
 /** A section that hangs is reported as an error instead of holding the run forever. */
