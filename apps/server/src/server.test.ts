@@ -143,7 +143,21 @@ describe('the HTTP API on a real port', () => {
     expect((await call('GET', '/healthz')).body).toMatchObject({ status: 'ok' });
     expect((await call('GET', '/readyz')).body).toMatchObject({ ready: true });
     const metrics = await fetch(`${server!.url}/metrics`);
-    expect(await metrics.text()).toMatch(/turnwarden_turns_total\{status="completed"\} 0/);
+    const text = await metrics.text();
+    for (const name of [
+      'turnwarden_turns_total{status="completed"} 0',
+      'turnwarden_watchdog_fired_total 0',
+      'turnwarden_aborts_committed_total 0',
+      'turnwarden_aborts_declined_total 0',
+      'turnwarden_workers_terminated_total 0',
+      'turnwarden_tool_results_synthesized_total 0',
+      'turnwarden_admission_waiting 0',
+      'turnwarden_admission_wait_p99_ms 0',
+      'turnwarden_journal_retrying 0',
+      'turnwarden_watchdog_poll_lateness_p99_ms',
+    ]) {
+      expect(text, name).toContain(name);
+    }
   });
 
   it('every route: create, list, get, send (started, or waited), status, history, compact, rewind, cancel, close, delete', async () => {

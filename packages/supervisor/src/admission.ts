@@ -55,6 +55,8 @@ export interface AdmissionStats {
   readonly refusedFull: number;
   /** Ended by their deadline. */
   readonly expired: number;
+  /** How long the last (up to 1,024) admitted sends that had to wait waited, in ms. */
+  readonly waitMs: { readonly p50: number; readonly p99: number; readonly max: number };
 }
 
 interface Waiter {
@@ -66,6 +68,14 @@ interface Waiter {
 
 /** Time a permit was held, smoothed: the base of the retry hint. */
 const HOLD_SMOOTHING = 0.2;
+const WAIT_SAMPLES = 1_024;
+
+function quantiles(xs: readonly number[]): AdmissionStats['waitMs'] {
+  if (xs.length === 0) return { p50: 0, p99: 0, max: 0 };
+  const s = [...xs].sort((a, b) => a - b);
+  const at = (q: number) => s[Math.min(s.length - 1, Math.ceil(q * s.length) - 1)]!;
+  return { p50: at(0.5), p99: at(0.99), max: s.at(-1)! };
+}
 const MIN_RETRY_MS = 50;
 const MAX_RETRY_MS = 60_000;
 
@@ -79,6 +89,9 @@ export class Admission {
   private admittedAfterWait = 0;
   private refusedFull = 0;
   private expired = 0;
+  /** The waits of the last admitted sends that waited (a ring). */
+  private readonly waits: number[] = [];
+  private waitsAt = 0;
 
   constructor(
     private readonly limits: AdmissionLimits,
@@ -134,7 +147,10 @@ export class Admission {
         grant: (permit) => {
           finish();
           this.admittedAfterWait++;
-          this.onWaited?.(tenantId, this.now() - waiter.since);
+          const waited = this.now() - waiter.since;
+          this.waits[this.waitsAt] = waited;
+          this.waitsAt = (this.waitsAt + 1) % WAIT_SAMPLES;
+          this.onWaited?.(tenantId, waited);
           resolve(permit);
         },
         fail: (err) => {
@@ -178,6 +194,7 @@ export class Admission {
       admittedAfterWait: this.admittedAfterWait,
       refusedFull: this.refusedFull,
       expired: this.expired,
+      waitMs: quantiles(this.waits),
     };
   }
 

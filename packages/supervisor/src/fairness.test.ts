@@ -82,6 +82,7 @@ describe('T4: fair admission through the runtime', () => {
     expect(second.sent.error).toBeUndefined();
     expect(started.map((s) => s.workstreamId)).toEqual(['first', 'second']);
     expect(rt.tw.stats().admission).toMatchObject({ active: 1, waiting: 0, admittedAfterWait: 1 });
+    expect(rt.tw.stats().admission.waitMs.max).toBeGreaterThan(0);
     await started[1]!.handle!.cancel();
   });
 

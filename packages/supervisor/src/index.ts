@@ -31,6 +31,7 @@ export type {
 } from './config.js';
 export type { EventData, EventStats, Listener, TurnwardenEvent, TurnwardenEventType } from './events.js';
 export type { IsolationStats } from './isolation.js';
+export type { JournalStats } from './journal-gate.js';
 export type { LifecycleListener, WorkstreamLifecycleEvent } from './lifecycle-feed.js';
 export type { PoolStats } from './pool.js';
 export type { RuntimeStats, TurnwardenOptions } from './runtime.js';

@@ -88,6 +88,15 @@ const MAX_GROUP = 64;
 const retryable = (e: unknown): e is TurnwardenError =>
   isTurnwardenError(e, ErrorCode.STORE_ERROR) && e.retryable;
 
+export interface JournalStats {
+  /** Rows admitted and not yet durable, over every workstream. */
+  readonly pendingRows: number;
+  /** Workstreams whose journal waits out a backoff after a transient store failure. */
+  readonly retrying: number;
+  /** Workstreams whose journal is in conflict (a commit key holds another row). */
+  readonly conflicts: number;
+}
+
 export class JournalGate {
   private readonly queues = new Map<string, Promise<unknown>>();
   private readonly journals = new Map<string, Journal>();
@@ -109,6 +118,19 @@ export class JournalGate {
     }
     if (conflict) return { state: 'conflict', pendingRows, error: toWire(conflict) };
     return { state: pendingRows > 0 ? 'pending' : 'healthy', pendingRows };
+  }
+
+  /** P3 across workstreams: rows not yet durable, and journals retrying or in conflict now. */
+  stats(): JournalStats {
+    let pendingRows = 0;
+    let retrying = 0;
+    let conflicts = 0;
+    for (const j of this.journals.values()) {
+      pendingRows += j.pendingRows;
+      if (j.retry) retrying++;
+      else if (j.conflict) conflicts++;
+    }
+    return { pendingRows, retrying, conflicts };
   }
 
   /** P4: every batch waiting out its backoff is retried now; returns their workstreams. */

@@ -44,6 +44,7 @@ import {
   invalid,
 } from './input.js';
 import type { IsolationStats } from './isolation.js';
+import type { JournalStats } from './journal-gate.js';
 import type { LifecycleListener } from './lifecycle-feed.js';
 import type { PoolStats } from './pool.js';
 import type { RuntimeCounters } from './stats.js';
@@ -138,6 +139,8 @@ export interface RuntimeStats extends RuntimeCounters {
   readonly admission: AdmissionStats;
   /** Thread-isolated tool tasks: started, cancelled (threads terminated), failed, running. */
   readonly isolation: IsolationStats;
+  /** The journals (P3): rows not yet durable, journals retrying or in conflict. */
+  readonly journal: JournalStats;
   readonly events: EventStats;
 }
 
@@ -635,6 +638,7 @@ export class Turnwarden {
       pool: this.engine.pool.stats(),
       admission: this.engine.admission.stats(),
       isolation: this.engine.isolation.stats(),
+      journal: this.engine.gate.stats(),
       events: this.engine.events.stats(),
     };
   }
