@@ -82,6 +82,31 @@ export class Metrics {
       () => tw.stats().admission.refusedFull,
     );
     gauge(
+      'turnwarden_admission_wait_p99_ms',
+      'How long sends that waited for a worker waited, p99 of the last 1,024',
+      () => tw.stats().admission.waitMs.p99,
+    );
+    gauge(
+      'turnwarden_journal_pending_rows',
+      'Journal rows admitted and not yet durable (P3)',
+      () => tw.stats().journal.pendingRows,
+    );
+    gauge(
+      'turnwarden_journal_retrying',
+      'Workstreams whose journal is retrying a transient store failure (P3)',
+      () => tw.stats().journal.retrying,
+    );
+    gauge(
+      'turnwarden_journal_conflicts',
+      'Workstreams whose journal is in conflict (P1, P3)',
+      () => tw.stats().journal.conflicts,
+    );
+    counter(
+      'turnwarden_journal_refused_fenced_total',
+      'Journal writes refused by the fence (L3, P6)',
+      () => tw.stats().journalRefusedFenced,
+    );
+    gauge(
       'turnwarden_watchdog_poll_lateness_p99_ms',
       'How late the watchdog polled, p99 (L12)',
       () => tw.stats().watchdog.pollLateness.p99,
