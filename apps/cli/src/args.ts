@@ -37,6 +37,10 @@ export interface DemoArgs {
   readonly model: string | undefined;
   /** The environment variable holding the server's API key. */
   readonly apiKeyEnv: string | undefined;
+  /** A running `turnwarden serve` to run the workload against, over HTTP. */
+  readonly server: string | undefined;
+  /** Its bearer token (`--token`, or TURNWARDEN_TOKEN). */
+  readonly token: string | undefined;
 }
 
 export type Command =
@@ -115,6 +119,8 @@ export function parseDemoArgs(argv: readonly string[]): DemoArgs {
         'base-url': { type: 'string' },
         model: { type: 'string' },
         'api-key-env': { type: 'string' },
+        server: { type: 'string' },
+        token: { type: 'string' },
       },
     }));
   } catch (e) {
@@ -152,6 +158,22 @@ export function parseDemoArgs(argv: readonly string[]): DemoArgs {
     }
     if (model === undefined) throw new UsageError("demo: --base-url needs --model (the server's model id)");
   }
+  const server = values.server as string | undefined;
+  const token =
+    (values.token as string | undefined) ??
+    (server === undefined ? undefined : process.env.TURNWARDEN_TOKEN || undefined);
+  if (server !== undefined) {
+    if (!/^https?:\/\/[^\s]+$/.test(server))
+      throw new UsageError(`demo: --server must be an http(s) URL (got '${server}')`);
+    if (token === undefined)
+      throw new UsageError(
+        'demo: --server needs --token (or TURNWARDEN_TOKEN): the server requires a bearer token',
+      );
+    if (provider !== 'scripted')
+      throw new UsageError("demo: --server runs the workload the server's own model plays; drop --provider");
+  } else if (values.token !== undefined) {
+    throw new UsageError('demo: --token needs --server');
+  }
   if (apiKeyEnv !== undefined && !/^[A-Za-z_][A-Za-z0-9_]*$/.test(apiKeyEnv)) {
     throw new UsageError(`demo: --api-key-env must name an environment variable (got '${apiKeyEnv}')`);
   }
@@ -174,6 +196,8 @@ export function parseDemoArgs(argv: readonly string[]): DemoArgs {
     baseUrl,
     model,
     apiKeyEnv,
+    server,
+    token,
   };
 }
 

@@ -58,6 +58,12 @@ Model:
                       Against a real server the turns are plain prompts (some asking for the
                       echo tool), every one expected to complete; the integrity checks are the same.
 
+Remote:
+  --server URL        run the workload against a running 'turnwarden serve' over HTTP (its own
+                      model plays the scripts; store-fault turns are left out); the histories
+                      are read back over HTTP and audited
+  --token TOKEN       its bearer token (default: TURNWARDEN_TOKEN)
+
 Output:
   --json              print only a JSON summary on stdout
   -q, --quiet         print only the summary

@@ -3,6 +3,7 @@ import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
 import type { DemoArgs } from '../args.js';
 import { type Output, styler } from '../output.js';
 import { turnLine } from './live-view.js';
+import { formatRemote, runRemoteDemo } from './remote.js';
 import { runDemo } from './run.js';
 import { formatSummary } from './summary.js';
 
@@ -12,6 +13,18 @@ const EXIT_INTERRUPTED = 130;
 const MAX_LISTED_TURNS = 10;
 
 export async function demoCommand(args: DemoArgs, output: Output): Promise<number> {
+  if (args.server !== undefined && args.token !== undefined) {
+    const report = await runRemoteDemo({ ...args, server: args.server, token: args.token });
+    if (args.json)
+      output.out(
+        `${JSON.stringify({ ok: report.ok, server: report.server, checks: report.checks, records: report.records }, null, 2)}\n`,
+      );
+    else output.out(formatRemote(report));
+    for (const c of report.checks.filter((c) => !c.ok)) {
+      output.err(`turnwarden demo: check failed (${c.guarantee}): ${c.label}: ${c.value}\n`);
+    }
+    return report.ok ? EXIT_OK : EXIT_FAILED;
+  }
   const stop = new AbortController();
   const onSigint = () => {
     if (stop.signal.aborted) {

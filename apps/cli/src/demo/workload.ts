@@ -91,6 +91,10 @@ export interface WorkloadOptions {
    * wedge the client's thread from there, so wedged turns wedge in a tool.
    */
   readonly overHttp?: boolean;
+  /** False: no store-fault or store-reject turns (a remote server's store cannot be faulted). */
+  readonly storeFaults?: boolean;
+  /** Prepended to every workstream id. */
+  readonly idPrefix?: string;
 }
 
 export interface WorkloadPlan {
@@ -108,8 +112,17 @@ function workstreamId(i: number, total: number): string {
 }
 
 /** How many turns of each kind a plan of `total` turns has. */
-export function kindCounts(total: number): Record<TurnKind, number> {
+export function kindCounts(total: number, storeFaults = true): Record<TurnKind, number> {
   const counts = Object.fromEntries(TURN_KINDS.map((k) => [k, 0])) as Record<TurnKind, number>;
+  if (!storeFaults) {
+    const withFaults = kindCounts(total);
+    counts.normal = withFaults.normal + withFaults['store-fault'] + withFaults['store-reject'];
+    for (const kind of TURN_KINDS) {
+      if (kind !== 'normal' && kind !== 'store-fault' && kind !== 'store-reject')
+        counts[kind] = withFaults[kind];
+    }
+    return counts;
+  }
   if (total < TURN_KINDS.length) {
     // Too few turns for every kind: the recovery kinds first, they are the point of the demo.
     const order: TurnKind[] = [
@@ -137,7 +150,7 @@ export function planWorkload(options: WorkloadOptions): WorkloadPlan {
   const { workstreams, turns, seed, timeoutMs } = options;
   // The harness's seeded PRNG (mulberry32): the plan is deterministic for a seed; never Math.random.
   const rand = rng(seed);
-  const counts = kindCounts(workstreams * turns);
+  const counts = kindCounts(workstreams * turns, options.storeFaults !== false);
   const kinds: TurnKind[] = TURN_KINDS.flatMap((k) => Array.from({ length: counts[k] }, () => k));
   for (let i = kinds.length - 1; i > 0; i--) {
     const j = Math.floor(rand() * (i + 1));
@@ -145,7 +158,7 @@ export function planWorkload(options: WorkloadOptions): WorkloadPlan {
   }
   const plans: WorkstreamPlan[] = [];
   for (let w = 0; w < workstreams; w++) {
-    const id = workstreamId(w, workstreams);
+    const id = `${options.idPrefix ?? ''}${workstreamId(w, workstreams)}`;
     const turnPlans: TurnPlan[] = [];
     for (let t = 0; t < turns; t++) {
       const kind = kinds[w * turns + t] as TurnKind;

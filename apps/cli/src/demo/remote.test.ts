@@ -1,0 +1,56 @@
+/**
+ * `turnwarden demo --server`: the workload over HTTP against a running server, its histories
+ * read back over HTTP and audited (S1, S2; L1 and L3 through the server's own watchdog).
+ */
+import { checkServerConfig, type RunningServer, startServer } from '@turnwarden/server';
+import { afterEach, describe, expect, it } from 'vitest';
+import { parseDemoArgs } from '../args.js';
+import { runRemoteDemo } from './remote.js';
+
+const TOKEN = 'remote-demo-token-0123456789';
+let server: RunningServer | undefined;
+afterEach(async () => {
+  await server?.shutdown();
+  server = undefined;
+});
+
+describe('demo against a server', () => {
+  it('L1 L3 S1 S2: every turn ends as its kind must and every history read back over HTTP is complete', async () => {
+    server = await startServer(
+      checkServerConfig({
+        port: 0,
+        db: ':memory:',
+        logLevel: 'silent',
+        tokens: [{ token: TOKEN, tenantId: 'demo', principal: 'demo-user' }],
+        runtime: {
+          watchdog: { timeoutMs: 500, pollMs: 50, graceMs: 150 },
+          pool: { maxWorkers: 4, warmWorkers: 2 },
+        },
+      }),
+    );
+    const args = parseDemoArgs([
+      `--server=${server.url}`,
+      `--token=${TOKEN}`,
+      '--workstreams=4',
+      '--turns=3',
+      '--seed=3',
+      '--timeout-ms=500',
+    ]);
+    const report = await runRemoteDemo({ ...args, server: args.server!, token: args.token! });
+    expect(report.checks.filter((c) => !c.ok)).toEqual([]);
+    expect(report.ok).toBe(true);
+    expect(report.records).toHaveLength(4 * 3 + 4);
+    expect(report.records.filter((r) => r.kind === 'store-fault' || r.kind === 'store-reject')).toEqual([]);
+    for (const r of report.records.filter((r) => r.kind === 'stall')) {
+      expect(r).toMatchObject({ status: 'interrupted', abortReason: 'watchdog' });
+    }
+    for (const r of report.records.filter((r) => r.kind === 'wedge')) {
+      expect(r).toMatchObject({ status: 'interrupted', workerTerminated: true });
+    }
+  }, 60_000);
+
+  it('refuses a server without a token, and a token without a server', () => {
+    expect(() => parseDemoArgs(['--server=http://127.0.0.1:1'])).toThrow(/needs --token/);
+    expect(() => parseDemoArgs(['--token=x'])).toThrow(/needs --server/);
+  });
+});
