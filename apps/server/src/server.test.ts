@@ -371,4 +371,32 @@ describe('the HTTP API on a real port', () => {
     const rows = stream.frames.filter((f) => f.event === 'message').map((f) => f.data.data.seq);
     expect(rows).toEqual([3, 4]); // the two rows of the turn after the read, none of those read
   });
+
+  it('E3: a client that does not read its stream is closed with stream_overflow; memory stays bounded', async () => {
+    await start({
+      pluginModules: [new URL('./test-support/ticker.mjs', import.meta.url).href],
+      model: 'ticker',
+      events: { listenerBuffer: 64 },
+    });
+    await call('POST', '/v1/workstreams', { token: ALICE, body: { workstreamId: 'w1' } });
+    // Open the stream and read nothing while a turn of 150,000 events (about 30 MB of frames, more than any socket buffers) goes by.
+    const res = await fetch(`${server!.url}/v1/workstreams/w1/events`, {
+      headers: { authorization: `Bearer ${ALICE}`, accept: 'text/event-stream' },
+    });
+    expect(res.status).toBe(200);
+    const turn = await call('POST', '/v1/workstreams/w1/messages', {
+      token: ALICE,
+      body: { content: '150000', wait: true },
+    });
+    expect(turn.body.status).toBe('completed');
+    // Now read: what the socket held, then stream_overflow, then the end of the stream.
+    const text = await res.text();
+    const events = text
+      .split('\n')
+      .filter((l) => l.startsWith('event: '))
+      .map((l) => l.slice(7));
+    expect(events.at(-1)).toBe('stream_overflow');
+    expect(events.length).toBeLessThan(150_000);
+    expect(events).not.toContain('idle');
+  }, 60_000);
 });
