@@ -280,12 +280,15 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
         },
         async (request, reply) => {
           const { wait, ...message } = request.body;
-          // A client that goes away before its turn is admitted withdraws the send.
+          // A client that goes away before its turn is admitted withdraws the send; once the turn
+          // has started, a disconnect leaves it running (cancel is its own route).
           const gone = new AbortController();
+          let admitted = false;
           reply.raw.on('close', () => {
-            if (!reply.raw.writableEnded) gone.abort();
+            if (!admitted && !reply.raw.writableEnded) gone.abort();
           });
           const turn = await tw.send({ ...who(request), ...request.params, ...message, signal: gone.signal });
+          admitted = true;
           if (wait !== true)
             return reply.code(202).send({ workstreamId: turn.workstreamId, generation: turn.generation });
           return reply.code(200).send(await json(turn.done));
@@ -427,7 +430,14 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
           }> {
             for await (const e of iterator) yield { id: String(e.id), event: e.type, data: e };
           };
-          await reply.sse.send(frames());
+          try {
+            await reply.sse.send(frames());
+          } finally {
+            // However the stream ended (the client gone before onClose was registered, a write
+            // to a closed connection): the subscription and its controller go with it.
+            stop.abort();
+            streams.delete(stop);
+          }
         },
       );
     },

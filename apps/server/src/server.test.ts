@@ -4,9 +4,13 @@
  * over SSE through a real socket — a reconnect with Last-Event-ID replays what was missed (E1),
  * or says replay_truncated, and a history read's handoff continues exactly (E2).
  */
+
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type RunningServer, startServer } from './index.js';
-import { checkServerConfig } from './server.js';
+import { checkServerConfig, loadServerConfig } from './server.js';
 
 const ALICE = 'alice-token-0123456789abcdef';
 const BOB = 'bob-token-0123456789abcdefgh';
@@ -399,4 +403,48 @@ describe('the HTTP API on a real port', () => {
     expect(events.length).toBeLessThan(150_000);
     expect(events).not.toContain('idle');
   }, 60_000);
+
+  it('a client that disconnects while waiting for its turn leaves the turn running (cancel is its own route)', async () => {
+    await start();
+    await call('POST', '/v1/workstreams', { token: ALICE, body: { workstreamId: 'w1' } });
+    const gone = new AbortController();
+    const waiting = fetch(`${server!.url}/v1/workstreams/w1/messages`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ALICE}`, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        content: script({ heartbeat: 600, everyMs: 50 }, { text: 'finished' }),
+        wait: true,
+      }),
+      signal: gone.signal,
+    }).catch(() => undefined);
+    const deadline = Date.now() + 10_000;
+    while ((await call('GET', '/v1/workstreams/w1/status', { token: ALICE })).body.state === 'idle') {
+      if (Date.now() > deadline) expect.fail('the turn did not start');
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    gone.abort();
+    await waiting;
+    while ((await call('GET', '/v1/workstreams/w1/status', { token: ALICE })).body.state !== 'idle') {
+      if (Date.now() > deadline) expect.fail('the turn did not end');
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    const rows = (await call('GET', '/v1/workstreams/w1/history', { token: ALICE })).body.rows;
+    expect(rows.at(-1).message).toMatchObject({ role: 'assistant', content: 'finished' });
+  }, 30_000);
+
+  it('a config file that is not JSON is refused without quoting it (it may hold a token)', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tw-config-'));
+    const file = join(dir, 'config.json');
+    writeFileSync(file, '{"tokens": [{"token": supersecret-token-value');
+    try {
+      expect(() => loadServerConfig({ config: file }, {})).toThrow(/is not valid JSON/);
+      try {
+        loadServerConfig({ config: file }, {});
+      } catch (e) {
+        expect((e as Error).message).not.toContain('supersecret');
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });

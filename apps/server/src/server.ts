@@ -75,10 +75,17 @@ export function loadServerConfig(
   const { config: file = env.TURNWARDEN_CONFIG, ...flags } = overrides;
   let fromFile: Record<string, unknown> = {};
   if (file !== undefined) {
+    let text: string;
     try {
-      fromFile = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
+      text = readFileSync(file, 'utf8');
     } catch (e) {
-      throw invalid(`config file ${file}: ${(e as Error).message}`, 'config');
+      throw invalid(`config file ${file}: ${(e as NodeJS.ErrnoException).code ?? 'unreadable'}`, 'config');
+    }
+    try {
+      fromFile = JSON.parse(text) as Record<string, unknown>;
+    } catch {
+      // The parser's message quotes the text around the error, which may hold a token.
+      throw invalid(`config file ${file} is not valid JSON`, 'config');
     }
   }
   const fromEnv: Record<string, unknown> = {};

@@ -59,12 +59,16 @@ function asCallError(e: unknown): CallError | undefined {
   return typeof e === 'object' && e !== null ? (e as CallError) : undefined;
 }
 
+/**
+ * 429 and 5xx answers, and calls the provider layer marks retryable (a connection that failed:
+ * it wraps those as API call errors with `isRetryable`). Anything else — a missing key, a prompt
+ * the provider cannot express, a 4xx — fails the same way every time: not retried.
+ */
 function retryable(e: unknown): boolean {
   const c = asCallError(e);
   if (c?.statusCode !== undefined)
     return c.statusCode === 429 || c.statusCode >= 500 || c.isRetryable === true;
-  // No status: the request never got an answer (connection refused, reset): retryable unless aborted.
-  return !(e instanceof Error && e.name === 'AbortError');
+  return c?.isRetryable === true;
 }
 
 /** A `retry-after` / `retry-after-ms` header, in ms, if the server sent one. */

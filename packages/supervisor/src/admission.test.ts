@@ -200,4 +200,23 @@ describe('T4: admission', () => {
     for (const w of waits) expect((await rejection(w)).code).toBe(ErrorCode.SHUTTING_DOWN);
     expect(admission.stats().waiting).toBe(0);
   });
+
+  it('T4: a send already accepted behind its workstream’s turn waits even when the queue is full; after shutdown nothing waits', async () => {
+    const { admission } = setup({ maxActive: 1, maxWaiting: 1, maxWaitingPerTenant: 1 });
+    const held = admission.tryAcquire('a')!;
+    void admission.acquire('b', { maxWaitMs: 1_000 });
+    expect((await rejection(admission.acquire('a', { maxWaitMs: 1_000 }))).code).toBe(
+      ErrorCode.CAPACITY_EXHAUSTED,
+    );
+    // The pump's wait for a queued send is not refused: that send was accepted within its own bound.
+    const accepted = admission.acquire('a', { maxWaitMs: 1_000, accepted: true });
+    expect(admission.stats().waiting).toBe(2);
+    held.release();
+    held.release();
+    admission.rejectAll(() => new TurnwardenError(ErrorCode.SHUTTING_DOWN, 'down'));
+    await accepted.catch(() => undefined);
+    expect((await rejection(admission.acquire('c', { maxWaitMs: 1_000 }))).code).toBe(
+      ErrorCode.SHUTTING_DOWN,
+    );
+  });
 });

@@ -40,6 +40,11 @@ export interface WaitOptions {
    * error to reject with. Returns what stops listening.
    */
   readonly revocable?: (revoke: (err: unknown) => void) => () => void;
+  /**
+   * The send was accepted already (queued behind its workstream's turn, within
+   * `limits.maxQueuedSends`): it waits without counting against the waiting bounds again.
+   */
+  readonly accepted?: boolean;
 }
 
 export interface AdmissionStats {
@@ -85,6 +90,7 @@ export class Admission {
   /** Waiters per tenant, FIFO; a tenant's key order in the map is the rotation. */
   private readonly queues = new Map<string, Waiter[]>();
   private waitingCount = 0;
+  private closed = false;
   private holdMs = 1_000;
   private admittedAfterWait = 0;
   private refusedFull = 0;
@@ -115,11 +121,12 @@ export class Admission {
   acquire(tenantId: string, options: WaitOptions): Promise<Permit> {
     const now = this.tryAcquire(tenantId);
     if (now) return Promise.resolve(now);
+    if (this.closed)
+      return Promise.reject(new TurnwardenError(ErrorCode.SHUTTING_DOWN, 'turnwarden is shutting down'));
     const queue = this.queues.get(tenantId);
-    if (
-      this.waitingCount >= this.limits.maxWaiting ||
-      (queue?.length ?? 0) >= this.limits.maxWaitingPerTenant
-    ) {
+    const full =
+      this.waitingCount >= this.limits.maxWaiting || (queue?.length ?? 0) >= this.limits.maxWaitingPerTenant;
+    if (full && options.accepted !== true) {
       this.refusedFull++;
       const tenantFull = (queue?.length ?? 0) >= this.limits.maxWaitingPerTenant;
       return Promise.reject(
@@ -181,8 +188,9 @@ export class Admission {
     });
   }
 
-  /** Refuses every waiting send (shutdown). */
+  /** Refuses every waiting send and every later one (shutdown). */
   rejectAll(err: () => unknown): void {
+    this.closed = true;
     for (const q of [...this.queues.values()]) for (const w of [...q]) w.fail(err());
   }
 

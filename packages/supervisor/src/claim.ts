@@ -117,6 +117,8 @@ export async function admit(
   const { workstreamId, tenantId } = input;
   const refused = admissionRefusal(host, workstreamId);
   if (refused) throw refused;
+  // A turn still settling (its machine may already read idle) is a turn in progress.
+  if (rec.turn !== undefined) throw claimRefusal(workstreamId, rec.state ?? 'streaming', true);
   await host.sessions.load(rec);
   if (rec.turn === undefined && leftover(rec, undefined) && rec.state !== 'force-abandoning') {
     // The machine is mid-turn with no turn running here: a crashed process left it (S7).
@@ -264,8 +266,9 @@ function dispatch(
       (err: unknown) => host.settleLater(rec, turn, undefined, err),
     )
     .catch((err: unknown) => {
-      // Never leave `done` (and so shutdown) hanging on an unexpected failure.
+      // Never leave `done` (and so shutdown) hanging on an unexpected failure, nor its permit held.
       turn.log.error({ err }, 'turn dispatch failed');
+      turn.permit.release();
       turn.resolve({
         workstreamId,
         generation,

@@ -217,13 +217,21 @@ export class TurnEngine {
               );
               return { queued };
             }
+            // T3, or queueing off: a turn runs (or is still settling, its machine perhaps idle).
+            if (rec.turn !== undefined) throw claimRefusal(workstreamId, rec.state ?? 'streaming', true);
             if (!busy) {
               // Refusals first (closing, closed, debt): a send that cannot claim never waits.
               await claimable(this, rec, workstreamId);
               permit ??= this.admission.tryAcquire(tenantId);
               if (permit === undefined) return { wait: true };
             }
-            return { admitted: await admit(this, rec, input, permit!) };
+            if (permit === undefined) {
+              throw new TurnwardenError(
+                ErrorCode.INTERNAL,
+                `a claim on ${workstreamId} reached admission without a permit`,
+              );
+            }
+            return { admitted: await admit(this, rec, input, permit) };
           });
         } finally {
           this.sessions.release(rec);
@@ -272,7 +280,8 @@ export class TurnEngine {
     const head = this.sends.peek(workstreamId);
     if (head === undefined) return;
     const { tenantId } = head.input;
-    this.admission.acquire(tenantId, { maxWaitMs: this.config.admission.maxWaitMs }).then(
+    // Its sends were accepted into the workstream's queue already: the wait is not capped again.
+    this.admission.acquire(tenantId, { maxWaitMs: this.config.admission.maxWaitMs, accepted: true }).then(
       (permit) => this.pumpWith(workstreamId, permit),
       (err: unknown) => {
         // No permit for it (the queue full, the wait run out, shutdown): the head send is answered.
@@ -741,6 +750,7 @@ export class TurnEngine {
         turn.log.error({ err: e }, 'turn finish failed');
         this.detach(turn);
         if (rec.turn === turn) rec.turn = undefined;
+        turn.permit.release(); // idempotent: settle may have released it already
         this.fenceIfPoisoned(rec);
         turn.resolve({
           workstreamId: turn.workstreamId,

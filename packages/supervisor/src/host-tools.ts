@@ -104,11 +104,14 @@ export class HostTools {
     this.running.set(req.workstreamId, byTask);
     this.calls++;
     const stamp = new SlotStamp(this.host.clock, turn.worker.slot);
+    let settled = false;
     const generation = turn.generation | 0;
     const ctx: ToolContext = {
       signal: controller.signal,
+      // A tool that outlives its call (it ignored the abort) stamps nothing: the slot may already
+      // serve another turn, whose generation number can be the same.
       heartbeat: () => {
-        if (stamp.generation() === generation) stamp.touch(Activity.toolHeartbeat);
+        if (!settled && stamp.generation() === generation) stamp.touch(Activity.toolHeartbeat);
       },
       callId: req.callId,
       workstreamId: req.workstreamId,
@@ -135,6 +138,7 @@ export class HostTools {
           .finally(() => controller.signal.removeEventListener('abort', onAbort));
       });
     } finally {
+      settled = true;
       byTask.delete(req.taskId);
       if (byTask.size === 0 && this.running.get(req.workstreamId) === byTask)
         this.running.delete(req.workstreamId);
