@@ -51,6 +51,7 @@ async function start(runtime: Record<string, unknown> = {}, extra: Record<string
 interface Reply {
   readonly status: number;
   readonly headers: Headers;
+  // biome-ignore lint/suspicious/noExplicitAny: JSON bodies of many shapes, asserted field by field
   readonly body: any;
 }
 
@@ -79,6 +80,7 @@ const script = (...steps: unknown[]) => JSON.stringify({ script: steps });
 
 /** An SSE client over fetch: the frames it has received, and a way to stop it. */
 function follow(path: string, token: string, lastEventId?: number) {
+  // biome-ignore lint/suspicious/noExplicitAny: events of every type, asserted field by field
   const frames: { id: number; event: string; data: any }[] = [];
   const stop = new AbortController();
   const waiters: (() => void)[] = [];
@@ -199,7 +201,7 @@ describe('the HTTP API on a real port', () => {
       generation: 2,
     });
     const history = await call('GET', '/v1/workstreams/w1/history', { token: ALICE });
-    expect(history.body.rows.map((r: any) => r.message.role)).toEqual([
+    expect(history.body.rows.map((r: { message: { role: string } }) => r.message.role)).toEqual([
       'user',
       'assistant',
       'user',

@@ -35,6 +35,7 @@ class Remote {
     private readonly token: string,
   ) {}
 
+  // biome-ignore lint/suspicious/noExplicitAny: the API's JSON bodies, read field by field as the OpenAPI document describes them
   async call(method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
     const res = await fetch(`${this.url}/v1${path}`, {
       method,
