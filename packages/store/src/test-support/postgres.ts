@@ -1,0 +1,100 @@
+/**
+ * A throwaway PostgreSQL cluster for tests: the server binaries on this machine (Debian's
+ * `/usr/lib/postgresql/<version>/bin`), a cluster in a temporary directory owned by the
+ * `postgres` user (when run as root, the server runs as that user), a free port on 127.0.0.1,
+ * and a `stop()` that removes it all. Where no PostgreSQL is installed, `startPostgres` says why
+ * instead, so a suite can skip visibly.
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+export interface Postgres {
+  /** `postgres://postgres@127.0.0.1:<port>/turnwarden` */
+  readonly url: string;
+  readonly port: number;
+  /** The temporary directory holding the cluster (removed by `stop`). */
+  readonly dir: string;
+  stop(): void;
+}
+
+/** The newest server binaries installed, or undefined. */
+export function postgresBin(): string | undefined {
+  const root = '/usr/lib/postgresql';
+  if (!existsSync(root)) return undefined;
+  const versions = readdirSync(root)
+    .filter((v) => existsSync(join(root, v, 'bin', 'initdb')))
+    .sort((a, b) => Number(b) - Number(a));
+  return versions[0] === undefined ? undefined : join(root, versions[0], 'bin');
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address !== null ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** Starts a cluster, or answers why it cannot (`{ skip }`). */
+export async function startPostgres(): Promise<Postgres | { readonly skip: string }> {
+  const bin = postgresBin();
+  if (bin === undefined)
+    return { skip: 'no PostgreSQL server binaries in /usr/lib/postgresql (apt-get install postgresql)' };
+  const asRoot = process.getuid?.() === 0;
+  let uid: number | undefined;
+  let gid: number | undefined;
+  if (asRoot) {
+    const id = spawnSync('id', ['-u', 'postgres'], { encoding: 'utf8' });
+    if (id.status !== 0)
+      return { skip: 'running as root and there is no postgres user to run the server as' };
+    uid = Number(id.stdout.trim());
+    gid = Number(spawnSync('id', ['-g', 'postgres'], { encoding: 'utf8' }).stdout.trim());
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'tw-pg-'));
+  chmodSync(dir, 0o700);
+  if (uid !== undefined && gid !== undefined) chownSync(dir, uid, gid);
+  // As root, every server command runs as the postgres user.
+  const run = (cmd: string, args: string[]) =>
+    asRoot
+      ? execFileSync('runuser', ['-u', 'postgres', '--', join(bin, cmd), ...args], { stdio: 'pipe' })
+      : execFileSync(join(bin, cmd), args, { stdio: 'pipe' });
+  const data = join(dir, 'data');
+  const port = await freePort();
+  try {
+    run('initdb', ['-D', data, '-U', 'postgres', '--auth=trust', '--no-sync', '-E', 'UTF8']);
+    run('pg_ctl', [
+      '-D',
+      data,
+      '-l',
+      join(dir, 'server.log'),
+      '-o',
+      `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off`,
+      '-w',
+      'start',
+    ]);
+    run('createdb', ['-h', '127.0.0.1', '-p', String(port), '-U', 'postgres', 'turnwarden']);
+  } catch (e) {
+    rmSync(dir, { recursive: true, force: true });
+    const stderr = (e as { stderr?: Buffer }).stderr?.toString() ?? String(e);
+    throw new Error(`could not start a throwaway PostgreSQL: ${stderr}`);
+  }
+  return {
+    url: `postgres://postgres@127.0.0.1:${port}/turnwarden`,
+    port,
+    dir,
+    stop() {
+      try {
+        run('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+  };
+}
