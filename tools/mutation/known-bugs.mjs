@@ -34,9 +34,9 @@ export const BUGS = [
     id: 'unfenced-write',
     what: "the engine writes a turn's rows without the lease's fencing token (P6)",
     file: `${S}/journal-gate.ts`,
-    find: '    return this.append(req).then((seqs) => {',
+    find: '    return this.append(req).then((seqs) => ({ seqs }));',
     replace:
-      '    const { fencingToken: _token, ...unfenced } = req;\n    return this.append(unfenced).then((seqs) => {',
+      '    const { fencingToken: _token, ...unfenced } = req;\n    return this.append(unfenced).then((seqs) => ({ seqs }));',
     tests: [`${S}/leases.test.ts`],
   },
   {
@@ -60,8 +60,8 @@ export const BUGS = [
     id: 'thrown-tool-none',
     what: 'a tool that throws after it started gets effect none instead of unknown (S2)',
     file: 'packages/session/src/tool-call.ts',
-    find: "      isError: true,\n      effect: 'unknown',\n    };\n  }\n}",
-    replace: "      isError: true,\n      effect: 'none',\n    };\n  }\n}",
+    find: "      effect: declaredEffect(e) ?? 'unknown',",
+    replace: "      effect: declaredEffect(e) ?? 'none',",
     tests: ['packages/session/src/turn.test.ts'],
   },
   {
