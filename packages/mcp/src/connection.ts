@@ -21,7 +21,7 @@ import {
 } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
-import { type ToolContext, toolError } from '@turnwarden/session';
+import { raceAbort, type ToolContext, toolError } from '@turnwarden/session';
 import { MAX_TIMER_MS, type McpServerConfig, type ResolvedOptions } from './config.js';
 import { GuardedHttpTransport } from './http-transport.js';
 import { classify, resultText } from './result.js';
@@ -44,26 +44,6 @@ function abortError(signal: AbortSignal): unknown {
   const r: unknown = signal.reason;
   if (r instanceof Error) return r;
   return new TurnwardenError(ErrorCode.TURN_ABORTED, 'turn aborted');
-}
-
-/** Awaits `p` unless `signal` aborts first; a late rejection of `p` is handled. */
-function abortable<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
-  p.catch(() => {});
-  if (signal.aborted) return Promise.reject(abortError(signal));
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(abortError(signal));
-    signal.addEventListener('abort', onAbort, { once: true });
-    p.then(
-      (v) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(v);
-      },
-      (e: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(e);
-      },
-    );
-  });
 }
 
 export class McpConnection {
@@ -122,7 +102,7 @@ export class McpConnection {
       const live = await this.connected(ctx.signal);
       let result: Awaited<ReturnType<Client['callTool']>>;
       try {
-        result = await abortable(
+        result = await raceAbort(
           live.client.callTool(
             { name: tool.name, arguments: args },
             {
@@ -134,6 +114,7 @@ export class McpConnection {
             },
           ),
           ctx.signal,
+          abortError,
         );
       } catch (e) {
         if (ctx.signal.aborted) throw abortError(ctx.signal);
@@ -168,7 +149,7 @@ export class McpConnection {
   /** A live connection for a call, started if need be; failures are effect `none`. */
   private async connected(signal: AbortSignal): Promise<Live> {
     try {
-      return await abortable(this.acquire(), signal);
+      return await raceAbort(this.acquire(), signal, abortError);
     } catch (e) {
       if (signal.aborted) throw abortError(signal);
       throw toolError(`MCP server ${this.name} is not available: ${message(e)}`, 'none', e);

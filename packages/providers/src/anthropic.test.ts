@@ -8,7 +8,7 @@ import type { ModelEvent, ModelProvider } from '@turnwarden/session';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { modelProvider } from './config.js';
 import { LoopbackServer } from './loopback/index.js';
-import { signals } from './test-support/signals.js';
+import { failure, signals } from './test-support/signals.js';
 
 let server: LoopbackServer;
 beforeEach(async () => {
@@ -39,15 +39,6 @@ async function collect(p: ModelProvider, s = signals()): Promise<ModelEvent[]> {
   const out: ModelEvent[] = [];
   for await (const e of p.stream({ history: [{ role: 'user', content: 'hi' }], tools: [] }, s)) out.push(e);
   return out;
-}
-
-async function failure(p: Promise<unknown>): Promise<TurnwardenError> {
-  const e = await p.then(
-    () => undefined,
-    (err: unknown) => err,
-  );
-  if (!isTurnwardenError(e)) expect.fail(`expected a TurnwardenError, got ${String(e)}`);
-  return e;
 }
 
 describe('the Anthropic provider', () => {

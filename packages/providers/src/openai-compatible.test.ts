@@ -2,12 +2,12 @@
  * The OpenAI-compatible provider against the scripted loopback server: what it streams, what it
  * refuses to call an answer, what it retries, and that an abort reaches the server.
  */
-import { ErrorCode, isTurnwardenError, type TurnwardenError } from '@turnwarden/protocol';
+import { ErrorCode } from '@turnwarden/protocol';
 import type { ModelEvent, ModelProvider, ModelRequest } from '@turnwarden/session';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { modelProvider } from './config.js';
 import { type Chunk, LoopbackServer, textReply } from './loopback/index.js';
-import { signals } from './test-support/signals.js';
+import { failure, signals } from './test-support/signals.js';
 
 let server: LoopbackServer;
 beforeEach(async () => {
@@ -44,15 +44,6 @@ async function collect(p: ModelProvider, s = signals(), req = REQ): Promise<Mode
   const out: ModelEvent[] = [];
   for await (const e of p.stream(req, s)) out.push(e);
   return out;
-}
-
-async function failure(p: Promise<unknown>): Promise<TurnwardenError> {
-  const e = await p.then(
-    () => undefined,
-    (err: unknown) => err,
-  );
-  if (!isTurnwardenError(e)) expect.fail(`expected a TurnwardenError, got ${String(e)}`);
-  return e;
 }
 
 const call = (index: number, part: { id?: string; name?: string; args?: string }): Chunk => ({

@@ -10,13 +10,19 @@ function abortError(signal: AbortSignal): TurnwardenError {
  * Awaits `p` unless the turn is aborted first. Model and tool code may ignore the signal (a
  * stalled promise): the turn must still unwind cooperatively, so every await of foreign code
  * goes through here. `p` is pre-caught: when it settles after we gave up on it, a rejection
- * must not become an unhandled rejection, which would kill the worker thread.
+ * must not become an unhandled rejection, which would kill the worker thread. Exported for
+ * plugins that race foreign code the same way (the MCP client).
  */
-export function raceAbort<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
+export function raceAbort<T>(
+  p: Promise<T>,
+  signal: AbortSignal,
+  /** What the race rejects with on abort (default: the signal's TurnwardenError, or TURN_ABORTED). */
+  reason: (signal: AbortSignal) => unknown = abortError,
+): Promise<T> {
   p.catch(() => {});
-  if (signal.aborted) return Promise.reject(abortError(signal));
+  if (signal.aborted) return Promise.reject(reason(signal));
   return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(abortError(signal));
+    const onAbort = () => reject(reason(signal));
     signal.addEventListener('abort', onAbort, { once: true });
     p.then(
       (v) => {

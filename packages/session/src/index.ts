@@ -1,3 +1,4 @@
+export { raceAbort } from './abort.js';
 export type {
   IsolatedTask,
   ModelEvent,
@@ -22,7 +23,7 @@ export type {
 export { sessionMachine } from './machine.js';
 export type { Script, ScriptSegment, ScriptStep, ScriptStepKind } from './scripted/index.js';
 export { createScriptedModel, parseScript, SCRIPT_DONE_TEXT, SCRIPT_LIMITS } from './scripted/index.js';
-export { toolError } from './tool-call.js';
+export { declaredEffect, toolError } from './tool-call.js';
 export { demoTools } from './tools/index.js';
 export { commitKey } from './turn.js';
 

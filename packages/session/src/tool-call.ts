@@ -46,7 +46,7 @@ function parseArgs(text: string): Record<string, unknown> | string {
 }
 
 /** The effect a tool's error declares (see `toolError`), read by shape: plugins may bundle their own copy. */
-function declaredEffect(e: unknown): 'none' | 'applied' | undefined {
+export function declaredEffect(e: unknown): 'none' | 'applied' | undefined {
   const effect = typeof e === 'object' && e !== null ? (e as { toolEffect?: unknown }).toolEffect : undefined;
   return effect === 'none' || effect === 'applied' ? effect : undefined;
 }

@@ -13,19 +13,15 @@
  */
 import { Activity, SlotStamp } from '@turnwarden/clock';
 import { ErrorCode, type HostToolRequest, type HostToolSpec, TurnwardenError } from '@turnwarden/protocol';
-import type { Tool, ToolContext } from '@turnwarden/session';
+import { declaredEffect, raceAbort, type Tool, type ToolContext } from '@turnwarden/session';
 import type { Logger } from 'pino';
 import type { ActiveTurn } from './active-turn.js';
+import { TurnTasks } from './turn-tasks.js';
 
 export interface HostToolsHost {
   turnOf(workstreamId: string): ActiveTurn | undefined;
   readonly clock: SharedArrayBuffer;
   readonly logger: Logger;
-}
-
-interface Running {
-  readonly turn: ActiveTurn;
-  readonly controller: AbortController;
 }
 
 function refuse(field: string, message: string, cause?: unknown): TurnwardenError {
@@ -35,18 +31,13 @@ function refuse(field: string, message: string, cause?: unknown): TurnwardenErro
   });
 }
 
-function declaredEffect(e: unknown): 'none' | 'applied' | undefined {
-  const effect = typeof e === 'object' && e !== null ? (e as { toolEffect?: unknown }).toolEffect : undefined;
-  return effect === 'none' || effect === 'applied' ? effect : undefined;
-}
-
 /** Runtimes started in this process: each imports its host tool modules as instances of its own. */
 let loads = 0;
 
 export class HostTools {
   private readonly tools = new Map<string, Tool>();
   private readonly closers: (() => unknown)[] = [];
-  private readonly running = new Map<string, Map<string, Running>>();
+  private readonly tasks = new TurnTasks();
   private calls = 0;
 
   constructor(private readonly host: HostToolsHost) {}
@@ -89,25 +80,19 @@ export class HostTools {
 
   async call(req: HostToolRequest): Promise<string> {
     const tool = this.tools.get(req.name);
-    const turn = this.host.turnOf(req.workstreamId);
-    if (turn === undefined || turn.generation !== req.generation || turn.finished) {
-      throw new TurnwardenError(ErrorCode.TURN_ABORTED, 'the turn that called the host tool has ended');
-    }
+    const task = this.tasks.start(this.host.turnOf(req.workstreamId), req, 'host tool call');
     if (tool === undefined) {
+      task.end();
       throw new TurnwardenError(ErrorCode.TOOL_ERROR, `no host tool named ${req.name}`, {
         details: { toolEffect: 'none' },
       });
     }
-    const controller = new AbortController();
-    const byTask = this.running.get(req.workstreamId) ?? new Map<string, Running>();
-    byTask.set(req.taskId, { turn, controller });
-    this.running.set(req.workstreamId, byTask);
     this.calls++;
-    const stamp = new SlotStamp(this.host.clock, turn.worker.slot);
+    const stamp = new SlotStamp(this.host.clock, task.turn.worker.slot);
     let settled = false;
-    const generation = turn.generation | 0;
+    const generation = task.turn.generation | 0;
     const ctx: ToolContext = {
-      signal: controller.signal,
+      signal: task.signal,
       // A tool that outlives its call (it ignored the abort) stamps nothing: the slot may already
       // serve another turn, whose generation number can be the same.
       heartbeat: () => {
@@ -116,50 +101,35 @@ export class HostTools {
       callId: req.callId,
       workstreamId: req.workstreamId,
     };
-    try {
-      return await new Promise<string>((resolve, reject) => {
-        const onAbort = () =>
-          reject(new TurnwardenError(ErrorCode.TURN_ABORTED, `host tool ${req.name} was aborted`));
-        if (controller.signal.aborted) return onAbort();
-        controller.signal.addEventListener('abort', onAbort, { once: true });
-        Promise.resolve()
-          .then(() => tool.run({ ...req.args }, ctx))
-          .then(
-            (text) => resolve(String(text)),
-            (e: unknown) => {
-              const effect = declaredEffect(e);
-              reject(
-                new TurnwardenError(ErrorCode.TOOL_ERROR, e instanceof Error ? e.message : String(e), {
-                  ...(effect === undefined ? {} : { details: { toolEffect: effect } }),
-                }),
-              );
-            },
-          )
-          .finally(() => controller.signal.removeEventListener('abort', onAbort));
+    const run = Promise.resolve()
+      .then(() => tool.run({ ...req.args }, ctx))
+      .then(String, (e: unknown) => {
+        const effect = declaredEffect(e);
+        throw new TurnwardenError(ErrorCode.TOOL_ERROR, e instanceof Error ? e.message : String(e), {
+          ...(effect === undefined ? {} : { details: { toolEffect: effect } }),
+        });
       });
+    try {
+      // A tool that ignores its signal is abandoned, not waited for.
+      return await raceAbort(
+        run,
+        task.signal,
+        () => new TurnwardenError(ErrorCode.TURN_ABORTED, `host tool ${req.name} was aborted`),
+      );
     } finally {
       settled = true;
-      byTask.delete(req.taskId);
-      if (byTask.size === 0 && this.running.get(req.workstreamId) === byTask)
-        this.running.delete(req.workstreamId);
+      task.end();
     }
   }
 
   /** The tool's abort (from the worker). */
   cancel(workstreamId: string, taskId: string): void {
-    const entry = this.running.get(workstreamId)?.get(taskId);
-    if (entry === undefined || entry.controller.signal.aborted) return;
-    entry.turn.workReclaimed = true;
-    entry.controller.abort();
+    this.tasks.cancel(workstreamId, taskId, 'the tool was aborted');
   }
 
   /** The turn ended (settle): its calls still running are aborted. */
   cancelTurn(turn: ActiveTurn): void {
-    for (const entry of this.running.get(turn.workstreamId)?.values() ?? []) {
-      if (entry.turn !== turn || entry.controller.signal.aborted) continue;
-      entry.turn.workReclaimed = true;
-      entry.controller.abort();
-    }
+    this.tasks.cancelTurn(turn);
   }
 
   get count(): { tools: number; calls: number } {
@@ -168,7 +138,7 @@ export class HostTools {
 
   /** Shutdown: every call aborted, then each module's `close()`. */
   async close(): Promise<void> {
-    for (const byTask of this.running.values()) for (const entry of byTask.values()) entry.controller.abort();
+    this.tasks.abortAll();
     for (const close of this.closers.splice(0)) {
       try {
         await close();

@@ -12,6 +12,7 @@ import { isolatedRunnerUrl } from '@turnwarden/session';
 import type { Logger } from 'pino';
 import { Piscina } from 'piscina';
 import type { ActiveTurn } from './active-turn.js';
+import { TurnTasks } from './turn-tasks.js';
 
 export interface IsolationConfig {
   /** Threads of the shared pool (tasks beyond it queue). */
@@ -40,18 +41,15 @@ export interface IsolationHost {
   readonly logger: Logger;
 }
 
-interface Running {
-  readonly taskId: string;
-  readonly turn: ActiveTurn;
-  readonly controller: AbortController;
-}
-
 export class IsolatedPool {
   private pool: Piscina | undefined;
-  private readonly running = new Map<string, Map<string, Running>>();
   private started = 0;
   private cancelled = 0;
   private failed = 0;
+  private readonly tasks = new TurnTasks((turn, taskId, why) => {
+    this.cancelled++;
+    turn.log.info({ taskId, why }, 'isolated tool task cancelled; its thread is terminated');
+  });
 
   constructor(
     private readonly config: IsolationConfig,
@@ -59,18 +57,7 @@ export class IsolatedPool {
   ) {}
 
   async run(req: IsolatedRequest): Promise<string> {
-    const turn = this.host.turnOf(req.workstreamId);
-    if (turn === undefined || turn.generation !== req.generation || turn.finished) {
-      throw new TurnwardenError(
-        ErrorCode.TURN_ABORTED,
-        'the turn that asked for the isolated task has ended',
-      );
-    }
-    const controller = new AbortController();
-    const entry: Running = { taskId: req.taskId, turn, controller };
-    const byTask = this.running.get(req.workstreamId) ?? new Map<string, Running>();
-    byTask.set(req.taskId, entry);
-    this.running.set(req.workstreamId, byTask);
+    const task = this.tasks.start(this.host.turnOf(req.workstreamId), req, 'isolated task');
     this.started++;
     try {
       return (await this.piscina().run(
@@ -79,13 +66,13 @@ export class IsolatedPool {
           exportName: req.exportName,
           args: req.args,
           clock: this.host.clock,
-          slot: turn.worker.slot,
-          generation: turn.generation,
+          slot: task.turn.worker.slot,
+          generation: task.turn.generation,
         },
-        { signal: controller.signal },
+        { signal: task.signal },
       )) as string;
     } catch (e) {
-      if (controller.signal.aborted) {
+      if (task.signal.aborted) {
         throw new TurnwardenError(
           ErrorCode.TURN_ABORTED,
           'the isolated task was cancelled; its thread was terminated',
@@ -94,56 +81,34 @@ export class IsolatedPool {
       this.failed++;
       throw new TurnwardenError(ErrorCode.TOOL_ERROR, e instanceof Error ? e.message : String(e));
     } finally {
-      byTask.delete(req.taskId);
-      if (byTask.size === 0 && this.running.get(req.workstreamId) === byTask)
-        this.running.delete(req.workstreamId);
+      task.end();
     }
   }
 
   /** Cancels one task (the tool's abort): its thread is terminated. */
   cancel(workstreamId: string, taskId: string): void {
-    const entry = this.running.get(workstreamId)?.get(taskId);
-    if (entry !== undefined) this.abort(entry, 'the tool was aborted');
+    this.tasks.cancel(workstreamId, taskId, 'the tool was aborted');
   }
 
-  /** Cancels every task of a turn that has ended (settle). Returns how many were running. */
-  cancelTurn(turn: ActiveTurn): number {
-    let n = 0;
-    for (const entry of this.running.get(turn.workstreamId)?.values() ?? []) {
-      if (entry.turn !== turn) continue;
-      this.abort(entry, 'its turn ended');
-      n++;
-    }
-    return n;
+  /** Cancels every task of a turn that has ended (settle). */
+  cancelTurn(turn: ActiveTurn): void {
+    this.tasks.cancelTurn(turn);
   }
 
   stats(): IsolationStats {
-    let running = 0;
-    for (const byTask of this.running.values()) running += byTask.size;
     return {
       started: this.started,
       cancelled: this.cancelled,
       failed: this.failed,
-      running,
+      running: this.tasks.running,
       threads: this.pool?.threads.length ?? 0,
     };
   }
 
   async close(): Promise<void> {
-    for (const byTask of this.running.values()) for (const entry of byTask.values()) entry.controller.abort();
+    this.tasks.abortAll();
     await this.pool?.destroy();
     this.pool = undefined;
-  }
-
-  private abort(entry: Running, why: string): void {
-    if (entry.controller.signal.aborted) return;
-    this.cancelled++;
-    entry.turn.workReclaimed = true;
-    entry.turn.log.info(
-      { taskId: entry.taskId, why },
-      'isolated tool task cancelled; its thread is terminated',
-    );
-    entry.controller.abort();
   }
 
   private piscina(): Piscina {

@@ -4,27 +4,16 @@
  * exited. A claim that meets one waits at most `pool.acquireTimeoutMs` for it, then is refused.
  */
 import { ActivityClock } from '@turnwarden/clock';
-import { ErrorCode, type HostApi, TurnwardenError } from '@turnwarden/protocol';
+import { ErrorCode } from '@turnwarden/protocol';
 import { sessionWorkerUrl } from '@turnwarden/session';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WorkerPool } from './pool.js';
 import { refusal, within } from './test-support/bounded.js';
 import { SCRIPTED } from './test-support/runtime.js';
+import { refusingHost } from './testing.js';
 
-const host: HostApi = {
-  async journal() {
-    throw new TurnwardenError(ErrorCode.FENCED, 'this test journals nothing');
-  },
-  async runIsolated() {
-    throw new TurnwardenError(ErrorCode.TOOL_ERROR, 'this test runs no isolated task');
-  },
-  async cancelIsolated() {},
-  async callHostTool() {
-    throw new TurnwardenError(ErrorCode.TOOL_ERROR, 'no host tools here');
-  },
-  async cancelHostTool() {},
-};
+const host = refusingHost('this test');
 
 function pool(acquireTimeoutMs: number) {
   return new WorkerPool({

@@ -7,6 +7,8 @@
  * The interleaving harness imports this entry as `@turnwarden/supervisor/harness`: the same
  * module built with the mutation switches kept (dist-harness/, never published).
  */
+import { ErrorCode, type HostApi, TurnwardenError } from '@turnwarden/protocol';
+
 export { DEFAULT_CONFIG, resolveConfig } from './config.js';
 export { EventHub } from './events.js';
 // The public entry too, so a consumer of the harness build takes every value and type from one build.
@@ -27,3 +29,19 @@ export type {
   WatchedTurn,
 } from './watchdog.js';
 export { Watchdog } from './watchdog.js';
+
+/**
+ * The host side of a bare `WorkerPool` that runs no turn (benchmarks of spawning and
+ * activation, pool tests): every call a worker could make is refused with a typed error naming
+ * `who`.
+ */
+export function refusingHost(who: string): HostApi {
+  const refuse = (what: string) => Promise.reject(new TurnwardenError(ErrorCode.FENCED, `${who} ${what}`));
+  return {
+    journal: () => refuse('journals nothing'),
+    runIsolated: () => refuse('runs no isolated task'),
+    cancelIsolated: async () => {},
+    callHostTool: () => refuse('has no host tools'),
+    cancelHostTool: async () => {},
+  };
+}

@@ -6,9 +6,8 @@
  */
 import { fileURLToPath } from 'node:url';
 import { ActivityClock } from '@turnwarden/clock';
-import { ErrorCode, type HostApi, TurnwardenError } from '@turnwarden/protocol';
 import { sessionWorkerUrl } from '@turnwarden/session';
-import { WorkerPool } from '@turnwarden/supervisor/testing';
+import { refusingHost, WorkerPool } from '@turnwarden/supervisor/testing';
 import { Piscina } from 'piscina';
 import type { BenchContext } from './common.js';
 import { row, type SectionResult, target } from './report.js';
@@ -16,19 +15,7 @@ import { median, quantile, sleep } from './stats.js';
 
 const taskFile = fileURLToPath(new URL('./piscina-task.js', import.meta.url));
 
-const host: HostApi = {
-  async journal() {
-    throw new TurnwardenError(ErrorCode.FENCED, 'the activation bench journals nothing');
-  },
-  async runIsolated() {
-    throw new TurnwardenError(ErrorCode.TOOL_ERROR, 'the activation bench runs no isolated task');
-  },
-  async cancelIsolated() {},
-  async callHostTool() {
-    throw new TurnwardenError(ErrorCode.TOOL_ERROR, 'no host tools here');
-  },
-  async cancelHostTool() {},
-};
+const host = refusingHost('the activation bench');
 
 function pool(ctx: BenchContext, workers: number, warm: number): WorkerPool {
   return new WorkerPool({

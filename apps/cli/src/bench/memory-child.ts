@@ -3,10 +3,9 @@
  * reading follows full collections. Reports one `MemoryReport` over IPC and exits.
  */
 import { ActivityClock } from '@turnwarden/clock';
-import { ErrorCode, type HostApi, TurnwardenError } from '@turnwarden/protocol';
 import { sessionWorkerUrl } from '@turnwarden/session';
 import { Turnwarden } from '@turnwarden/supervisor';
-import { WorkerPool } from '@turnwarden/supervisor/testing';
+import { refusingHost, WorkerPool } from '@turnwarden/supervisor/testing';
 import { SCRIPTED } from '../scripted.js';
 import { PRINCIPAL, script, silentLogger, TENANT } from './common.js';
 import { sleep } from './stats.js';
@@ -49,19 +48,7 @@ async function reading(): Promise<Reading> {
   return { heap: m.heapUsed, rss: m.rss };
 }
 
-const host: HostApi = {
-  async journal() {
-    throw new TurnwardenError(ErrorCode.FENCED, 'the memory bench journals nothing');
-  },
-  async runIsolated() {
-    throw new TurnwardenError(ErrorCode.TOOL_ERROR, 'the memory bench runs no isolated task');
-  },
-  async cancelIsolated() {},
-  async callHostTool() {
-    throw new TurnwardenError(ErrorCode.TOOL_ERROR, 'no host tools here');
-  },
-  async cancelHostTool() {},
-};
+const host = refusingHost('the memory bench');
 
 async function startTurns(tw: Turnwarden, ids: readonly string[]): Promise<void> {
   const content = script([{ tools: [{ name: 'heartbeat', args: { ms: 600_000, everyMs: 50 } }] }]);

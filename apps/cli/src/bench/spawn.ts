@@ -10,26 +10,13 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { ActivityClock } from '@turnwarden/clock';
-import { ErrorCode, type HostApi, TurnwardenError } from '@turnwarden/protocol';
 import { sessionWorkerUrl } from '@turnwarden/session';
-import { WorkerPool } from '@turnwarden/supervisor/testing';
+import { refusingHost, WorkerPool } from '@turnwarden/supervisor/testing';
 import type { BenchContext } from './common.js';
 import { row, type SectionResult, target } from './report.js';
 import { median, quantile } from './stats.js';
 
-const host: HostApi = {
-  async journal() {
-    throw new TurnwardenError(ErrorCode.FENCED, 'the spawn bench journals nothing');
-  },
-  async runIsolated() {
-    throw new TurnwardenError(ErrorCode.TOOL_ERROR, 'the spawn bench runs no isolated task');
-  },
-  async cancelIsolated() {},
-  async callHostTool() {
-    throw new TurnwardenError(ErrorCode.TOOL_ERROR, 'no host tools here');
-  },
-  async cancelHostTool() {},
-};
+const host = refusingHost('the spawn bench');
 
 async function bare(url: URL): Promise<number> {
   const t0 = performance.now();
