@@ -15,6 +15,7 @@ const STATUS: Partial<Record<ErrorCode, number>> = {
   [ErrorCode.WORKSTREAM_EXISTS]: 409,
   [ErrorCode.WORKSTREAM_CLOSED]: 409,
   [ErrorCode.TURN_IN_PROGRESS]: 409,
+  [ErrorCode.LEASED_ELSEWHERE]: 409,
   [ErrorCode.TOOL_CLEANUP_PENDING]: 409,
   [ErrorCode.COMMIT_CONFLICT]: 409,
   [ErrorCode.SEND_REVOKED]: 409,

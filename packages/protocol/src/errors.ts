@@ -15,6 +15,12 @@ export const ErrorCode = {
   WORKSTREAM_CLOSED: 'WORKSTREAM_CLOSED',
   /** A turn is already running on this workstream. */
   TURN_IN_PROGRESS: 'TURN_IN_PROGRESS',
+  /**
+   * The workstream's turn lease is held by another host of the cluster — a turn runs there, or a
+   * repair. `details.hostId` names that host and `details.expiresAt` (the store's clock) when its
+   * lease ends unless renewed. Nothing was written; retryable (on that host, or once it is done).
+   */
+  LEASED_ELSEWHERE: 'LEASED_ELSEWHERE',
   /** The workstream's queue of sends waiting behind its running turn is full; retry later. */
   QUEUE_FULL: 'QUEUE_FULL',
   /**
@@ -50,6 +56,7 @@ export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 const RETRYABLE: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
   ErrorCode.CAPACITY_EXHAUSTED,
   ErrorCode.TURN_IN_PROGRESS,
+  ErrorCode.LEASED_ELSEWHERE,
   ErrorCode.QUEUE_FULL,
   ErrorCode.TIMEOUT,
 ]);

@@ -30,6 +30,7 @@ import {
   newHolder,
   start,
 } from './claim.js';
+import { Cluster, channelOf, type RoutedOp } from './cluster.js';
 import type { SupervisorConfig } from './config.js';
 import { EventHub } from './events.js';
 import { HostTools } from './host-tools.js';
@@ -89,6 +90,8 @@ export class TurnEngine {
   readonly hostTools: HostTools;
   /** Shutdown began: claims still queued are refused. */
   closing = false;
+  /** Several hosts on one store (cluster.ts): on when the store has a channel and the host an id. */
+  readonly cluster: Cluster | undefined;
   private readonly bySlot = new Map<number, ActiveTurn>();
   private cancelSweep: (() => void) | undefined;
   /** Workstreams whose soft close waits on their running turn (C1). */
@@ -147,6 +150,26 @@ export class TurnEngine {
       callHostTool: (req) => this.hostTools.call(req),
       cancelHostTool: async (workstreamId, taskId) => this.hostTools.cancel(workstreamId, taskId),
     };
+    const channel = channelOf(this.store);
+    this.cluster =
+      channel === undefined || config.hostId === undefined
+        ? undefined
+        : new Cluster(
+            {
+              store: this.store,
+              holder: this.holder,
+              hostId: config.hostId,
+              predecessors: this.predecessors,
+              events: this.events,
+              timers: this.timers,
+              logger: this.logger,
+              lease: config.lease,
+              runsHere: (workstreamId) => this.sessions.peek(workstreamId)?.turn !== undefined,
+              runLocally: (workstreamId, op) => this.runRouted(workstreamId, op),
+              repairIfLeft: (workstreamId) => this.repairIfLeft(workstreamId),
+            },
+            channel,
+          );
     this.pool = new WorkerPool({
       clock: this.clock.buffer,
       maxWorkers: config.pool.maxWorkers,
@@ -336,7 +359,12 @@ export class TurnEngine {
    * before the slot is released; resolves once the session is idle. Without one: debt is
    * repaired (true), or it is a silent no-op (false).
    */
-  async cancel(workstreamId: string, ticket: number = this.sends.ticket()): Promise<boolean> {
+  async cancel(workstreamId: string, ticket: number = this.sends.ticket(), routed = false): Promise<boolean> {
+    if (!routed && this.cluster) {
+      // The turn runs on another host: the cancel is its to carry out (cluster.ts).
+      const r = await this.cluster.route(workstreamId, { op: 'cancel' });
+      if (r.ran) return r.result === true;
+    }
     const running = this.sessions.peek(workstreamId)?.turn;
     if (running) {
       this.revoke(workstreamId, ticket, 'cancel');
@@ -417,7 +445,20 @@ export class TurnEngine {
    * then closes a structurally complete history (C1). On timeout the latch is rolled back, the
    * turn keeps running and the workstream stays usable; a force cancel repairs it (C2).
    */
-  async close(workstreamId: string, waitMs = 0, ticket: number = this.sends.ticket()): Promise<void> {
+  async close(
+    workstreamId: string,
+    waitMs = 0,
+    ticket: number = this.sends.ticket(),
+    routed = false,
+  ): Promise<void> {
+    if (!routed && this.cluster) {
+      const r = await this.cluster.route(workstreamId, { op: 'close', waitMs });
+      if (r.ran) {
+        this.revoke(workstreamId, ticket, 'close');
+        this.events.closeWorkstream(workstreamId, { reason: 'closed' });
+        return;
+      }
+    }
     const running = this.sessions.peek(workstreamId)?.turn;
     if (running === undefined || waitMs === 0) {
       await this.idle(workstreamId, async (rec) => {
@@ -457,6 +498,7 @@ export class TurnEngine {
       }
     }
     this.events.closeWorkstream(workstreamId, { reason: 'closed' });
+    this.cluster?.ended(workstreamId, 'closed');
   }
 
   closeLatched(workstreamId: string): boolean {
@@ -480,12 +522,25 @@ export class TurnEngine {
    * rejects; a retry finishes. The tombstone retires only on proof — the row deleted, missing,
    * or another incarnation's (D3) — and then listeners get `ws_closed` (`deleted`), once (D6).
    */
-  async deleteWorkstream(workstreamId: string, tenantId: string, incarnation: string): Promise<void> {
+  async deleteWorkstream(
+    workstreamId: string,
+    tenantId: string,
+    incarnation: string,
+    routed = false,
+  ): Promise<void> {
     if (!this.tombstones.has(workstreamId)) {
       this.tombstones.set(workstreamId, { tenantId, incarnation });
       this.logger.info({ workstreamId, incarnation }, 'workstream deleting');
     }
     this.revoke(workstreamId, this.sends.ticket(), 'gone');
+    if (!routed && this.cluster) {
+      // Its turn runs on another host, which aborts it and deletes; an error leaves the tombstone (D2).
+      const r = await this.cluster.route(workstreamId, { op: 'delete', tenantId, incarnation });
+      if (r.ran) {
+        this.retire(workstreamId, 'deleted');
+        return;
+      }
+    }
     const rec = this.sessions.peek(workstreamId);
     const turn = rec?.turn;
     if (turn !== undefined) {
@@ -515,6 +570,7 @@ export class TurnEngine {
     this.tombstones.delete(workstreamId);
     this.logger.info({ workstreamId, how }, 'workstream deleted');
     this.events.closeWorkstream(workstreamId, { reason: 'deleted' });
+    this.cluster?.ended(workstreamId, 'deleted');
     this.lifecycle.closed(t.tenantId, workstreamId, 'deleted');
   }
 
@@ -552,6 +608,7 @@ export class TurnEngine {
   /** A rewrite committed: what listeners hold of the history, and every handoff token before it, is stale (E2). */
   private rewritten(workstreamId: string): void {
     this.events.emit(workstreamId, 'history_resync', undefined, { reason: 'rewritten' });
+    this.cluster?.rewritten(workstreamId);
   }
 
   /**
@@ -676,6 +733,23 @@ export class TurnEngine {
   }
 
   // ── hosts of the parts ─────────────────────────────────────────────────────
+
+  /** A call another host routed here (cluster.ts): run as if called on this host. */
+  private runRouted(workstreamId: string, op: RoutedOp): Promise<unknown> {
+    switch (op.op) {
+      case 'cancel':
+        return this.cancel(workstreamId, this.sends.ticket(), true);
+      case 'close':
+        return this.close(workstreamId, op.waitMs, this.sends.ticket(), true);
+      case 'delete':
+        return this.deleteWorkstream(workstreamId, op.tenantId, op.incarnation, true);
+    }
+  }
+
+  /** Rows became durable: other hosts following the workstream read them (cluster.ts). */
+  journaled(workstreamId: string, first: number, last: number): void {
+    this.cluster?.journaled(workstreamId, first, last);
+  }
 
   turnOnSlot(slot: number): ActiveTurn | undefined {
     return this.bySlot.get(slot);

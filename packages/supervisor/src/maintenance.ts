@@ -16,7 +16,7 @@ export interface MaintenanceHost extends AbandonHost {
   readonly store: AbandonHost['store'] &
     Pick<
       TurnStore,
-      'acquireLease' | 'releaseLease' | 'getWorkstream' | 'compactHistory' | 'truncateHistory'
+      'acquireLease' | 'releaseLease' | 'getLease' | 'getWorkstream' | 'compactHistory' | 'truncateHistory'
     > &
     Pick<AdminStore, 'closeWorkstream' | 'listWorkstreams'>;
   readonly holder: string;
@@ -33,13 +33,26 @@ export async function acquireLease(host: MaintenanceHost, workstreamId: string):
     host.leaseTtlMs,
     host.predecessors === undefined ? {} : { replacing: host.predecessors },
   );
-  if (!lease) {
-    throw new TurnwardenError(
-      ErrorCode.TURN_IN_PROGRESS,
-      `the turn lease of ${workstreamId} is held elsewhere`,
-    );
-  }
+  if (!lease) throw await leasedElsewhere(host, workstreamId);
   return lease;
+}
+
+/** The refusal of a lease another holder has: which host, until when (the store's clock). */
+async function leasedElsewhere(host: MaintenanceHost, workstreamId: string): Promise<TurnwardenError> {
+  const held = await host.store.getLease(workstreamId).catch(() => undefined);
+  const hostId =
+    held === undefined ? undefined : held.holder.slice(0, Math.max(0, held.holder.lastIndexOf(':')));
+  return new TurnwardenError(
+    ErrorCode.LEASED_ELSEWHERE,
+    `the turn lease of ${workstreamId} is held by ${hostId ? `host ${hostId}` : 'another holder'}`,
+    {
+      details: {
+        workstreamId,
+        ...(held === undefined ? {} : { holder: held.holder, expiresAt: held.expiresAt }),
+        ...(hostId ? { hostId } : {}),
+      },
+    },
+  );
 }
 
 /** Runs `fn` under a lease of its own, then releases it. */

@@ -50,7 +50,7 @@ export class Recovery {
     try {
       return await this.host.repairIfLeft(workstreamId);
     } catch (err) {
-      const leased = isTurnwardenError(err, ErrorCode.TURN_IN_PROGRESS);
+      const leased = isTurnwardenError(err, ErrorCode.LEASED_ELSEWHERE);
       if (!leased || attempt >= MAX_ATTEMPTS || this.stopped) {
         this.host.logger.warn({ err, workstreamId }, 'session left with debt not repaired at start');
         return false;

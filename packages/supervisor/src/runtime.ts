@@ -26,6 +26,7 @@ import { Mutation, mutated } from '@turnwarden/protocol/mutations';
 import { openSqliteStore, type Store } from '@turnwarden/store';
 import { type Level, type Logger, pino } from 'pino';
 import type { AdmissionStats } from './admission.js';
+import type { ClusterStats } from './cluster.js';
 import {
   checkPluginModules,
   resolveConfig,
@@ -74,7 +75,9 @@ import type { WatchdogHooks, WatchdogStats } from './watchdog.js';
 
 export interface TurnwardenOptions extends SupervisorConfigInput {
   /** A store, or where to open the SQLite one (default `:memory:`). */
-  readonly store?: Store | { readonly path: string };
+  readonly store?:
+    | Store
+    | { readonly path: string };
   /** A pino logger for the supervisor's logs (messages: packages/supervisor/README.md). Default: `logLevel`. */
   readonly logger?: Logger;
   /**
@@ -142,6 +145,8 @@ export interface RuntimeStats extends RuntimeCounters {
   /** The journals (P3): rows not yet durable, journals retrying or in conflict. */
   readonly journal: JournalStats;
   readonly events: EventStats;
+  /** Several hosts on one store: calls routed out and in, fallbacks, failovers, rows followed. */
+  readonly cluster?: ClusterStats;
 }
 
 function aborted(): TurnwardenError {
@@ -214,7 +219,8 @@ export class Turnwarden {
       pluginModules: checkPluginModules(resolved.pluginModules),
       hostToolModules: checkPluginModules(resolved.hostToolModules, 'hostToolModules'),
     };
-    // A Store instance is used as given (and not closed by shutdown); a `{ path }` is opened here.
+    // A Store instance is used as given (and not closed by shutdown); a `{ path }` or a
+    // `{ postgres }` is opened here.
     const given = isStore(storeOption) ? storeOption : undefined;
     const store: Store =
       given ?? openSqliteStore({ path: (storeOption as { path?: string } | undefined)?.path ?? ':memory:' });
@@ -258,6 +264,12 @@ export class Turnwarden {
     }
     if (!manualWatchdog) tw.engine.watchdog.start();
     tw.engine.startSweep();
+    try {
+      await tw.engine.cluster?.start();
+    } catch (e) {
+      await tw.shutdown();
+      throw e;
+    }
     logger.info(
       { holder: tw.engine.holder, workers: config.pool.maxWorkers, watchdog: config.watchdog },
       'turnwarden supervisor started',
@@ -640,6 +652,7 @@ export class Turnwarden {
       isolation: this.engine.isolation.stats(),
       journal: this.engine.gate.stats(),
       events: this.engine.events.stats(),
+      ...(this.engine.cluster ? { cluster: this.engine.cluster.stats() } : {}),
     };
   }
 
@@ -669,6 +682,7 @@ export class Turnwarden {
     // Sends already on their way finish their admission (or are refused) before turns are aborted.
     await Promise.allSettled([...this.inFlight]);
     await this.engine.abortAll('shutdown');
+    await this.engine.cluster?.stop();
     this.engine.watchdog.stop();
     this.engine.stopSweep();
     await this.engine.pool.close();

@@ -1,0 +1,165 @@
+/**
+ * Several hosts on one store, in one process (issue 13): two runtimes with host ids share a
+ * store and a notification channel (test-support/memory-channel.ts — what LISTEN/NOTIFY gives
+ * the PostgreSQL store; cluster.pg.test.ts runs hosts as processes against a real PostgreSQL).
+ */
+import { ErrorCode, type TurnwardenEvent } from '@turnwarden/protocol';
+import { newSession, offer } from '@turnwarden/session';
+import { openSqliteStore, type Store } from '@turnwarden/store';
+import { afterEach, describe, expect, it } from 'vitest';
+import { refusal, within } from './test-support/bounded.js';
+import { MemoryChannelBus } from './test-support/memory-channel.js';
+import { nextEvent, script, startRuntime } from './test-support/runtime.js';
+
+type Rt = Awaited<ReturnType<typeof startRuntime>>;
+const running: Rt[] = [];
+let store: Store | undefined;
+afterEach(async () => {
+  for (const rt of running.splice(0)) await rt.tw.shutdown();
+  await store?.close();
+  store = undefined;
+});
+
+const ref = { tenantId: 'tenant-a', principal: 'user-a', workstreamId: 'ws-1' };
+const LONG_TOOL = script({ tools: [{ name: 'heartbeat', args: { ms: 60_000, everyMs: 20 } }] });
+
+async function twoHosts() {
+  store = openSqliteStore({ path: ':memory:' });
+  const bus = new MemoryChannelBus();
+  const a = await startRuntime({ store: bus.view(store), hostId: 'host-a' });
+  const b = await startRuntime({ store: bus.view(store), hostId: 'host-b' }, { existing: true });
+  running.push(a, b);
+  return { a, b, bus, store };
+}
+
+const messages = (events: readonly TurnwardenEvent[]) =>
+  events.flatMap((e) => (e.type === 'message' ? [e.data.seq] : []));
+
+describe('several hosts on one store', () => {
+  it('a send to a host whose workstream runs on another is refused with LEASED_ELSEWHERE naming that host; nothing is written', async () => {
+    const { a, b } = await twoHosts();
+    const turn = await a.send(LONG_TOOL);
+    await nextEvent(a.tw, ref.workstreamId, 'tool_started');
+    const rowsBefore = (await b.history()).length;
+    const e = await refusal(b.send('from the other host'));
+    expect(e.code).toBe(ErrorCode.LEASED_ELSEWHERE);
+    expect(e.retryable).toBe(true);
+    expect(e.details).toMatchObject({ workstreamId: 'ws-1', hostId: 'host-a' });
+    expect((await b.history()).length).toBe(rowsBefore);
+    await a.tw.cancel(ref);
+    await within(turn.done, 10_000, 'the turn ends');
+  });
+
+  it('a cancel called on another host reaches the holder: its turn ends cancelled with a complete history, and the next turn runs anywhere', async () => {
+    const { a, b } = await twoHosts();
+    const turn = await a.send(LONG_TOOL);
+    await nextEvent(a.tw, ref.workstreamId, 'tool_started');
+    expect(await within(b.tw.cancel(ref), 10_000, 'the routed cancel answers')).toBe(true);
+    const result = await within(turn.done, 10_000, 'the cancelled turn settles');
+    expect(result).toMatchObject({ status: 'interrupted', abortReason: 'cancel', synthesized: 1 });
+    expect(b.tw.stats().cluster).toMatchObject({ routedOut: 1, routedFallbacks: 0 });
+    expect(a.tw.stats().cluster).toMatchObject({ routedIn: 1 });
+    const rows = await b.history();
+    expect(rows.map((r) => r.message.role)).toEqual(['user', 'assistant', 'tool']);
+    // The lease was released: host B serves the next turn.
+    const next = await b.send(script({ text: 'on host b' }));
+    expect((await within(next.done, 10_000, 'the next turn')).status).toBe('completed');
+  });
+
+  it('E1: a listener on another host follows the rows the running host journals, in seq order, once each', async () => {
+    const { a, b } = await twoHosts();
+    const turn = await a.send(script({ tools: [{ name: 'echo', args: { text: 'x' } }] }, { text: 'done' }));
+    await within(turn.done, 10_000, 'the turn');
+    const rows = await a.history();
+    // Delivery crosses the channel asynchronously: wait for the last row to arrive on B.
+    await within(
+      new Promise<void>((resolve) => {
+        const check = () => (messages(b.events).includes(rows.at(-1)!.seq) ? resolve() : setImmediate(check));
+        check();
+      }),
+      10_000,
+      'the last row followed on host B',
+    );
+    expect(messages(b.events)).toEqual(rows.map((r) => r.seq));
+    expect(messages(a.events)).toEqual(rows.map((r) => r.seq));
+    expect(b.tw.stats().cluster?.followedRows).toBe(rows.length);
+  });
+
+  it('a delete called on another host aborts the turn where it runs, deletes, and closes listeners on both hosts (D6)', async () => {
+    const { a, b, store } = await twoHosts();
+    const turn = await a.send(LONG_TOOL);
+    await nextEvent(a.tw, ref.workstreamId, 'tool_started');
+    const { incarnation } = await b.tw.getWorkstream(ref);
+    await within(b.tw.deleteWorkstream({ ...ref, incarnation }), 10_000, 'the routed delete');
+    expect((await within(turn.done, 10_000, 'the turn')).abortReason).toBe('workstream_gone');
+    expect(await store.getWorkstream('ws-1')).toBeUndefined();
+    expect(a.types()).toContain('ws_closed');
+    expect(b.types()).toContain('ws_closed');
+  });
+
+  it('a soft close with no wait on another host is refused by the holder (TURN_IN_PROGRESS); the turn runs on', async () => {
+    const { a, b } = await twoHosts();
+    const turn = await a.send(LONG_TOOL);
+    await nextEvent(a.tw, ref.workstreamId, 'tool_started');
+    const e = await refusal(b.tw.close(ref));
+    expect(e.code).toBe(ErrorCode.TURN_IN_PROGRESS);
+    expect(a.tw.stats().activeTurns).toBe(1);
+    await a.tw.cancel(ref);
+    await within(turn.done, 10_000, 'the turn ends');
+  });
+
+  it('S7: a host that died mid-turn is taken over once its lease expires — a cancel routed to it falls back, and the sweep repairs unasked', async () => {
+    store = openSqliteStore({ path: ':memory:' });
+    const bus = new MemoryChannelBus();
+    // A dead host's turn, as its writes left it: lease, user row, a tool call, a streaming machine.
+    await store.createWorkstream({ id: 'ws-1', tenantId: 'tenant-a' });
+    await store.createWorkstream({ id: 'ws-2', tenantId: 'tenant-a' });
+    for (const id of ['ws-1', 'ws-2']) {
+      const generation = await store.nextGeneration(id);
+      const lease = (await store.acquireLease(id, 'host-z:dead', 400))!;
+      const claimed = offer(newSession(id), { type: 'CLAIM', generation })!;
+      await store.appendMessages({
+        workstreamId: id,
+        generation,
+        fencingToken: lease.token,
+        entries: [
+          { commitKey: `g${generation}:u`, message: { role: 'user', content: 'hi' } },
+          {
+            commitKey: `g${generation}:a0`,
+            message: {
+              role: 'assistant',
+              content: '',
+              toolCalls: [{ id: 'c1', name: 'echo', arguments: '{}' }],
+            },
+          },
+        ],
+        session: claimed,
+      });
+    }
+    const b = await startRuntime({ store: bus.view(store), hostId: 'host-b' }, { existing: true });
+    running.push(b);
+    // ws-1: a cancel routed to the dead holder gets no answer; once its lease lapses — or the
+    // sweep took it over — the cancel runs here. Either way it repaired ws-1 exactly once.
+    const cancelled = await within(b.tw.cancel(ref), 10_000, 'the cancel falls back');
+    expect(b.tw.stats().cluster).toMatchObject({ routedOut: 1, routedFallbacks: 1 });
+    const rows = await b.history();
+    expect(rows.map((r) => r.message.role)).toEqual(['user', 'assistant', 'tool']);
+    expect(rows[2]?.message).toMatchObject({ role: 'tool', toolCallId: 'c1', synthesized: true });
+    // ws-2: nobody asked; the failover sweep repairs it once the lease expired.
+    await within(
+      new Promise<void>((resolve) => {
+        const check = () =>
+          void store!.readHistory('ws-2').then((r) => (r.length === 3 ? resolve() : setTimeout(check, 20)));
+        check();
+      }),
+      10_000,
+      'the sweep repairs ws-2',
+    );
+    expect(b.tw.stats().cluster?.failovers).toBe(cancelled ? 1 : 2);
+    const lease = await store.getLease('ws-2');
+    expect(lease).toMatchObject({ released: true });
+    expect(lease?.holder.startsWith('host-b:')).toBe(true);
+    const next = await b.tw.send({ ...ref, workstreamId: 'ws-2', content: script({ text: 'served' }) });
+    expect((await within(next.done, 10_000, 'the next turn on ws-2')).status).toBe('completed');
+  });
+});

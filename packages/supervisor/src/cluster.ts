@@ -1,0 +1,472 @@
+/**
+ * Several hosts on one store (issue 13). Each supervisor process is a host with a stable id;
+ * a workstream's turn runs on whichever host holds its turn lease, and fencing tokens (P6) keep
+ * a host that lost the lease from writing. What crosses hosts goes through the store's own
+ * notification channel (PostgreSQL LISTEN/NOTIFY), never a side channel of ours:
+ *
+ * - **Routing.** A cancel, close or delete called on a host that does not hold the workstream's
+ *   live lease is sent to the holder, which runs it as if called there and answers. When the
+ *   holder does not answer and its lease is not renewed — it died, or it is paused past its
+ *   lease — the call runs here once the lease has expired (a cancel then repairs: S7, C5). A
+ *   holder that keeps renewing without answering is a TIMEOUT after `maxRounds` periods.
+ * - **Following.** A host whose listeners follow a workstream that runs elsewhere reads the
+ *   rows the holder announces from the durable journal and emits them as `message` events, in
+ *   seq order; closes, deletes and history rewrites are announced too (D6, E2's resync).
+ * - **Failover.** Every `lease.renewMs` the host looks for expired, unreleased leases of other
+ *   holders — a host that died mid-turn — and repairs those sessions (S7): one host wins the
+ *   lease, the others find it taken.
+ *
+ * Cluster mode is on when the store offers a notification channel (`notify`/`listen`) and the
+ * host has an id (`hostId`).
+ */
+import { randomUUID } from 'node:crypto';
+import {
+  ErrorCode,
+  fromWire,
+  type HistoryRow,
+  isTurnwardenError,
+  TurnwardenError,
+  toWire,
+  type WireError,
+} from '@turnwarden/protocol';
+import type { Lease, Store } from '@turnwarden/store';
+import type { Logger } from 'pino';
+import type { EventHub } from './events.js';
+import type { CancelTimer, Timers } from './timers.js';
+
+/** What a store offers for several hosts: notifications (delivered after commit) and tail reads. */
+export interface ClusterChannel {
+  notify(channel: string, payload: string): Promise<void>;
+  listen(
+    channel: string,
+    onPayload: (payload: string) => void,
+    onReconnect?: () => void,
+  ): Promise<() => Promise<void>>;
+  readHistoryAfter(workstreamId: string, afterSeq: number): Promise<HistoryRow[]>;
+}
+
+export function channelOf(store: Store): ClusterChannel | undefined {
+  const s = store as Partial<ClusterChannel>;
+  return typeof s.notify === 'function' &&
+    typeof s.listen === 'function' &&
+    typeof s.readHistoryAfter === 'function'
+    ? (store as unknown as ClusterChannel)
+    : undefined;
+}
+
+/** The channels every host listens on. */
+export const CONTROL_CHANNEL = 'turnwarden_control';
+export const JOURNAL_CHANNEL = 'turnwarden_journal';
+
+export type RoutedOp =
+  | { readonly op: 'cancel' }
+  | { readonly op: 'close'; readonly waitMs: number }
+  | { readonly op: 'delete'; readonly tenantId: string; readonly incarnation: string };
+
+type ControlMessage =
+  | ({
+      readonly k: 'req';
+      readonly id: string;
+      readonly to: string;
+      readonly from: string;
+      readonly ws: string;
+    } & RoutedOp)
+  | {
+      readonly k: 'rep';
+      readonly id: string;
+      readonly to: string;
+      readonly ok: boolean;
+      readonly result?: unknown;
+      readonly error?: WireError;
+    }
+  | {
+      readonly k: 'ended';
+      readonly from: string;
+      readonly ws: string;
+      readonly reason: 'closed' | 'deleted';
+    }
+  | { readonly k: 'resync'; readonly from: string; readonly ws: string };
+
+interface JournalNotice {
+  readonly from: string;
+  readonly ws: string;
+  readonly first: number;
+  readonly last: number;
+}
+
+export interface ClusterHost {
+  readonly store: Store;
+  readonly holder: string;
+  readonly hostId: string;
+  /** The holder prefix of this host's earlier processes. */
+  readonly predecessors: string | undefined;
+  readonly events: EventHub;
+  readonly timers: Timers;
+  readonly logger: Logger;
+  readonly lease: { readonly ttlMs: number; readonly renewMs: number };
+  /** Whether a turn of the workstream runs on this host. */
+  runsHere(workstreamId: string): boolean;
+  /** Runs a routed call here, as if called on this host. */
+  runLocally(workstreamId: string, op: RoutedOp): Promise<unknown>;
+  /** Repairs a session left with debt (S7); true when it did. LEASED_ELSEWHERE when another holds it. */
+  repairIfLeft(workstreamId: string): Promise<boolean>;
+}
+
+export interface ClusterStats {
+  readonly hostId: string;
+  readonly routedOut: number;
+  readonly routedIn: number;
+  /** Routed calls that ran here because the holder's lease expired unanswered. */
+  readonly routedFallbacks: number;
+  readonly failovers: number;
+  readonly followedRows: number;
+}
+
+/** The host id of a lease holder (`<hostId>:<uuid>`). */
+export const hostOf = (holder: string): string => holder.slice(0, Math.max(0, holder.lastIndexOf(':')));
+
+export class Cluster {
+  private readonly waiting = new Map<
+    string,
+    { resolve: (m: Extract<ControlMessage, { k: 'rep' }>) => void }
+  >();
+  private readonly cursors = new Map<string, { last: number; chain: Promise<void> }>();
+  /** Expired leases looked at already (workstream → token): each is repaired at most once here. */
+  private readonly seen = new Map<string, number>();
+  private unlisten: (() => Promise<void>)[] = [];
+  private stopSweep: CancelTimer | undefined;
+  private sweeping = false;
+  private stopped = false;
+  private readonly counts = { routedOut: 0, routedIn: 0, routedFallbacks: 0, failovers: 0, followedRows: 0 };
+  /** Journal notices queued for the next tick (one notification per workstream per tick). */
+  private readonly outgoing = new Map<string, { first: number; last: number }>();
+  private flushScheduled = false;
+  /** How many unanswered, unrenewed periods a routed call waits before it fails with TIMEOUT. */
+  readonly maxRounds = 4;
+
+  constructor(
+    private readonly host: ClusterHost,
+    private readonly channel: ClusterChannel,
+  ) {}
+
+  async start(): Promise<void> {
+    const resync = () => this.resyncAll();
+    this.unlisten.push(
+      await this.channel.listen(CONTROL_CHANNEL, (p) => this.onControl(p), resync),
+      await this.channel.listen(JOURNAL_CHANNEL, (p) => this.onJournal(p), resync),
+    );
+    this.stopSweep = this.host.timers.every(this.host.lease.renewMs, () => {
+      void this.sweep();
+    });
+    this.host.logger.info({ hostId: this.host.hostId, holder: this.host.holder }, 'cluster host joined');
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.stopSweep?.();
+    for (const un of this.unlisten.splice(0)) await un().catch(() => undefined);
+    for (const [id, w] of this.waiting) {
+      w.resolve({
+        k: 'rep',
+        id,
+        to: this.host.holder,
+        ok: false,
+        error: toWire(new TurnwardenError(ErrorCode.SHUTTING_DOWN, 'turnwarden is shutting down')),
+      });
+    }
+    this.waiting.clear();
+  }
+
+  stats(): ClusterStats {
+    return { hostId: this.host.hostId, ...this.counts };
+  }
+
+  /** A lease that makes a call on this workstream belong to another host, if any. */
+  async foreignLease(workstreamId: string): Promise<Lease | undefined> {
+    const lease = await this.host.store.getLease(workstreamId);
+    if (lease === undefined || lease.released || this.mine(lease.holder)) return undefined;
+    return lease;
+  }
+
+  /**
+   * Sends the call to the host holding the workstream's lease when it is not this one. Resolves
+   * `{ ran: false }` when this host should run it (no other holder, or the holder's lease expired
+   * unanswered), or the holder's answer; rejects with the holder's error.
+   */
+  async route(workstreamId: string, op: RoutedOp): Promise<{ ran: false } | { ran: true; result: unknown }> {
+    if (this.host.runsHere(workstreamId)) return { ran: false };
+    let lease = await this.foreignLease(workstreamId);
+    let rounds = 0;
+    while (lease !== undefined) {
+      const id = randomUUID();
+      const reply = this.await(id);
+      this.counts.routedOut++;
+      this.host.logger.info(
+        { workstreamId, op: op.op, to: lease.holder, token: lease.token },
+        'call routed to the host holding the lease',
+      );
+      await this.send({ k: 'req', id, to: lease.holder, from: this.host.holder, ws: workstreamId, ...op });
+      const answer = await this.answerOrLapse(reply, workstreamId, lease, op);
+      if (answer === 'lapsed') {
+        this.counts.routedFallbacks++;
+        this.host.logger.warn(
+          { workstreamId, op: op.op, holder: lease.holder },
+          'the lease holder did not answer and its lease lapsed or changed hands: running the call here',
+        );
+        return { ran: false };
+      }
+      if (answer !== 'renewing') {
+        if (answer.ok) return { ran: true, result: answer.result };
+        throw fromWire(answer.error!);
+      }
+      if (++rounds >= this.maxRounds) {
+        throw new TurnwardenError(
+          ErrorCode.TIMEOUT,
+          `host ${hostOf(lease.holder)} holds the lease of ${workstreamId} and did not answer the ${op.op}`,
+          { details: { workstreamId, hostId: hostOf(lease.holder) } },
+        );
+      }
+      lease = (await this.foreignLease(workstreamId)) ?? lease;
+    }
+    return { ran: false };
+  }
+
+  /** Rows became durable here: other hosts' followers read them (coalesced per tick). */
+  journaled(workstreamId: string, first: number, last: number): void {
+    const prev = this.outgoing.get(workstreamId);
+    this.outgoing.set(workstreamId, {
+      first: Math.min(prev?.first ?? first, first),
+      last: Math.max(prev?.last ?? last, last),
+    });
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    setImmediate(() => {
+      this.flushScheduled = false;
+      for (const [ws, r] of this.outgoing) {
+        const notice: JournalNotice = { from: this.host.holder, ws, first: r.first, last: r.last };
+        this.channel.notify(JOURNAL_CHANNEL, JSON.stringify(notice)).catch((err: unknown) => {
+          this.host.logger.warn({ err, workstreamId: ws }, 'journal notice not sent');
+        });
+      }
+      this.outgoing.clear();
+    });
+  }
+
+  /** The workstream closed or was deleted here: other hosts close their listeners (D6). */
+  ended(workstreamId: string, reason: 'closed' | 'deleted'): void {
+    void this.send({ k: 'ended', from: this.host.holder, ws: workstreamId, reason });
+  }
+
+  /** The history was rewritten here (compaction, rewind): other hosts' listeners re-read it. */
+  rewritten(workstreamId: string): void {
+    void this.send({ k: 'resync', from: this.host.holder, ws: workstreamId });
+  }
+
+  // ── internals ──────────────────────────────────────────────────────────────
+
+  /**
+   * Waits for the holder's answer, looking at the lease every renewal period: released, taken
+   * by another token, or not renewed for a whole TTL and period — the holder is gone ('lapsed').
+   * 'renewing': a TTL and period passed, the holder renews but did not answer (yet).
+   */
+  private async answerOrLapse(
+    reply: ReturnType<Cluster['await']>,
+    workstreamId: string,
+    lease: Lease,
+    op: RoutedOp,
+  ): Promise<Extract<ControlMessage, { k: 'rep' }> | 'lapsed' | 'renewing'> {
+    const { ttlMs, renewMs } = this.host.lease;
+    const budget = ttlMs + renewMs + (op.op === 'close' ? op.waitMs : 0);
+    let waited = 0;
+    try {
+      while (waited < budget) {
+        const slice = Math.min(renewMs, budget - waited);
+        const answer = await reply.within(slice);
+        if (answer !== undefined) return answer;
+        waited += slice;
+        const now = await this.foreignLease(workstreamId);
+        if (now === undefined || now.token !== lease.token) return 'lapsed';
+      }
+      const now = await this.foreignLease(workstreamId);
+      if (now === undefined || now.token !== lease.token || now.expiresAt <= lease.expiresAt) return 'lapsed';
+      return 'renewing';
+    } finally {
+      reply.done();
+    }
+  }
+
+  private mine(holder: string): boolean {
+    return (
+      holder === this.host.holder ||
+      (this.host.predecessors !== undefined && holder.startsWith(this.host.predecessors))
+    );
+  }
+
+  private await(id: string) {
+    let resolveAnswer: (m: Extract<ControlMessage, { k: 'rep' }>) => void = () => {};
+    this.waiting.set(id, { resolve: (m) => resolveAnswer(m) });
+    let answer: Extract<ControlMessage, { k: 'rep' }> | undefined;
+    const got = new Promise<void>((r) => {
+      resolveAnswer = (m) => {
+        answer = m;
+        r();
+      };
+    });
+    return {
+      /** The answer if it came within `ms` (or before), else undefined. */
+      within: async (ms: number) => {
+        if (answer !== undefined) return answer;
+        let cancel = () => {};
+        const timeout = new Promise<void>((r) => {
+          cancel = this.host.timers.after(ms, r);
+        });
+        await Promise.race([got, timeout]);
+        cancel();
+        return answer;
+      },
+      done: () => {
+        this.waiting.delete(id);
+      },
+    };
+  }
+
+  private send(message: ControlMessage): Promise<void> {
+    return this.channel.notify(CONTROL_CHANNEL, JSON.stringify(message)).catch((err: unknown) => {
+      this.host.logger.warn(
+        { err, kind: message.k, workstreamId: 'ws' in message ? message.ws : undefined },
+        'control message not sent',
+      );
+    });
+  }
+
+  private onControl(payload: string): void {
+    let m: ControlMessage;
+    try {
+      m = JSON.parse(payload) as ControlMessage;
+    } catch {
+      this.host.logger.warn({ payload: payload.slice(0, 200) }, 'malformed control message ignored');
+      return;
+    }
+    if (this.stopped) return;
+    switch (m.k) {
+      case 'rep':
+        if (m.to === this.host.holder) this.waiting.get(m.id)?.resolve(m);
+        return;
+      case 'req':
+        if (m.to === this.host.holder) void this.serve(m);
+        return;
+      case 'ended':
+        // Listeners here are closed (D6); the lifecycle feed stays per host.
+        if (m.from === this.host.holder || this.host.events.listenerCount(m.ws) === 0) return;
+        this.cursors.delete(m.ws);
+        this.host.events.closeWorkstream(m.ws, { reason: m.reason });
+        return;
+      case 'resync':
+        if (m.from === this.host.holder || this.host.events.listenerCount(m.ws) === 0) return;
+        this.cursors.delete(m.ws);
+        this.host.events.emit(m.ws, 'history_resync', undefined, { reason: 'rewritten' });
+        return;
+    }
+  }
+
+  private async serve(m: Extract<ControlMessage, { k: 'req' }>): Promise<void> {
+    this.counts.routedIn++;
+    const { k: _k, id, to: _to, from, ws, ...op } = m;
+    this.host.logger.info({ workstreamId: ws, op: op.op, from }, 'routed call received');
+    let reply: ControlMessage;
+    try {
+      const result = await this.host.runLocally(ws, op as RoutedOp);
+      reply = { k: 'rep', id, to: from, ok: true, result: result ?? null };
+    } catch (e) {
+      reply = { k: 'rep', id, to: from, ok: false, error: toWire(e) };
+    }
+    await this.send(reply);
+  }
+
+  private onJournal(payload: string): void {
+    let n: JournalNotice;
+    try {
+      n = JSON.parse(payload) as JournalNotice;
+    } catch {
+      return;
+    }
+    if (this.stopped || n.from === this.host.holder) return;
+    if (this.host.events.listenerCount(n.ws) === 0 || this.host.runsHere(n.ws)) {
+      this.cursors.delete(n.ws);
+      return;
+    }
+    let cursor = this.cursors.get(n.ws);
+    if (cursor === undefined) {
+      cursor = { last: n.first - 1, chain: Promise.resolve() };
+      this.cursors.set(n.ws, cursor);
+    }
+    const c = cursor;
+    c.chain = c.chain.then(async () => {
+      if (n.last <= c.last) return;
+      const rows = await this.channel.readHistoryAfter(n.ws, c.last).catch((err: unknown) => {
+        this.host.logger.warn({ err, workstreamId: n.ws }, 'following a workstream: journal read failed');
+        return [];
+      });
+      for (const row of rows) {
+        if (row.seq <= c.last) continue;
+        c.last = row.seq;
+        this.counts.followedRows++;
+        this.host.events.emit(n.ws, 'message', row.generation, {
+          seq: row.seq,
+          commitKey: row.commitKey,
+          message: row.message,
+        });
+      }
+    });
+  }
+
+  /** Notifications may have been missed while the channel reconnected: followers re-read. */
+  private resyncAll(): void {
+    for (const ws of this.cursors.keys()) {
+      this.host.events.emit(ws, 'history_resync', undefined, { reason: 'replay_truncated' });
+    }
+    this.cursors.clear();
+  }
+
+  /** S7 across hosts: sessions whose holder's lease expired unreleased are repaired here. */
+  private async sweep(): Promise<void> {
+    if (this.sweeping || this.stopped) return;
+    this.sweeping = true;
+    try {
+      const expired = await this.host.store.expiredLeases();
+      for (const lease of expired) {
+        if (this.stopped) return;
+        if (lease.holder === this.host.holder || this.host.runsHere(lease.workstreamId)) continue;
+        if (this.seen.get(lease.workstreamId) === lease.token) continue;
+        this.seen.set(lease.workstreamId, lease.token);
+        try {
+          if (await this.host.repairIfLeft(lease.workstreamId)) {
+            this.counts.failovers++;
+            this.host.logger.warn(
+              { workstreamId: lease.workstreamId, deadHolder: lease.holder, token: lease.token },
+              'took over a workstream whose host let its lease expire mid-turn; repaired',
+            );
+          }
+        } catch (err) {
+          // Another host won the lease, or the workstream is gone: nothing for this one to do.
+          if (
+            !isTurnwardenError(err, ErrorCode.LEASED_ELSEWHERE) &&
+            !isTurnwardenError(err, ErrorCode.WORKSTREAM_NOT_FOUND) &&
+            !isTurnwardenError(err, ErrorCode.WORKSTREAM_CLOSED)
+          ) {
+            this.seen.delete(lease.workstreamId);
+            this.host.logger.warn(
+              { err, workstreamId: lease.workstreamId },
+              'failover repair failed; will retry',
+            );
+          }
+        }
+      }
+      if (this.seen.size > 10_000) this.seen.clear();
+    } catch (err) {
+      this.host.logger.warn({ err }, 'failover sweep failed; will retry');
+    } finally {
+      this.sweeping = false;
+    }
+  }
+}
