@@ -61,6 +61,11 @@ export interface HistoryRow {
   readonly generation: number;
   readonly message: HistoryMessage;
   readonly createdAt: number;
+  /**
+   * The fencing token of the lease the writer held (P6), when it wrote under one. Within a
+   * workstream the tokens never decrease along the seqs: no row from a superseded holder.
+   */
+  readonly fencingToken?: number;
 }
 
 /** A tool call occurrence that has no result yet. */

@@ -3,6 +3,7 @@
  * normalization of each message into one canonical object: fixed key order, no unknown or
  * undefined fields. Its JSON is the stored body, and the body P1 compares on a retry.
  */
+
 import type {
   EffectStatus,
   HistoryMessage,
@@ -11,11 +12,35 @@ import type {
   ToolResultMessage,
 } from '@turnwarden/protocol';
 import { invalidInput } from './errors.js';
-import { checkInteger, checkKeys, checkObject, checkString, checkText } from './validate.js';
+import type { AppendInput } from './types.js';
+import {
+  checkId,
+  checkInteger,
+  checkKeys,
+  checkObject,
+  checkSession,
+  checkString,
+  checkText,
+} from './validate.js';
 
 export const MAX_COMMIT_KEY_LENGTH = 512;
 
 const EFFECTS: readonly EffectStatus[] = ['applied', 'none', 'unknown'];
+
+export type CheckedAppend = ReturnType<typeof checkAppend>;
+
+/** The checks of an append that need no database (INVALID_INPUT naming the field). */
+export function checkAppend(input: AppendInput) {
+  const i = checkObject('input', input);
+  checkKeys('input', i, ['workstreamId', 'generation', 'fencingToken', 'entries', 'session']);
+  return {
+    workstreamId: checkId('workstreamId', i.workstreamId),
+    generation: checkInteger('generation', i.generation, 0),
+    token: i.fencingToken === undefined ? undefined : checkInteger('fencingToken', i.fencingToken, 1),
+    entries: checkEntries(i.entries),
+    session: i.session === undefined ? undefined : checkSession('session', i.session),
+  };
+}
 
 export function checkEntries(value: unknown): JournalEntry[] {
   if (!Array.isArray(value)) throw invalidInput('entries', 'must be an array');

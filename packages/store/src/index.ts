@@ -3,6 +3,8 @@ export type { FenceReason } from './leases.js';
 export type { Migration } from './migrations.js';
 export { MIGRATIONS, SCHEMA_VERSION } from './migrations.js';
 export type { SqliteStoreOptions } from './options.js';
+export type { PostgresStoreOptions } from './pg-options.js';
+export { openPostgresStore, PostgresStore } from './postgres-store.js';
 export type { SqlitePragmas } from './sqlite-store.js';
 export { openSqliteStore, SqliteStore } from './sqlite-store.js';
 export type {

@@ -113,18 +113,31 @@ export class LeaseTable {
 
   /** Throws FENCED unless `token` is the workstream's live lease (P6). */
   assertFence(workstreamId: string, token: number, now: number): void {
-    const lease = this.get(workstreamId);
-    let reason: FenceReason | undefined;
-    if (lease === undefined) reason = 'no_lease';
-    else if (token < lease.token) reason = 'superseded';
-    else if (token > lease.token) reason = 'unknown_token';
-    else if (lease.released) reason = 'released';
-    else if (now >= lease.expiresAt) reason = 'expired';
-    if (reason === undefined) return;
-    throw new TurnwardenError(
-      ErrorCode.FENCED,
-      `write to workstream ${workstreamId} with fencing token ${token} refused: ${reason.replace('_', ' ')}`,
-      { details: { workstreamId, fencingToken: token, reason, currentToken: lease?.token ?? null } },
-    );
+    const refusal = fenceRefusal(workstreamId, token, this.get(workstreamId), now);
+    if (refusal !== undefined) throw refusal;
   }
+}
+
+/**
+ * FENCED unless `token` is the live lease `lease` at `now` (P6); every store calls it with the
+ * lease row it read in the transaction of the write.
+ */
+export function fenceRefusal(
+  workstreamId: string,
+  token: number,
+  lease: Pick<Lease, 'token' | 'released' | 'expiresAt'> | undefined,
+  now: number,
+): TurnwardenError | undefined {
+  let reason: FenceReason | undefined;
+  if (lease === undefined) reason = 'no_lease';
+  else if (token < lease.token) reason = 'superseded';
+  else if (token > lease.token) reason = 'unknown_token';
+  else if (lease.released) reason = 'released';
+  else if (now >= lease.expiresAt) reason = 'expired';
+  if (reason === undefined) return undefined;
+  return new TurnwardenError(
+    ErrorCode.FENCED,
+    `write to workstream ${workstreamId} with fencing token ${token} refused: ${reason.replace('_', ' ')}`,
+    { details: { workstreamId, fencingToken: token, reason, currentToken: lease?.token ?? null } },
+  );
 }

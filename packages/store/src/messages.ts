@@ -19,6 +19,7 @@ interface MessageRow {
   role: string;
   body: string;
   created_at: number;
+  fencing_token: number | null;
 }
 
 const PARKING = 2 ** 40;
@@ -33,6 +34,7 @@ function toHistoryRow(r: MessageRow): HistoryRow {
     generation: r.generation,
     message: JSON.parse(r.body) as HistoryMessage,
     createdAt: r.created_at,
+    ...(r.fencing_token == null ? {} : { fencingToken: r.fencing_token }),
   };
 }
 
@@ -42,6 +44,7 @@ export class MessageTable {
   readonly #insert;
   readonly #all;
   readonly #tail;
+  readonly #after;
   readonly #deleteThrough;
   readonly #deleteFrom;
   readonly #deleteAll;
@@ -55,12 +58,15 @@ export class MessageTable {
     this.#lastSeq = db.prepare<[string], { seq: number }>(
       'SELECT COALESCE(MAX(seq), 0) AS seq FROM messages WHERE workstream_id = ?',
     );
-    this.#insert = db.prepare<[string, number, string, number, string, string, number]>(
-      `INSERT INTO messages (workstream_id, seq, commit_key, generation, role, body, created_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?)`,
+    this.#insert = db.prepare<[string, number, string, number, string, string, number, number | null]>(
+      `INSERT INTO messages (workstream_id, seq, commit_key, generation, role, body, created_at, fencing_token)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
     );
     this.#all = db.prepare<[string], MessageRow>(
       'SELECT * FROM messages WHERE workstream_id = ? ORDER BY seq',
+    );
+    this.#after = db.prepare<[string, number], MessageRow>(
+      'SELECT * FROM messages WHERE workstream_id = ? AND seq > ? ORDER BY seq',
     );
     // From the last non-tool row on: all that S1 needs, since the history before it is complete.
     this.#tail = db.prepare<[{ ws: string }], MessageRow>(
@@ -131,7 +137,7 @@ export class MessageTable {
     this.#deleteThrough.run(workstreamId, throughSeq);
     this.#park.run(PARKING, workstreamId, throughSeq);
     this.#unpark.run(PARKING + throughSeq - 1, workstreamId, PARKING);
-    this.#insert.run(workstreamId, 1, summary.commitKey, generation, 'system', body, now);
+    this.#insert.run(workstreamId, 1, summary.commitKey, generation, 'system', body, now, null);
     return throughSeq;
   }
 
@@ -172,6 +178,11 @@ export class MessageTable {
     return this.#all.all(workstreamId).map(toHistoryRow);
   }
 
+  /** The rows after `afterSeq`, in order. */
+  after(workstreamId: string, afterSeq: number): HistoryRow[] {
+    return this.#after.all(workstreamId, afterSeq).map(toHistoryRow);
+  }
+
   /** The rows from the last non-tool message on: enough for `openToolCalls`/`structuralRefusal`. */
   tail(workstreamId: string): HistoryRow[] {
     return this.#tail.all({ ws: workstreamId }).map(toHistoryRow);
@@ -181,7 +192,13 @@ export class MessageTable {
    * Appends `entries` (already validated and normalized) in order; call inside a write
    * transaction, which a refusal rolls back whole.
    */
-  append(workstreamId: string, generation: number, entries: readonly JournalEntry[], now: number): number[] {
+  append(
+    workstreamId: string,
+    generation: number,
+    entries: readonly JournalEntry[],
+    now: number,
+    token: number | null = null,
+  ): number[] {
     const tail: StructuralRow[] = this.tail(workstreamId);
     let next = this.#lastSeq.get(workstreamId)!.seq + 1;
     const seqs: number[] = [];
@@ -205,7 +222,7 @@ export class MessageTable {
           details: { workstreamId, commitKey },
         });
       }
-      this.#insert.run(workstreamId, next, commitKey, generation, message.role, body, now);
+      this.#insert.run(workstreamId, next, commitKey, generation, message.role, body, now, token);
       if (message.role !== 'tool') tail.length = 0;
       tail.push({ commitKey, message });
       seqs.push(next);

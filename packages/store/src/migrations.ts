@@ -62,6 +62,14 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE workstreams ADD COLUMN session TEXT;
     `,
   },
+  {
+    version: 3,
+    name: 'fencing token of each row',
+    sql: `
+      -- The writer's lease token (P6), NULL for a write under none: never decreases along seq.
+      ALTER TABLE messages ADD COLUMN fencing_token INTEGER;
+    `,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

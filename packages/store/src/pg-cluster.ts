@@ -1,5 +1,5 @@
 /**
- * A throwaway PostgreSQL cluster for tests: the server binaries on this machine (Debian's
+ * A throwaway PostgreSQL cluster for tests, demos and benchmarks (`@turnwarden/store/testing`): the server binaries on this machine (Debian's
  * `/usr/lib/postgresql/<version>/bin`), a cluster in a temporary directory owned by the
  * `postgres` user (when run as root, the server runs as that user), a free port on 127.0.0.1,
  * and a `stop()` that removes it all. Where no PostgreSQL is installed, `startPostgres` says why
@@ -42,18 +42,38 @@ function freePort(): Promise<number> {
   });
 }
 
+export interface StartPostgresOptions {
+  /**
+   * Keep `fsync` and `full_page_writes` on, as a production server runs (benchmarks). Default
+   * false: tests need no durability across a power loss, and run faster without it.
+   */
+  readonly durable?: boolean;
+}
+
+/** Why no cluster can be started on this machine, or undefined if one can (checked without starting one). */
+export function postgresSkipReason(): string | undefined {
+  if (postgresBin() === undefined) {
+    return 'no PostgreSQL server binaries in /usr/lib/postgresql (apt-get install postgresql)';
+  }
+  if (process.getuid?.() === 0 && spawnSync('id', ['-u', 'postgres']).status !== 0) {
+    return 'running as root and there is no postgres user to run the server as';
+  }
+  return undefined;
+}
+
 /** Starts a cluster, or answers why it cannot (`{ skip }`). */
-export async function startPostgres(): Promise<Postgres | { readonly skip: string }> {
+export async function startPostgres(
+  options: StartPostgresOptions = {},
+): Promise<Postgres | { readonly skip: string }> {
+  const durability = options.durable === true ? '' : ' -c fsync=off -c full_page_writes=off';
+  const skip = postgresSkipReason();
   const bin = postgresBin();
-  if (bin === undefined)
-    return { skip: 'no PostgreSQL server binaries in /usr/lib/postgresql (apt-get install postgresql)' };
+  if (skip !== undefined || bin === undefined) return { skip: skip ?? 'no PostgreSQL server binaries' };
   const asRoot = process.getuid?.() === 0;
   let uid: number | undefined;
   let gid: number | undefined;
   if (asRoot) {
     const id = spawnSync('id', ['-u', 'postgres'], { encoding: 'utf8' });
-    if (id.status !== 0)
-      return { skip: 'running as root and there is no postgres user to run the server as' };
     uid = Number(id.stdout.trim());
     gid = Number(spawnSync('id', ['-g', 'postgres'], { encoding: 'utf8' }).stdout.trim());
   }
@@ -75,7 +95,7 @@ export async function startPostgres(): Promise<Postgres | { readonly skip: strin
       '-l',
       join(dir, 'server.log'),
       '-o',
-      `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off`,
+      `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1${durability}`,
       '-w',
       'start',
     ]);

@@ -2,11 +2,12 @@ import { copyFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { assistant, FakeClock, Sandbox, toolResult, user } from './test-support/fixtures.js';
+import { forEachStore } from './test-support/stores.js';
 
 const sandbox = new Sandbox();
 afterEach(() => sandbox.dispose());
 
-describe('crash recovery', () => {
+describe('crash recovery (SQLite: a killed process leaves the database and its WAL)', () => {
   it('S7: a reopened file lists dangling tool calls and stale leases, and the repair is fenced', async () => {
     const dir = sandbox.dir();
     const clock = new FakeClock(1_000_000);
@@ -73,23 +74,27 @@ describe('crash recovery', () => {
     expect(await store.expiredLeases()).toEqual([]);
     expect(await store.releaseLease('debt', 'host-new', recovery.token)).toBe(true);
   });
+});
 
-  it('S7: only open workstreams are reported, and a history ending in answered calls is clean', async () => {
-    const store = sandbox.memory();
-    await store.createWorkstream({ id: 'a', tenantId: 't' });
-    await store.createWorkstream({ id: 'b', tenantId: 't' });
-    await store.appendMessages({
-      workstreamId: 'a',
-      generation: 0,
-      entries: [user('u'), assistant('x', ['c'])],
+forEachStore((backend) => {
+  describe('crash recovery scans', () => {
+    it('S7: only open workstreams are reported, and a history ending in answered calls is clean', async () => {
+      const store = await backend.open(new FakeClock());
+      await store.createWorkstream({ id: 'a', tenantId: 't' });
+      await store.createWorkstream({ id: 'b', tenantId: 't' });
+      await store.appendMessages({
+        workstreamId: 'a',
+        generation: 0,
+        entries: [user('u'), assistant('x', ['c'])],
+      });
+      await store.appendMessages({
+        workstreamId: 'b',
+        generation: 0,
+        entries: [user('u'), assistant('x', ['c']), toolResult('r', 'c', 0)],
+      });
+      expect((await store.listWorkstreamsWithOpenToolCalls()).map((d) => d.workstream.id)).toEqual(['a']);
+      await store.closeWorkstream('b');
+      expect((await store.listWorkstreamsWithOpenToolCalls()).map((d) => d.workstream.id)).toEqual(['a']);
     });
-    await store.appendMessages({
-      workstreamId: 'b',
-      generation: 0,
-      entries: [user('u'), assistant('x', ['c']), toolResult('r', 'c', 0)],
-    });
-    expect((await store.listWorkstreamsWithOpenToolCalls()).map((d) => d.workstream.id)).toEqual(['a']);
-    await store.closeWorkstream('b');
-    expect((await store.listWorkstreamsWithOpenToolCalls()).map((d) => d.workstream.id)).toEqual(['a']);
   });
 });

@@ -13,7 +13,7 @@ import {
   TurnwardenError,
 } from '@turnwarden/protocol';
 import type Database from 'better-sqlite3';
-import { checkEntries, MAX_COMMIT_KEY_LENGTH } from './entries.js';
+import { type CheckedAppend, checkAppend, checkEntries, MAX_COMMIT_KEY_LENGTH } from './entries.js';
 import { invalidConfig, invalidInput, toStoreError } from './errors.js';
 import { LeaseTable } from './leases.js';
 import { MessageTable } from './messages.js';
@@ -37,10 +37,16 @@ import type {
   WorkstreamFilter,
   WorkstreamRecord,
 } from './types.js';
-import { checkId, checkInteger, checkKeys, checkObject, checkSession, checkText } from './validate.js';
+import {
+  checkId,
+  checkInteger,
+  checkKeys,
+  checkObject,
+  checkSession,
+  checkText,
+  MAX_HOLDER_LENGTH,
+} from './validate.js';
 import { WorkstreamTable } from './workstreams.js';
-
-const MAX_HOLDER_LENGTH = 256;
 
 /** The connection settings in force, for diagnostics and tests. */
 export interface SqlitePragmas {
@@ -48,21 +54,6 @@ export interface SqlitePragmas {
   readonly synchronous: 'OFF' | 'NORMAL' | 'FULL' | 'EXTRA';
   readonly foreignKeys: boolean;
   readonly busyTimeoutMs: number;
-}
-
-type CheckedAppend = ReturnType<typeof checkAppend>;
-
-/** The checks of an append that need no database (INVALID_INPUT naming the field). */
-function checkAppend(input: AppendInput) {
-  const i = checkObject('input', input);
-  checkKeys('input', i, ['workstreamId', 'generation', 'fencingToken', 'entries', 'session']);
-  return {
-    workstreamId: checkId('workstreamId', i.workstreamId),
-    generation: checkInteger('generation', i.generation, 0),
-    token: i.fencingToken === undefined ? undefined : checkInteger('fencingToken', i.fencingToken, 1),
-    entries: checkEntries(i.entries),
-    session: i.session === undefined ? undefined : checkSession('session', i.session),
-  };
 }
 
 export class SqliteStore implements Store {
@@ -238,7 +229,7 @@ export class SqliteStore implements Store {
         `${c.generation} was never issued (durable generation ${ws.generation})`,
       );
     }
-    const seqs = this.#messages.append(c.workstreamId, c.generation, c.entries, now);
+    const seqs = this.#messages.append(c.workstreamId, c.generation, c.entries, now, c.token ?? null);
     if (c.session !== undefined) this.#workstreams.saveSession(c.workstreamId, c.session);
     return seqs;
   }
@@ -303,6 +294,18 @@ export class SqliteStore implements Store {
       return this.#read(() => {
         this.#workstreams.require(workstreamId);
         return this.#messages.all(workstreamId);
+      });
+    });
+  }
+
+  /** The rows after `afterSeq`, in seq order (a follower catching up; not part of `Store`). */
+  readHistoryAfter(workstreamId: string, afterSeq: number): Promise<HistoryRow[]> {
+    return this.#run('readHistoryAfter', () => {
+      checkId('workstreamId', workstreamId);
+      checkInteger('afterSeq', afterSeq, 0);
+      return this.#read(() => {
+        this.#workstreams.require(workstreamId);
+        return this.#messages.after(workstreamId, afterSeq);
       });
     });
   }

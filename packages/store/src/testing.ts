@@ -9,11 +9,16 @@
  *
  * `faultyStore` (faults.ts) makes appends fail the way real stores fail: rejected, transient,
  * acknowledgement lost, a synchronous throw, slow.
+ *
+ * `startPostgres` (pg-cluster.ts) starts a throwaway PostgreSQL cluster for tests, demos and
+ * benchmarks, or says why it cannot.
  */
 import type { Store } from './types.js';
 
 export type { FaultRule, FaultyStore, StoreFault } from './faults.js';
 export { faultyStore } from './faults.js';
+export type { Postgres, StartPostgresOptions } from './pg-cluster.js';
+export { postgresBin, postgresSkipReason, startPostgres } from './pg-cluster.js';
 
 const WRITES: ReadonlySet<string> = new Set([
   'createWorkstream',

@@ -1,5 +1,8 @@
 import { invalidInput } from './errors.js';
 
+/** Lease holders, incarnations, `replacing` prefixes. */
+export const MAX_HOLDER_LENGTH = 256;
+
 /** Workstream and tenant ids (T5). */
 const ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
 

@@ -1,0 +1,110 @@
+/**
+ * History rewrites on PostgreSQL — compaction (L8) and rewind (C6) — decided on the rows read
+ * under the workstream's lock, with the same checks as SQLite's MessageTable, then written by
+ * statements sent together with COMMIT.
+ */
+import {
+  ErrorCode,
+  type HistoryRow,
+  type JournalEntry,
+  openToolCalls,
+  TurnwardenError,
+} from '@turnwarden/protocol';
+import type { PgTx } from './pg-tx.js';
+
+/** Above every real seq: renumbering goes through it so no step collides on the primary key. */
+const PARKING = 2 ** 40;
+
+export interface Compaction {
+  readonly generation: number;
+  readonly throughSeq: number;
+  readonly summary: JournalEntry;
+  readonly now: number;
+}
+
+/** Rows 1..throughSeq become `summary` (seq 1), the rest is renumbered from 2. Idempotent on the summary's key. */
+export function compactRows(
+  tx: PgTx,
+  workstreamId: string,
+  rows: readonly HistoryRow[],
+  c: Compaction,
+): number {
+  const { summary, throughSeq } = c;
+  const body = JSON.stringify(summary.message);
+  const existing = rows.find((r) => r.commitKey === summary.commitKey);
+  if (existing !== undefined) {
+    if (JSON.stringify(existing.message) !== body) {
+      throw new TurnwardenError(
+        ErrorCode.COMMIT_CONFLICT,
+        `commit key ${summary.commitKey} of workstream ${workstreamId} already holds a different row`,
+        { details: { workstreamId, commitKey: summary.commitKey } },
+      );
+    }
+    return 0;
+  }
+  if (throughSeq < 1 || throughSeq > rows.length) {
+    throw new TurnwardenError(
+      ErrorCode.INVALID_INPUT,
+      `throughSeq ${throughSeq} is outside 1..${rows.length}`,
+      {
+        details: { field: 'throughSeq' },
+      },
+    );
+  }
+  if (openToolCalls(rows.slice(0, throughSeq)).length > 0 || rows[throughSeq]?.message.role === 'tool') {
+    throw new TurnwardenError(
+      ErrorCode.STRUCTURE_VIOLATION,
+      `workstream ${workstreamId}: compacting through seq ${throughSeq} would separate tool calls from their results`,
+      { details: { workstreamId, throughSeq } },
+    );
+  }
+  tx.send('DELETE FROM messages WHERE workstream_id = $1 AND seq <= $2', [workstreamId, throughSeq]);
+  tx.send('UPDATE messages SET seq = seq + $3 WHERE workstream_id = $1 AND seq > $2', [
+    workstreamId,
+    throughSeq,
+    PARKING,
+  ]);
+  tx.send('UPDATE messages SET seq = seq - $3 WHERE workstream_id = $1 AND seq > $2', [
+    workstreamId,
+    PARKING,
+    PARKING + throughSeq - 1,
+  ]);
+  tx.send(
+    `INSERT INTO messages (workstream_id, seq, commit_key, generation, role, body, created_at)
+     VALUES ($1, 1, $2, $3, 'system', $4, $5)`,
+    [workstreamId, summary.commitKey, c.generation, body, c.now],
+  );
+  return throughSeq;
+}
+
+/**
+ * Drops rows `fromSeq`.. when row `fromSeq` holds `fromKey`; 0 when the history already ends
+ * at `fromSeq - 1` without that key (the rewind was applied). The kept rows must leave no call open (S1).
+ */
+export function truncateRows(
+  tx: PgTx,
+  workstreamId: string,
+  rows: readonly HistoryRow[],
+  fromSeq: number,
+  fromKey: string,
+): number {
+  const lastSeq = rows.at(-1)?.seq ?? 0;
+  const atKey = rows.find((r) => r.commitKey === fromKey);
+  if (atKey === undefined && lastSeq === fromSeq - 1) return 0;
+  if (atKey?.seq !== fromSeq) {
+    throw new TurnwardenError(
+      ErrorCode.COMMIT_CONFLICT,
+      `workstream ${workstreamId}: the history changed since the rewind was planned (row ${fromSeq} does not hold ${fromKey})`,
+      { details: { workstreamId, fromSeq, fromKey, lastSeq } },
+    );
+  }
+  if (openToolCalls(rows.slice(0, fromSeq - 1)).length > 0) {
+    throw new TurnwardenError(
+      ErrorCode.STRUCTURE_VIOLATION,
+      `workstream ${workstreamId}: rewinding to seq ${fromSeq} would leave a tool call without its result`,
+      { details: { workstreamId, fromSeq } },
+    );
+  }
+  tx.send('DELETE FROM messages WHERE workstream_id = $1 AND seq >= $2', [workstreamId, fromSeq]);
+  return lastSeq - fromSeq + 1;
+}

@@ -1,0 +1,299 @@
+/**
+ * What only PostgreSQL has to show: several stores ("hosts") on one database — migrations
+ * opened at once, leases raced, a fenced writer refused — the database clock, LISTEN/NOTIFY,
+ * options and closing. The contract itself runs on both stores (messages, leases, …).
+ */
+import { isTurnwardenError } from '@turnwarden/protocol';
+import pg from 'pg';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { type Postgres, postgresSkipReason, startPostgres } from './pg-cluster.js';
+import { PG_SCHEMA_VERSION } from './pg-migrations.js';
+import { openPostgresStore, type PostgresStore, type PostgresStoreOptions } from './postgres-store.js';
+import { FakeClock, user } from './test-support/fixtures.js';
+
+const skip = postgresSkipReason();
+if (skip !== undefined) process.stdout.write(`postgres-store.test.ts: skipped — ${skip}\n`);
+
+describe.skipIf(skip !== undefined)('PostgresStore', () => {
+  let server: Postgres;
+  let schemas = 0;
+  let schema: string;
+  const opened: PostgresStore[] = [];
+
+  beforeAll(async () => {
+    const started = await startPostgres();
+    if ('skip' in started) throw new Error(`PostgreSQL could not start: ${started.skip}`);
+    server = started;
+  });
+  afterAll(() => server?.stop());
+  afterEach(async () => {
+    for (const s of opened.splice(0)) await s.close();
+  });
+
+  /** A store on this test's schema (a new one unless `same`); several are several hosts. */
+  const open = async (options: Partial<PostgresStoreOptions> = {}, same = false) => {
+    if (!same) {
+      schemas += 1;
+      schema = `p${schemas}`;
+    }
+    const store = await openPostgresStore({ connectionString: server.url, schema, ...options });
+    opened.push(store);
+    return store;
+  };
+  const raw = async <R extends pg.QueryResultRow>(sql: string, values: unknown[] = []) => {
+    const client = new pg.Client({ connectionString: server.url, options: `-c search_path=${schema}` });
+    await client.connect();
+    try {
+      return (await client.query<R>(sql, values)).rows;
+    } finally {
+      await client.end();
+    }
+  };
+
+  it('applies its migrations once: concurrent opens of one schema, and a reopen', async () => {
+    const clock = new FakeClock();
+    const [a, b, c] = await Promise.all([
+      open({ now: clock.now }),
+      open({ now: clock.now }, true),
+      open({ now: clock.now }, true),
+    ]);
+    expect(await raw('SELECT version FROM schema_migrations ORDER BY version')).toEqual(
+      Array.from({ length: PG_SCHEMA_VERSION }, (_, i) => ({ version: i + 1 })),
+    );
+    await a!.createWorkstream({ id: 'w', tenantId: 't' });
+    expect((await b!.stats()).workstreams).toBe(1);
+    expect((await c!.stats()).schemaVersion).toBe(PG_SCHEMA_VERSION);
+    await a!.close();
+    const again = await open({}, true);
+    expect(await again.getWorkstream('w')).toMatchObject({ id: 'w' });
+  });
+
+  it('refuses a schema newer than it supports with STORE_ERROR', async () => {
+    await open();
+    await raw('INSERT INTO schema_migrations (version, applied_at) VALUES (99, 0)');
+    await expect(open({}, true)).rejects.toMatchObject({
+      code: 'STORE_ERROR',
+      details: { schemaVersion: 99, supported: PG_SCHEMA_VERSION },
+    });
+  });
+
+  it('P6: two hosts racing acquireLease 50 times: one live lease at a time, tokens unique and increasing', async () => {
+    const clock = new FakeClock();
+    const hostA = await open({ now: clock.now });
+    const hostB = await open({ now: clock.now }, true);
+    await hostA.createWorkstream({ id: 'w', tenantId: 't' });
+    const tokens: number[] = [];
+    for (let round = 0; round < 50; round++) {
+      const results = await Promise.all([
+        hostA.acquireLease('w', 'host-a', 1_000),
+        hostB.acquireLease('w', 'host-b', 1_000),
+        hostA.acquireLease('w', 'host-a2', 1_000),
+        hostB.acquireLease('w', 'host-b2', 1_000),
+      ]);
+      const won = results.filter((l) => l !== undefined);
+      expect(won).toHaveLength(1);
+      tokens.push(won[0]!.token);
+      expect(await hostB.getLease('w')).toEqual(won[0]);
+      expect(await hostA.releaseLease('w', won[0]!.holder, won[0]!.token)).toBe(true);
+    }
+    expect(tokens).toEqual(Array.from({ length: 50 }, (_, i) => i + 1));
+  });
+
+  it('P6: a superseded holder’s append writes nothing while the new holder’s append succeeds', async () => {
+    const clock = new FakeClock();
+    const hostA = await open({ now: clock.now });
+    const hostB = await open({ now: clock.now }, true);
+    await hostA.createWorkstream({ id: 'w', tenantId: 't' });
+    const first = (await hostA.acquireLease('w', 'host-a', 1_000))!;
+    expect(
+      await hostA.appendMessages({
+        workstreamId: 'w',
+        generation: 0,
+        fencingToken: first.token,
+        entries: [user('a1')],
+      }),
+    ).toEqual([1]);
+    clock.advance(1_000);
+    const second = (await hostB.acquireLease('w', 'host-b', 1_000))!;
+    const count = async () => (await raw<{ n: number }>('SELECT COUNT(*)::int AS n FROM messages'))[0]!.n;
+    const [late, current] = await Promise.allSettled([
+      hostA.appendMessages({
+        workstreamId: 'w',
+        generation: 0,
+        fencingToken: first.token,
+        entries: [user('a2')],
+      }),
+      hostB.appendMessages({
+        workstreamId: 'w',
+        generation: 0,
+        fencingToken: second.token,
+        entries: [user('b1')],
+      }),
+    ]);
+    expect(late.status === 'rejected' && isTurnwardenError(late.reason, 'FENCED')).toBe(true);
+    expect(late).toMatchObject({ reason: { details: { reason: 'superseded', currentToken: second.token } } });
+    expect(current).toEqual({ status: 'fulfilled', value: [2] });
+    expect(await count()).toBe(2);
+    expect((await hostA.readHistory('w')).map((r) => r.commitKey)).toEqual(['a1', 'b1']);
+  });
+
+  it('createWorkstream racing on one id from two hosts: one wins, the others get WORKSTREAM_EXISTS', async () => {
+    const hostA = await open();
+    const hostB = await open({}, true);
+    const results = await Promise.allSettled(
+      Array.from({ length: 6 }, (_, i) =>
+        (i % 2 === 0 ? hostA : hostB).createWorkstream({ id: 'w', tenantId: `t${i}` }),
+      ),
+    );
+    expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+    for (const r of results.filter((x) => x.status === 'rejected')) {
+      expect(r).toMatchObject({ reason: { code: 'WORKSTREAM_EXISTS' } });
+    }
+    expect(await hostA.listWorkstreams()).toHaveLength(1);
+  });
+
+  it('without `now` uses the database clock: timestamps near the server’s time, a short lease expires', async () => {
+    const store = await open();
+    const [{ ms }] = (await raw<{ ms: number }>(
+      'SELECT floor(extract(epoch from clock_timestamp()) * 1000)::float8 AS ms',
+    )) as [{ ms: number }];
+    const ws = await store.createWorkstream({ id: 'w', tenantId: 't' });
+    expect(Math.abs(ws.createdAt - ms)).toBeLessThan(5_000);
+    const lease = (await store.acquireLease('w', 'h', 50))!;
+    expect(lease.expiresAt - lease.acquiredAt).toBe(50);
+    // Polls the database (no fixed sleep) until the lease lapses by its clock.
+    while ((await store.expiredLeases()).length === 0) await new Promise((r) => setTimeout(r, 10));
+    await expect(
+      store.appendMessages({
+        workstreamId: 'w',
+        generation: 0,
+        fencingToken: lease.token,
+        entries: [user('u')],
+      }),
+    ).rejects.toMatchObject({ code: 'FENCED', details: { reason: 'expired' } });
+    expect(await store.acquireLease('w', 'other', 60_000)).toMatchObject({ token: lease.token + 1 });
+  });
+
+  it('LISTEN/NOTIFY between two stores; unlisten stops delivery', async () => {
+    const listener = await open();
+    const notifier = await open({}, true);
+    const got: string[] = [];
+    let arrived: () => void = () => undefined;
+    const unlisten = await listener.listen('turnwarden_events', (p) => {
+      got.push(p);
+      arrived();
+    });
+    const next = () =>
+      new Promise<void>((r) => {
+        arrived = r;
+      });
+    let wait = next();
+    await notifier.notify('turnwarden_events', 'w:7');
+    await wait;
+    expect(got).toEqual(['w:7']);
+    await unlisten();
+    await notifier.notify('turnwarden_events', 'lost');
+    await listener.listen('other_channel', () => undefined);
+    wait = next();
+    // A notification on another channel proves the first one would have arrived by now.
+    const unlisten2 = await listener.listen('turnwarden_events', (p) => {
+      got.push(`again:${p}`);
+      arrived();
+    });
+    await notifier.notify('turnwarden_events', 'w:8');
+    await wait;
+    expect(got).toEqual(['w:7', 'again:w:8']);
+    await unlisten2();
+    await expect(listener.listen('Bad-Channel', () => undefined)).rejects.toMatchObject({
+      code: 'INVALID_INPUT',
+      details: { field: 'channel' },
+    });
+  });
+
+  it('the listening connection reconnects after it drops, listens again and says so', async () => {
+    const listener = await open({ applicationName: 'tw-listener' });
+    const notifier = await open({}, true);
+    let reconnected: () => void = () => undefined;
+    const reconnectedP = new Promise<void>((r) => {
+      reconnected = r;
+    });
+    let arrived: (p: string) => void = () => undefined;
+    const arrivedP = new Promise<string>((r) => {
+      arrived = r;
+    });
+    await listener.listen(
+      'ch',
+      (p) => arrived(p),
+      () => reconnected(),
+    );
+    await raw(
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN%' AND application_name = 'tw-listener'",
+    );
+    await reconnectedP;
+    await notifier.notify('ch', 'after');
+    expect(await arrivedP).toBe('after');
+  });
+
+  it('readHistoryAfter returns the rows after a seq, in order', async () => {
+    const store = await open({ now: new FakeClock().now });
+    await store.createWorkstream({ id: 'w', tenantId: 't' });
+    await store.appendMessages({
+      workstreamId: 'w',
+      generation: 0,
+      entries: [user('a'), user('b'), user('c')],
+    });
+    expect((await store.readHistoryAfter('w', 1)).map((r) => [r.seq, r.commitKey])).toEqual([
+      [2, 'b'],
+      [3, 'c'],
+    ]);
+    expect(await store.readHistoryAfter('w', 3)).toEqual([]);
+    await expect(store.readHistoryAfter('nope', 0)).rejects.toMatchObject({ code: 'WORKSTREAM_NOT_FOUND' });
+    await expect(store.readHistoryAfter('w', -1)).rejects.toMatchObject({ code: 'INVALID_INPUT' });
+  });
+
+  it('close() is idempotent; later calls reject with STORE_ERROR { closed: true }', async () => {
+    const store = await open();
+    await store.close();
+    await store.close();
+    await expect(store.getWorkstream('w')).rejects.toMatchObject({
+      code: 'STORE_ERROR',
+      details: { closed: true },
+    });
+    await expect(store.notify('ch', 'x')).rejects.toMatchObject({
+      code: 'STORE_ERROR',
+      details: { closed: true },
+    });
+  });
+
+  it('validates its options with INVALID_CONFIG naming the field', async () => {
+    for (const [options, field] of [
+      [{ connectionString: '' }, 'connectionString'],
+      [{ connectionString: 'mysql://x' }, 'connectionString'],
+      [{ connectionString: 'postgres://h/db?options=-c%20x%3Dy' }, 'connectionString'],
+      [{ connectionString: 'postgres://h/db', schema: 'Bad' }, 'schema'],
+      [{ connectionString: 'postgres://h/db', maxConnections: 0 }, 'maxConnections'],
+      [{ connectionString: 'postgres://h/db', now: 5 }, 'now'],
+      [{ connectionString: 'postgres://h/db', statementTimeoutMs: -1 }, 'statementTimeoutMs'],
+      [{ connectionString: 'postgres://h/db', extra: 1 }, 'extra'],
+    ] as const) {
+      await expect(openPostgresStore(options as never)).rejects.toMatchObject({
+        code: 'INVALID_CONFIG',
+        details: { field },
+      });
+    }
+  });
+
+  it('a connection failure is a retryable STORE_ERROR that does not reveal the password', async () => {
+    const e = await openPostgresStore({
+      connectionString: 'postgres://postgres:s3cret-pw@127.0.0.1:1/db',
+      connectionTimeoutMs: 2_000,
+    }).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    expect(e).toMatchObject({ code: 'STORE_ERROR', retryable: true });
+    expect(
+      JSON.stringify({ message: (e as Error).message, details: (e as { details: unknown }).details }),
+    ).not.toContain('s3cret');
+  });
+});
