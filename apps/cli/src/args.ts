@@ -41,6 +41,10 @@ export interface DemoArgs {
   readonly server: string | undefined;
   /** Its bearer token (`--token`, or TURNWARDEN_TOKEN). */
   readonly token: string | undefined;
+  /** Several `turnwarden serve` processes on one PostgreSQL database (`--hosts N`). */
+  readonly hosts: number | undefined;
+  /** `--postgres URL`; `true` for a throwaway cluster (`--postgres` alone). */
+  readonly postgres: string | true | undefined;
 }
 
 export type Command =
@@ -93,7 +97,11 @@ export function parseCommand(argv: readonly string[]): Command {
   }
 }
 
-export function parseDemoArgs(argv: readonly string[]): DemoArgs {
+export function parseDemoArgs(input: readonly string[]): DemoArgs {
+  // `--postgres` may stand alone (a throwaway cluster) or take a URL.
+  const argv = input.map((a, i) =>
+    a === '--postgres' && (input[i + 1] === undefined || input[i + 1]!.startsWith('--')) ? '--postgres=' : a,
+  );
   let values: Record<string, string | boolean | undefined>;
   try {
     ({ values } = parseArgs({
@@ -121,10 +129,26 @@ export function parseDemoArgs(argv: readonly string[]): DemoArgs {
         'api-key-env': { type: 'string' },
         server: { type: 'string' },
         token: { type: 'string' },
+        hosts: { type: 'string' },
+        postgres: { type: 'string' },
       },
     }));
   } catch (e) {
     throw new UsageError(`demo: ${(e as Error).message}`);
+  }
+  const hosts = values.hosts === undefined ? undefined : int(values, 'hosts', 3, 2, 8);
+  const pgRaw = values.postgres as string | undefined;
+  const postgres = pgRaw === undefined ? undefined : pgRaw === '' ? true : pgRaw;
+  if (typeof postgres === 'string' && !/^postgres(ql)?:\/\/\S+$/.test(postgres)) {
+    throw new UsageError('demo: --postgres takes a postgres:// URL (or nothing, for a throwaway cluster)');
+  }
+  if ((hosts === undefined) !== (postgres === undefined)) {
+    throw new UsageError('demo: --hosts and --postgres go together (several hosts share one database)');
+  }
+  if (hosts !== undefined && (values.server !== undefined || values.provider !== undefined)) {
+    throw new UsageError(
+      'demo: --hosts runs its own servers with the scripted model; drop --server/--provider',
+    );
   }
   const d = DEMO_DEFAULTS;
   const timeoutMs = int(values, 'timeout-ms', d.timeoutMs, 10, 600_000);
@@ -198,6 +222,8 @@ export function parseDemoArgs(argv: readonly string[]): DemoArgs {
     apiKeyEnv,
     server,
     token,
+    hosts,
+    postgres,
   };
 }
 

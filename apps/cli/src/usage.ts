@@ -64,6 +64,15 @@ Remote:
                       are read back over HTTP and audited
   --token TOKEN       its bearer token (default: TURNWARDEN_TOKEN)
 
+Several hosts:
+  --hosts N           run N 'turnwarden serve' processes (2–8) on one PostgreSQL database;
+                      mid-run one is killed (SIGKILL) and, with 3 or more, another paused
+                      (SIGSTOP) past its lease and resumed; the database is re-read and audited
+                      (no dangling call, no row from a superseded lease holder, every turn
+                      accounted for). Needs --postgres.
+  --postgres [URL]    the database (postgres://…); without a URL a throwaway cluster from the
+                      machine's PostgreSQL server binaries (Debian: apt-get install postgresql)
+
 Output:
   --json              print only a JSON summary on stdout
   -q, --quiet         print only the summary

@@ -27,6 +27,24 @@ const ServerConfigSchema = z.strictObject({
   port: z.number().int().min(0).max(65_535).default(8787),
   /** SQLite file (`:memory:` for none). */
   db: z.string().min(1).default('./turnwarden.db'),
+  /**
+   * A PostgreSQL connection string: the store several hosts share instead of `db` (each host
+   * with its own `hostId`; see docs/cluster.md).
+   */
+  postgres: z
+    .string()
+    .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL')
+    .optional(),
+  /** The schema of the PostgreSQL store (default public). */
+  postgresSchema: z
+    .string()
+    .regex(/^[a-z_][a-z0-9_]{0,62}$/)
+    .optional(),
+  /** This host's stable id (1–64 of A–Z a–z 0–9 . _ -); required with `postgres`. */
+  hostId: z
+    .string()
+    .regex(/^[A-Za-z0-9._-]{1,64}$/)
+    .optional(),
   tokens: z.array(Grant).default([]),
   /** Running turns get this long to finish at shutdown before they are aborted. */
   shutdownGraceMs: z.number().int().min(0).max(600_000).default(10_000),
@@ -58,14 +76,19 @@ export function checkServerConfig(input: unknown): ServerConfig {
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     const field = issue.path.join('.') || (issue as { keys?: string[] }).keys?.[0] || 'config';
+    // A connection string may carry a password: never echo the value.
     throw invalid(`${field}: ${issue.message}`, field);
+  }
+  if (parsed.data.postgres !== undefined && parsed.data.hostId === undefined) {
+    throw invalid('hostId: required with postgres (each host of a cluster has a stable id)', 'hostId');
   }
   return parsed.data;
 }
 
 /**
  * The configuration from a file (`--config` or TURNWARDEN_CONFIG), then the environment
- * (TURNWARDEN_HOST, TURNWARDEN_PORT, TURNWARDEN_DB, TURNWARDEN_TOKENS as a JSON array), then
+ * (TURNWARDEN_HOST, TURNWARDEN_PORT, TURNWARDEN_DB, TURNWARDEN_POSTGRES, TURNWARDEN_HOST_ID,
+ * TURNWARDEN_TOKENS as a JSON array), then
  * explicit overrides (flags).
  */
 export function loadServerConfig(
@@ -92,6 +115,8 @@ export function loadServerConfig(
   if (env.TURNWARDEN_HOST !== undefined) fromEnv.host = env.TURNWARDEN_HOST;
   if (env.TURNWARDEN_PORT !== undefined) fromEnv.port = Number(env.TURNWARDEN_PORT);
   if (env.TURNWARDEN_DB !== undefined) fromEnv.db = env.TURNWARDEN_DB;
+  if (env.TURNWARDEN_POSTGRES !== undefined) fromEnv.postgres = env.TURNWARDEN_POSTGRES;
+  if (env.TURNWARDEN_HOST_ID !== undefined) fromEnv.hostId = env.TURNWARDEN_HOST_ID;
   if (env.TURNWARDEN_TOKENS !== undefined) {
     try {
       fromEnv.tokens = JSON.parse(env.TURNWARDEN_TOKENS) as unknown;
@@ -127,10 +152,21 @@ export async function startServer(config: ServerConfig, options: StartOptions = 
     devToken = `twdev_${randomBytes(24).toString('base64url')}`;
     grants = [{ token: devToken, tenantId: 'default', principal: 'dev' }];
   }
-  const runtimeConfig = { ...DEFAULT_RUNTIME, ...config.runtime, ...options.runtime } as TurnwardenOptions;
+  const runtimeConfig = {
+    ...DEFAULT_RUNTIME,
+    ...config.runtime,
+    ...(config.hostId === undefined ? {} : { hostId: config.hostId }),
+    ...options.runtime,
+  } as TurnwardenOptions;
   const tw = await Turnwarden.start({
     ...runtimeConfig,
-    store: { path: config.db },
+    store:
+      config.postgres === undefined
+        ? { path: config.db }
+        : {
+            postgres: config.postgres,
+            ...(config.postgresSchema === undefined ? {} : { schema: config.postgresSchema }),
+          },
     logger: logger.child({ component: 'runtime' }),
   });
   let app: FastifyInstance;

@@ -55,8 +55,8 @@ export function channelOf(store: Store): ClusterChannel | undefined {
 }
 
 /** The channels every host listens on. */
-export const CONTROL_CHANNEL = 'turnwarden_control';
-export const JOURNAL_CHANNEL = 'turnwarden_journal';
+const CONTROL_CHANNEL = 'turnwarden_control';
+const JOURNAL_CHANNEL = 'turnwarden_journal';
 
 export type RoutedOp =
   | { readonly op: 'cancel' }

@@ -23,7 +23,7 @@ import {
 } from '@turnwarden/protocol';
 // Harness-only switches: stripped from dist/ by scripts/build.mjs (see protocol/src/mutations.ts).
 import { Mutation, mutated } from '@turnwarden/protocol/mutations';
-import { openSqliteStore, type Store } from '@turnwarden/store';
+import { openPostgresStore, openSqliteStore, type Store } from '@turnwarden/store';
 import { type Level, type Logger, pino } from 'pino';
 import type { AdmissionStats } from './admission.js';
 import type { ClusterStats } from './cluster.js';
@@ -77,7 +77,9 @@ export interface TurnwardenOptions extends SupervisorConfigInput {
   /** A store, or where to open the SQLite one (default `:memory:`). */
   readonly store?:
     | Store
-    | { readonly path: string };
+    | { readonly path: string }
+    /** A PostgreSQL database shared by several hosts (with `hostId`: cluster mode, see docs/cluster.md). */
+    | { readonly postgres: string; readonly schema?: string };
   /** A pino logger for the supervisor's logs (messages: packages/supervisor/README.md). Default: `logLevel`. */
   readonly logger?: Logger;
   /**
@@ -156,6 +158,21 @@ function aborted(): TurnwardenError {
   );
 }
 
+async function openOwnStore(option: TurnwardenOptions['store']): Promise<Store> {
+  if (option !== undefined && 'postgres' in option) {
+    if (typeof option.postgres !== 'string' || option.postgres.length === 0) {
+      throw new TurnwardenError(ErrorCode.INVALID_CONFIG, 'store.postgres must be a connection string', {
+        details: { field: 'store.postgres' },
+      });
+    }
+    return openPostgresStore({
+      connectionString: option.postgres,
+      ...(option.schema === undefined ? {} : { schema: option.schema }),
+    });
+  }
+  return openSqliteStore({ path: (option as { path?: string } | undefined)?.path ?? ':memory:' });
+}
+
 function isStore(value: unknown): value is Store {
   return typeof (value as Partial<Store> | undefined)?.appendMessages === 'function';
 }
@@ -222,8 +239,7 @@ export class Turnwarden {
     // A Store instance is used as given (and not closed by shutdown); a `{ path }` or a
     // `{ postgres }` is opened here.
     const given = isStore(storeOption) ? storeOption : undefined;
-    const store: Store =
-      given ?? openSqliteStore({ path: (storeOption as { path?: string } | undefined)?.path ?? ':memory:' });
+    const store: Store = given ?? (await openOwnStore(storeOption));
     const logger =
       options.logger ?? pino({ name: 'turnwarden', level: logLevel ?? 'silent' }, pino.destination(2));
     if (harness) attachSeamController(harness.controller);

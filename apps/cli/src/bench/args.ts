@@ -18,6 +18,7 @@ const SECTION_NAMES = [
   'isolation',
   'mcp',
   'server',
+  'postgres',
 ] as const;
 export type SectionName = (typeof SECTION_NAMES)[number];
 

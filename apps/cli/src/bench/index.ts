@@ -18,6 +18,7 @@ import { benchMcp } from './mcp.js';
 import { benchMemory } from './memory.js';
 import { err, out } from './out.js';
 import { benchPoll } from './poll.js';
+import { benchPostgres } from './postgres.js';
 import { benchProvider } from './provider.js';
 import { formatSection, formatSummary, type SectionResult, summarize, toJson } from './report.js';
 import { benchSeams } from './seams.js';
@@ -48,6 +49,7 @@ const SECTIONS: Record<SectionName, { readonly title: string; readonly run: Sect
   isolation: { title: 'thread-isolated tools', run: benchIsolation },
   mcp: { title: 'MCP tool calls', run: benchMcp },
   server: { title: 'Turnwarden over HTTP', run: benchServer },
+  postgres: { title: 'several hosts on PostgreSQL', run: benchPostgres },
 };
 
 /** A section that hangs is reported as an error instead of holding the run forever. */

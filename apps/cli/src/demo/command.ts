@@ -2,6 +2,7 @@
 import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
 import type { DemoArgs } from '../args.js';
 import { type Output, styler } from '../output.js';
+import { formatHosts, runHostsDemo } from './hosts.js';
 import { turnLine } from './live-view.js';
 import { formatRemote, runRemoteDemo } from './remote.js';
 import { runDemo } from './run.js';
@@ -13,6 +14,19 @@ const EXIT_INTERRUPTED = 130;
 const MAX_LISTED_TURNS = 10;
 
 export async function demoCommand(args: DemoArgs, output: Output): Promise<number> {
+  if (args.hosts !== undefined && args.postgres !== undefined) {
+    const report = await runHostsDemo({
+      ...args,
+      hosts: args.hosts,
+      postgres: args.postgres === true ? undefined : args.postgres,
+    });
+    if (args.json) output.out(`${JSON.stringify(report, null, 2)}\n`);
+    else output.out(formatHosts(report));
+    for (const c of report.checks.filter((c) => !c.ok)) {
+      output.err(`turnwarden demo: check failed (${c.guarantee}): ${c.label}: ${c.value}\n`);
+    }
+    return report.ok ? EXIT_OK : EXIT_FAILED;
+  }
   if (args.server !== undefined && args.token !== undefined) {
     const report = await runRemoteDemo({ ...args, server: args.server, token: args.token });
     if (args.json)

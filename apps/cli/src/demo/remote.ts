@@ -29,7 +29,8 @@ export interface RemoteReport {
   readonly elapsedMs: number;
 }
 
-class Remote {
+/** One `turnwarden serve` over HTTP, with a bearer token. */
+export class Remote {
   constructor(
     readonly url: string,
     private readonly token: string,

@@ -1,0 +1,246 @@
+/**
+ * postgres — several hosts on one PostgreSQL database (issue 13), on a throwaway cluster from
+ * the machine's server binaries with fsync on (a commit costs what it costs in production):
+ *
+ * - journal rows per second through the PostgreSQL store — the supervisor's JournalGate (group
+ *   commit) over `PostgresStore`, 8 workstreams writing at once, each awaiting its
+ *   acknowledgement before its next row as a turn does — against a raw `pg` loop of single-row
+ *   INSERTs from 8 writers on the same server (target ≥ 1.5×);
+ * - failover: from a host's SIGKILL mid-turn to the next turn of that workstream started by
+ *   another host, which retries while the send is refused LEASED_ELSEWHERE (target ≤ lease TTL
+ *   + one renewal period);
+ * - cancel latency: a cancel called on the host that does not run the turn (routed through
+ *   LISTEN/NOTIFY) against one called where the turn runs.
+ */
+import { openPostgresStore, type PostgresStore } from '@turnwarden/store';
+import { type Postgres, startPostgres } from '@turnwarden/store/testing';
+import { DEFAULT_CONFIG, EventHub, JournalGate, nodeTimers } from '@turnwarden/supervisor/testing';
+import pg from 'pg';
+import { HostCluster } from '../cluster/hosts.js';
+import type { BenchContext } from './common.js';
+import { row, type SectionResult, target } from './report.js';
+import { median, quantile, sleep } from './stats.js';
+
+const WRITERS = 8;
+const BODY = 'r'.repeat(200);
+const TOKEN = 'bench-postgres-token-0123456789';
+const LEASE = { ttlMs: 1_000, renewMs: 250 };
+const RUNTIME = {
+  lease: LEASE,
+  watchdog: { timeoutMs: 60_000, pollMs: 500, graceMs: 500 },
+  pool: { maxWorkers: 2, warmWorkers: 2 },
+};
+const script = (...steps: unknown[]) => JSON.stringify({ script: steps });
+const SLEEPING = script({ tools: [{ name: 'sleep', args: { ms: 600_000 } }] });
+
+async function journalRows(url: string, windowMs: number, ctx: BenchContext) {
+  const store = await openPostgresStore({ connectionString: url, schema: 'bench_journal' });
+  try {
+    const ids = Array.from({ length: WRITERS }, (_, i) => `ws-${i}`);
+    for (const id of ids) {
+      await store.createWorkstream({ id, tenantId: 'bench' });
+      await store.nextGeneration(id);
+    }
+    const gate = new JournalGate({
+      store,
+      events: new EventHub(ctx.logger),
+      logger: ctx.logger,
+      turnOf: () => undefined,
+      fenced: () => false,
+      refused: () => {},
+      workstreamGone: () => {},
+      deleting: () => false,
+      timers: nodeTimers,
+      config: DEFAULT_CONFIG,
+    });
+    const latency: number[] = [];
+    let rows = 0;
+    let running = true;
+    const t0 = performance.now();
+    const writers = ids.map(async (workstreamId) => {
+      for (let i = 0; running; i++) {
+        const accepted = performance.now();
+        await gate.append({
+          workstreamId,
+          generation: 1,
+          entries: [{ commitKey: `r${i}`, message: { role: 'user', content: BODY } }],
+        });
+        latency.push(performance.now() - accepted);
+        rows++;
+      }
+    });
+    await sleep(windowMs);
+    running = false;
+    await Promise.all(writers);
+    const elapsed = (performance.now() - t0) / 1000;
+    return { rowsPerSec: rows / elapsed, latency, ...gate.commitStats };
+  } finally {
+    await store.close();
+  }
+}
+
+/** 8 writers, each a connection of its own, INSERTing one row per statement (autocommit). */
+async function rawRows(url: string, windowMs: number): Promise<number> {
+  const pool = new pg.Pool({ connectionString: url, max: WRITERS });
+  try {
+    await pool.query(
+      'CREATE TABLE IF NOT EXISTS raw_rows (ws TEXT NOT NULL, seq BIGINT NOT NULL, commit_key TEXT NOT NULL, body TEXT NOT NULL, PRIMARY KEY (ws, seq), UNIQUE (ws, commit_key))',
+    );
+    let rows = 0;
+    let running = true;
+    const t0 = performance.now();
+    const writers = Array.from({ length: WRITERS }, async (_, w) => {
+      for (let seq = 1; running; seq++) {
+        await pool.query('INSERT INTO raw_rows (ws, seq, commit_key, body) VALUES ($1, $2, $3, $4)', [
+          `ws-${w}`,
+          seq,
+          `r${seq}`,
+          JSON.stringify({ role: 'user', content: BODY }),
+        ]);
+        rows++;
+      }
+    });
+    await sleep(windowMs);
+    running = false;
+    await Promise.all(writers);
+    return rows / ((performance.now() - t0) / 1000);
+  } finally {
+    await pool.end();
+  }
+}
+
+async function until<T>(ms: number, probe: () => Promise<T | undefined>): Promise<T> {
+  const deadline = performance.now() + ms;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined) return v;
+    if (performance.now() > deadline) throw new Error(`a condition was not met within ${ms} ms`);
+    await sleep(5);
+  }
+}
+
+const inTool = (store: PostgresStore, ws: string) => () =>
+  store.readHistory(ws).then((rows) => (rows.some((r) => r.message.role === 'assistant') ? true : undefined));
+
+/** SIGKILL the host running a turn; another host's client retries until its turn starts. */
+async function failover(url: string, round: number) {
+  const schema = `bench_failover_${round}`;
+  const store = await openPostgresStore({ connectionString: url, schema });
+  const cluster = await HostCluster.start({
+    postgres: url,
+    schema,
+    hosts: 2,
+    token: TOKEN,
+    runtime: RUNTIME,
+    logLevel: 'warn',
+  });
+  try {
+    await cluster.api(0, 'POST', '/workstreams', { workstreamId: 'w' });
+    await cluster.api(0, 'POST', '/workstreams/w/messages', { content: SLEEPING });
+    await until(10_000, inTool(store, 'w'));
+    const t0 = performance.now();
+    await cluster.kill(0);
+    let refusals = 0;
+    for (;;) {
+      const r = await cluster.api(1, 'POST', '/workstreams/w/messages', {
+        content: script({ text: 'next' }),
+      });
+      if (r.status === 202) break;
+      if (r.body?.error?.code !== 'LEASED_ELSEWHERE')
+        throw new Error(`failover send: HTTP ${r.status} ${JSON.stringify(r.body)}`);
+      refusals++;
+      await sleep(10);
+    }
+    return { ms: performance.now() - t0, refusals };
+  } finally {
+    await cluster.stop();
+    await store.close();
+  }
+}
+
+/** Cancels of a turn in a tool call: from the other host (routed), then from the one running it. */
+async function cancels(url: string, n: number) {
+  const schema = 'bench_cancel';
+  const store = await openPostgresStore({ connectionString: url, schema });
+  const cluster = await HostCluster.start({
+    postgres: url,
+    schema,
+    hosts: 2,
+    token: TOKEN,
+    runtime: RUNTIME,
+    logLevel: 'warn',
+  });
+  const routed: number[] = [];
+  const local: number[] = [];
+  try {
+    await cluster.api(0, 'POST', '/workstreams', { workstreamId: 'c' });
+    for (let i = 0; i < 2 * n; i++) {
+      const from = i % 2 === 0 ? 1 : 0;
+      const sent = await cluster.api(0, 'POST', '/workstreams/c/messages', { content: SLEEPING });
+      if (sent.status !== 202) throw new Error(`cancel bench send: HTTP ${sent.status}`);
+      const rowsBefore = (await store.readHistory('c')).length;
+      await until(10_000, () =>
+        store.readHistory('c').then((rows) => (rows.length > rowsBefore ? true : undefined)),
+      );
+      await until(10_000, () =>
+        store.readHistory('c').then((rows) => (rows.at(-1)?.message.role === 'assistant' ? true : undefined)),
+      );
+      const t0 = performance.now();
+      const r = await cluster.api(from, 'POST', '/workstreams/c/cancel');
+      const ms = performance.now() - t0;
+      if (r.status !== 200 || r.body?.cancelled !== true)
+        throw new Error(`cancel: HTTP ${r.status} ${JSON.stringify(r.body)}`);
+      (from === 1 ? routed : local).push(ms);
+    }
+    return { routed, local };
+  } finally {
+    await cluster.stop();
+    await store.close();
+  }
+}
+
+export async function benchPostgres(ctx: BenchContext): Promise<Omit<SectionResult, 'durationMs'>> {
+  const started = await startPostgres({ durable: true });
+  if ('skip' in started) throw new Error(`no PostgreSQL to measure: ${started.skip}`);
+  const server: Postgres = started;
+  try {
+    const windowMs = ctx.quick ? 1_500 : 4_000;
+    const ours = await journalRows(server.url, windowMs, ctx);
+    const raw = await rawRows(server.url, windowMs);
+    const rounds = ctx.quick ? 1 : 3;
+    const failovers: { ms: number; refusals: number }[] = [];
+    for (let r = 0; r < rounds; r++) failovers.push(await failover(server.url, r));
+    const c = await cancels(server.url, ctx.quick ? 6 : 20);
+    const bound = LEASE.ttlMs + LEASE.renewMs;
+    const worst = Math.max(...failovers.map((f) => f.ms));
+    return {
+      name: 'postgres',
+      title: 'several hosts on PostgreSQL',
+      ours: `JournalGate over PostgresStore, ${WRITERS} workstreams at once, each awaiting its acknowledgement (${windowMs / 1000} s); hosts are 'turnwarden serve' processes (lease ${LEASE.ttlMs} ms, renewal every ${LEASE.renewMs} ms)`,
+      baseline: `a raw pg loop: ${WRITERS} writers, one single-row INSERT per statement (autocommit), same server; failover's bound is lease TTL + one renewal period; cancels called on the host running the turn`,
+      rows: [
+        row('journal rows per second (8 workstreams)', 'rows/s', ours.rowsPerSec, {
+          baseline: raw,
+          target: target('≥ 1.5× raw', ours.rowsPerSec >= 1.5 * raw),
+        }),
+        row('row accepted → durable p50', 'ms', median(ours.latency)),
+        row('row accepted → durable p99', 'ms', quantile(ours.latency, 0.99)),
+        row(`failover: SIGKILL → next turn started on another host (worst of ${rounds})`, 'ms', worst, {
+          baseline: bound,
+          target: target(`≤ TTL + renewal (${bound} ms)`, worst <= bound),
+        }),
+        row('failover p50', 'ms', median(failovers.map((f) => f.ms))),
+        row('cross-host cancel p50', 'ms', median(c.routed), { baseline: median(c.local) }),
+        row('cross-host cancel p99', 'ms', quantile(c.routed, 0.99), { baseline: quantile(c.local, 0.99) }),
+      ],
+      notes: [
+        `group commit: ${ours.batches} batches in ${ours.groups} transactions (${(ours.batches / Math.max(1, ours.groups)).toFixed(1)} per commit)`,
+        `failover rounds: ${failovers.map((f) => `${f.ms.toFixed(0)} ms (${f.refusals} sends refused LEASED_ELSEWHERE first)`).join(', ')}`,
+        `cancels: ${c.routed.length} routed, ${c.local.length} local; a cancel returns once the turn ended with its call's result synthesized, on either host`,
+        'the cluster runs with fsync on; both sides write to the same server',
+      ],
+    };
+  } finally {
+    server.stop();
+  }
+}

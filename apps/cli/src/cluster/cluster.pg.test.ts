@@ -1,0 +1,164 @@
+/**
+ * Several hosts as real processes (`turnwarden serve --postgres … --host-id …`) on a throwaway
+ * PostgreSQL cluster (issue 13). A host paused with SIGSTOP past its lease and resumed writes
+ * nothing into the turn another host took over (P6, L3); a host killed with SIGKILL mid-turn is
+ * taken over once its lease expires, its dangling call repaired (S2, S7) and the next turn
+ * served; a cancel called on one host reaches the turn running on another.
+ */
+import { openToolCalls } from '@turnwarden/protocol';
+import { openPostgresStore, type PostgresStore } from '@turnwarden/store';
+import { type Postgres, postgresSkipReason, startPostgres } from '@turnwarden/store/testing';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { HostCluster } from './hosts.js';
+
+const TOKEN = 'cluster-test-token-0123456789';
+const LEASE = { ttlMs: 1_000, renewMs: 250 };
+const RUNTIME = {
+  lease: LEASE,
+  // The watchdog stays out of the way: the pause, not a stall, is what these tests are about.
+  watchdog: { timeoutMs: 60_000, pollMs: 500, graceMs: 500 },
+  pool: { maxWorkers: 2, warmWorkers: 1 },
+};
+
+const skip = postgresSkipReason();
+if (skip !== undefined) process.stdout.write(`cluster.pg.test: skipped — ${skip}\n`);
+let pg: Postgres | undefined;
+let cluster: HostCluster | undefined;
+let store: PostgresStore | undefined;
+let schemaN = 0;
+
+beforeAll(async () => {
+  if (skip !== undefined) return;
+  const started = await startPostgres();
+  if ('skip' in started) throw new Error(`PostgreSQL could not start: ${started.skip}`);
+  pg = started;
+}, 60_000);
+afterAll(() => pg?.stop());
+afterEach(async () => {
+  await cluster?.stop();
+  await store?.close();
+  cluster = undefined;
+  store = undefined;
+});
+
+/** A fresh database schema per test, the hosts and the test's own connection on it. */
+async function hosts(n: number): Promise<{ cluster: HostCluster; store: PostgresStore }> {
+  const schema = `t${++schemaN}`;
+  store = await openPostgresStore({ connectionString: pg!.url, schema });
+  cluster = await HostCluster.start({ postgres: pg!.url, schema, hosts: n, token: TOKEN, runtime: RUNTIME });
+  return { cluster, store };
+}
+
+/** Waits for a condition the processes bring about, checking every 20 ms, failing after `ms`. */
+async function until<T>(what: string, ms: number, probe: () => Promise<T | undefined>): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined && v !== false) return v;
+    if (Date.now() > deadline) expect.fail(`${what}: not within ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+const script = (...steps: unknown[]) => JSON.stringify({ script: steps });
+const sleepTool = (ms: number) =>
+  script({ tools: [{ name: 'sleep', args: { ms } }] }, { text: 'late answer' });
+
+describe.skipIf(skip !== undefined)('several hosts on PostgreSQL', () => {
+  it('P6 L3: a host paused past its lease and resumed has every write for the lost turn refused; the other host took over, repaired and served', async () => {
+    const { cluster, store } = await hosts(2);
+    expect((await cluster.api(0, 'POST', '/workstreams', { workstreamId: 'w1' })).status).toBe(201);
+    // Host 1 (h1) runs a turn whose tool sleeps 1.5 s.
+    expect(
+      (await cluster.api(0, 'POST', '/workstreams/w1/messages', { content: sleepTool(1_500) })).status,
+    ).toBe(202);
+    await until('the tool call is durable', 10_000, async () =>
+      (await store.readHistory('w1')).some((r) => r.message.role === 'assistant') ? true : undefined,
+    );
+    const before = (await store.getLease('w1'))!;
+    expect(before.holder.startsWith('h1:')).toBe(true);
+    cluster.pause(0);
+    // h2's sweep finds the lease expired and repairs the session under a new token.
+    const taken = await until('h2 takes the lease over', 10_000, async () => {
+      const l = await store.getLease('w1');
+      return l !== undefined && l.token > before.token && l.holder.startsWith('h2:') ? l : undefined;
+    });
+    await until('the dangling call is repaired', 10_000, async () =>
+      openToolCalls(await store.readHistory('w1')).length === 0 ? true : undefined,
+    );
+    const next = await cluster.api(1, 'POST', '/workstreams/w1/messages', {
+      content: script({ text: 'served by h2' }),
+      wait: true,
+    });
+    expect(next.status).toBe(200);
+    expect(next.body.status).toBe('completed');
+    const settled = await store.readHistory('w1');
+    // h1 resumes: its tool finishes, its renewal fails; every write it tries is fenced.
+    cluster.resume(0);
+    await until('h1 notices it lost the lease', 15_000, async () =>
+      cluster.logged(0, 'turn lease lost; aborting turn').length > 0 ? true : undefined,
+    );
+    await until('h1 ends the lost turn', 15_000, async () => {
+      const m = await cluster.api(0, 'GET', '/workstreams/w1/status');
+      return m.status === 200 && m.body.activeTurn === undefined ? true : undefined;
+    });
+    const fenced = cluster.host(0).lines.filter((l) => l.includes('"FENCED"'));
+    expect(fenced.length).toBeGreaterThan(0);
+    // Not one row, nor the session snapshot, changed after h2's turn: h1 touched nothing.
+    expect(await store.readHistory('w1')).toEqual(settled);
+    const rows = await store.readHistory('w1');
+    expect(rows.map((r) => r.message.role)).toEqual(['user', 'assistant', 'tool', 'user', 'assistant']);
+    expect(rows[2]?.message).toMatchObject({ role: 'tool', synthesized: true, effect: 'unknown' });
+    expect(rows.some((r) => r.message.role === 'assistant' && r.message.content === 'late answer')).toBe(
+      false,
+    );
+    expect(rows.every((r) => r.fencingToken === undefined || r.fencingToken <= taken.token + 1)).toBe(true);
+    const ws = await store.getWorkstream('w1');
+    expect(ws?.session && JSON.stringify(ws.session)).toContain('idle');
+  }, 90_000);
+
+  it('S2 S7: a host killed mid-turn is taken over after its lease expires; the call is repaired and another host serves the next turn', async () => {
+    const { cluster, store } = await hosts(2);
+    await cluster.api(0, 'POST', '/workstreams', { workstreamId: 'w1' });
+    await cluster.api(0, 'POST', '/workstreams/w1/messages', { content: sleepTool(600_000) });
+    await until('the tool call is durable', 10_000, async () =>
+      (await store.readHistory('w1')).some((r) => r.message.role === 'assistant') ? true : undefined,
+    );
+    const killedAt = Date.now();
+    await cluster.kill(0);
+    await until('the dangling call is repaired by h2', 10_000, async () => {
+      const rows = await store.readHistory('w1');
+      return rows.length === 3 && openToolCalls(rows).length === 0 ? true : undefined;
+    });
+    const failoverMs = Date.now() - killedAt;
+    // The bound: the lease runs out, then one sweep period (plus this test's polling).
+    expect(failoverMs).toBeLessThan(LEASE.ttlMs + LEASE.renewMs + 2_000);
+    const next = await cluster.api(1, 'POST', '/workstreams/w1/messages', {
+      content: script({ text: 'after failover' }),
+      wait: true,
+    });
+    expect(next.body.status).toBe('completed');
+    const rows = await store.readHistory('w1');
+    expect(openToolCalls(rows)).toEqual([]);
+    expect(rows[2]?.message).toMatchObject({ role: 'tool', synthesized: true, effect: 'unknown' });
+  }, 60_000);
+
+  it('a send to the host not running the turn is 409 LEASED_ELSEWHERE naming the holder; a cancel there reaches the turn', async () => {
+    const { cluster, store } = await hosts(2);
+    await cluster.api(0, 'POST', '/workstreams', { workstreamId: 'w1' });
+    await cluster.api(0, 'POST', '/workstreams/w1/messages', { content: sleepTool(600_000) });
+    await until('the tool call is durable', 10_000, async () =>
+      (await store.readHistory('w1')).some((r) => r.message.role === 'assistant') ? true : undefined,
+    );
+    const refused = await cluster.api(1, 'POST', '/workstreams/w1/messages', { content: 'hello' });
+    expect(refused.status).toBe(409);
+    expect(refused.body.error).toMatchObject({ code: 'LEASED_ELSEWHERE', retryable: true });
+    expect(refused.body.error.details).toMatchObject({ hostId: 'h1' });
+    const cancelled = await cluster.api(1, 'POST', '/workstreams/w1/cancel');
+    expect(cancelled.status).toBe(200);
+    const rows = await store.readHistory('w1');
+    expect(rows.map((r) => r.message.role)).toEqual(['user', 'assistant', 'tool']);
+    expect(rows[2]?.message).toMatchObject({ synthesized: true });
+    expect((await store.getLease('w1'))?.released).toBe(true);
+  }, 60_000);
+});

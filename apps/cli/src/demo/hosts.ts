@@ -1,0 +1,428 @@
+/**
+ * `turnwarden demo --hosts 3 --postgres [URL]`: the demo's workload across several
+ * `turnwarden serve` processes sharing one PostgreSQL database (a throwaway cluster unless a URL
+ * is given; then a fresh schema in it). Each workstream has a home host; mid-run one host is
+ * killed (SIGKILL) while it runs turns and another is paused (SIGSTOP) past its lease and then
+ * resumed. A send refused with LEASED_ELSEWHERE (the turn's lease is still the dead or paused
+ * host's) is retried on a live host until the lease expires and the workstream is taken over.
+ *
+ * The integrity check re-reads the database afterwards: no dangling tool call (S1, S2, S7), no
+ * row written by a superseded lease holder (P6: fencing tokens never decrease along a history),
+ * and every planned turn accounted for — completed as its kind must, or lost with its host,
+ * with the durable user rows between the sends confirmed and the sends left unknown.
+ */
+import { type HistoryRow, openToolCalls } from '@turnwarden/protocol';
+import { openPostgresStore, type PostgresStore } from '@turnwarden/store';
+import { type Postgres, startPostgres } from '@turnwarden/store/testing';
+import type { DemoArgs } from '../args.js';
+import { HostCluster } from '../cluster/hosts.js';
+import { auditHistory, classifyTurn, type IntegrityCheck, mergeAudits } from './integrity.js';
+import { Remote } from './remote.js';
+import type { RecordKind } from './types.js';
+import { EXPECTED, type Expectation, planWorkload, type WorkstreamPlan } from './workload.js';
+
+export interface HostsArgs extends DemoArgs {
+  readonly hosts: number;
+  /** A PostgreSQL URL, or undefined for a throwaway cluster. */
+  readonly postgres: string | undefined;
+}
+
+/** How a planned turn ended, from the client's side. */
+type HostTurnOutcome =
+  /** Ended as its kind must. */
+  | 'ok'
+  /** Its host died or lost the lease while it ran: it may or may not have been accepted. */
+  | 'lost_with_host'
+  /** Ended otherwise: a failed check. */
+  | 'wrong';
+
+interface HostTurn {
+  readonly workstreamId: string;
+  readonly index: number;
+  readonly kind: RecordKind;
+  readonly expected: Expectation;
+  readonly host: string;
+  readonly outcome: HostTurnOutcome;
+  /** The send was accepted for sure (an answer came back), or may have been (the host went away). */
+  readonly accepted: 'yes' | 'unknown' | 'no';
+  readonly status?: string;
+  readonly abortReason?: string;
+  readonly errorCode?: string;
+  /** Sends refused with LEASED_ELSEWHERE before this one was taken. */
+  readonly leasedElsewhere: number;
+  readonly durationMs: number;
+}
+
+interface ChaosEvent {
+  readonly atMs: number;
+  readonly host: string;
+  readonly what: 'killed' | 'paused' | 'resumed';
+  readonly turnsInFlight: number;
+}
+
+export interface HostsReport {
+  readonly ok: boolean;
+  readonly hosts: readonly string[];
+  readonly database: string;
+  readonly turns: readonly HostTurn[];
+  readonly chaos: readonly ChaosEvent[];
+  readonly checks: readonly IntegrityCheck[];
+  /** Workstreams the surviving hosts took over from a dead or paused one (their logs). */
+  readonly failovers: number;
+  /** Writes the paused host attempted for turns it had lost, refused by the fencing token (its logs). */
+  readonly fencedWrites: number;
+  readonly elapsedMs: number;
+}
+
+const TOKEN = `twdemo_${Math.random().toString(36).slice(2)}${Date.now().toString(36)}`;
+const LEASE = { ttlMs: 1_500, renewMs: 400 };
+const BACKOFF_MS = 150;
+
+class Chaos {
+  readonly events: ChaosEvent[] = [];
+  readonly inFlight: number[];
+  private done = 0;
+  private readonly started = performance.now();
+  private killed = false;
+  private paused = false;
+  resumed: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly cluster: HostCluster,
+    private readonly total: number,
+  ) {
+    this.inFlight = cluster.hosts.map(() => 0);
+  }
+
+  live(i: number): boolean {
+    return this.cluster.host(i).state === 'running';
+  }
+
+  /** A turn finished: past a quarter of the run the first host dies, past half the second pauses. */
+  turnDone(): void {
+    this.done++;
+    this.maybe();
+  }
+
+  maybe(): void {
+    const hosts = this.cluster.hosts.length;
+    if (!this.killed && this.done >= this.total / 4 && this.inFlight[0]! > 0) {
+      this.killed = true;
+      this.events.push(this.event(0, 'killed'));
+      void this.cluster.kill(0);
+    }
+    if (hosts >= 3 && this.killed && !this.paused && this.done >= this.total / 2 && this.inFlight[1]! > 0) {
+      this.paused = true;
+      this.cluster.pause(1);
+      this.events.push(this.event(1, 'paused'));
+      this.resumed = new Promise<void>((resolve) =>
+        setTimeout(
+          () => {
+            this.cluster.resume(1);
+            this.events.push(this.event(1, 'resumed'));
+            resolve();
+          },
+          2 * LEASE.ttlMs + LEASE.renewMs,
+        ),
+      );
+    }
+  }
+
+  private event(i: number, what: ChaosEvent['what']): ChaosEvent {
+    return {
+      atMs: Math.round(performance.now() - this.started),
+      host: this.cluster.host(i).id,
+      what,
+      turnsInFlight: this.inFlight[i]!,
+    };
+  }
+}
+
+async function driveWorkstream(
+  cluster: HostCluster,
+  chaos: Chaos,
+  remotes: readonly Remote[],
+  plan: WorkstreamPlan,
+  home: number,
+): Promise<HostTurn[]> {
+  const turns: HostTurn[] = [];
+  const pick = () => {
+    for (let k = 0; k < remotes.length; k++) {
+      const i = (home + k) % remotes.length;
+      if (chaos.live(i)) return i;
+    }
+    return home;
+  };
+  let created = false;
+  while (!created) {
+    const i = pick();
+    const res = await remotes[i]!.call('POST', '/workstreams', { workstreamId: plan.id }).catch(
+      () => undefined,
+    );
+    if (res?.status === 201 || res?.status === 409) created = true;
+    else await new Promise((r) => setTimeout(r, BACKOFF_MS));
+  }
+  for (const turn of plan.turns) {
+    const expected = EXPECTED[turn.kind];
+    const t0 = performance.now();
+    let leasedElsewhere = 0;
+    let retried = 0;
+    for (;;) {
+      if (retried > 200) {
+        turns.push({
+          workstreamId: plan.id,
+          index: turn.index,
+          kind: turn.kind,
+          expected,
+          host: '-',
+          outcome: 'wrong',
+          accepted: 'no',
+          status: 'never admitted',
+          leasedElsewhere,
+          durationMs: Math.round(performance.now() - t0),
+        });
+        break;
+      }
+      const i = pick();
+      const remote = remotes[i]!;
+      const stopCancel = turn.kind === 'cancel' ? remote.cancelWhenSleeping(plan.id) : undefined;
+      chaos.inFlight[i]!++;
+      chaos.maybe();
+      let refusedConnection = false;
+      const sent = await remote
+        .call('POST', `/workstreams/${plan.id}/messages`, { content: turn.content, wait: true })
+        .catch((e: unknown) => {
+          refusedConnection = (e as { cause?: { code?: string } }).cause?.code === 'ECONNREFUSED';
+          return undefined;
+        });
+      chaos.inFlight[i]!--;
+      stopCancel?.();
+      const base = {
+        workstreamId: plan.id,
+        index: turn.index,
+        kind: turn.kind,
+        expected,
+        host: cluster.host(i).id,
+        leasedElsewhere,
+        durationMs: Math.round(performance.now() - t0),
+      };
+      if (sent === undefined && refusedConnection) {
+        // The host is gone and never saw the send: another one takes it.
+        await new Promise((r) => setTimeout(r, BACKOFF_MS));
+        continue;
+      }
+      if (sent === undefined) {
+        // The connection broke: the host died with the turn (its send may have been accepted).
+        turns.push({ ...base, outcome: 'lost_with_host', accepted: 'unknown' });
+        break;
+      }
+      const code: string | undefined = sent.body?.error?.code;
+      if (sent.status === 409 && code === 'LEASED_ELSEWHERE') {
+        // Nothing was written: the lease is still another host's (a dead one's until it expires).
+        leasedElsewhere++;
+        retried++;
+        await new Promise((r) => setTimeout(r, BACKOFF_MS));
+        continue;
+      }
+      // Nothing written either: a host shutting down, debt being repaired, or a claim whose lease
+      // was taken over while its host was paused (FENCED before its user row was durable).
+      if (
+        sent.status === 503 ||
+        (sent.status === 409 && (code === 'TOOL_CLEANUP_PENDING' || code === 'FENCED'))
+      ) {
+        retried++;
+        await new Promise((r) => setTimeout(r, BACKOFF_MS));
+        continue;
+      }
+      if (sent.status !== 200) {
+        turns.push({
+          ...base,
+          outcome: 'wrong',
+          accepted: 'yes',
+          status: `HTTP ${sent.status}`,
+          ...(code === undefined ? {} : { errorCode: code }),
+        });
+        break;
+      }
+      const r = sent.body;
+      const lost = r.abortReason === 'lease_lost' || r.error?.code === 'FENCED';
+      const verdict = classifyTurn(expected, {
+        status: r.status,
+        abortReason: r.abortReason,
+        workerTerminated: r.workerTerminated,
+        errorCode: r.error?.code,
+      });
+      turns.push({
+        ...base,
+        outcome: verdict === 'ok' ? 'ok' : lost ? 'lost_with_host' : 'wrong',
+        accepted: 'yes',
+        status: r.status,
+        ...(r.abortReason === undefined ? {} : { abortReason: r.abortReason }),
+        ...(r.error?.code === undefined ? {} : { errorCode: r.error.code }),
+      });
+      break;
+    }
+    chaos.turnDone();
+  }
+  return turns;
+}
+
+/** Rows written after a row of a newer lease: what a superseded holder's late write would leave (P6). */
+export function supersededRows(rows: readonly HistoryRow[]): number {
+  let newest = 0;
+  let late = 0;
+  for (const r of rows) {
+    if (r.fencingToken === undefined) continue;
+    if (r.fencingToken < newest) late++;
+    newest = Math.max(newest, r.fencingToken);
+  }
+  return late;
+}
+
+export async function runHostsDemo(args: HostsArgs): Promise<HostsReport> {
+  const started = performance.now();
+  let pg: Postgres | undefined;
+  let url = args.postgres;
+  if (url === undefined) {
+    const started = await startPostgres();
+    if ('skip' in started)
+      throw new Error(`--postgres without a URL needs a local PostgreSQL: ${started.skip}`);
+    pg = started;
+    url = started.url;
+  }
+  const schema = `tw_demo_${Date.now().toString(36)}`;
+  let store: PostgresStore | undefined;
+  let cluster: HostCluster | undefined;
+  try {
+    store = await openPostgresStore({ connectionString: url, schema });
+    cluster = await HostCluster.start({
+      postgres: url,
+      schema,
+      hosts: args.hosts,
+      token: TOKEN,
+      runtime: {
+        lease: LEASE,
+        watchdog: { timeoutMs: args.timeoutMs, pollMs: args.pollMs, graceMs: args.graceMs },
+        pool: { maxWorkers: args.maxWorkers, warmWorkers: args.warmWorkers },
+      },
+    });
+    const plan = planWorkload({
+      workstreams: args.workstreams,
+      turns: args.turns,
+      seed: args.seed,
+      timeoutMs: args.timeoutMs,
+      overHttp: true,
+      storeFaults: false,
+      idPrefix: '',
+    });
+    const total = plan.workstreams.reduce((n, ws) => n + ws.turns.length, 0);
+    const chaos = new Chaos(cluster, total);
+    const c = cluster;
+    const remotes = c.hosts.map((h) => new Remote(h.url, TOKEN));
+    const perWorkstream = await Promise.all(
+      plan.workstreams.map((ws, k) => driveWorkstream(c, chaos, remotes, ws, k % c.hosts.length)),
+    );
+    await chaos.resumed;
+    const turns = perWorkstream.flat();
+    // Every lease the dead host held has expired and been taken over before the database is read:
+    // wait for the survivors' sweeps to repair what it left (bounded).
+    const deadline = Date.now() + 4 * LEASE.ttlMs + 5_000;
+    let histories: HistoryRow[][] = [];
+    for (;;) {
+      histories = await Promise.all(plan.workstreams.map((ws) => store!.readHistory(ws.id)));
+      const open = histories.reduce((n, rows) => n + openToolCalls(rows).length, 0);
+      if (open === 0 || Date.now() > deadline) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const audit = mergeAudits(histories.map((rows) => auditHistory(rows)));
+    const superseded = histories.reduce((n, rows) => n + supersededRows(rows), 0);
+    let mismatched = 0;
+    for (const [k, ws] of plan.workstreams.entries()) {
+      const mine = perWorkstream[k] ?? [];
+      const sure = mine.filter((t) => t.accepted === 'yes').length;
+      const maybe = mine.filter((t) => t.accepted === 'unknown').length;
+      const users = (histories[k] ?? []).filter((r) => r.message.role === 'user').length;
+      if (users < sure || users > sure + maybe) mismatched++;
+    }
+    const failovers = c.hosts.reduce(
+      (n, _h, i) =>
+        n + c.logged(i, 'took over a workstream whose host let its lease expire mid-turn; repaired').length,
+      0,
+    );
+    const fencedWrites =
+      c.hosts[1] === undefined ? 0 : c.host(1).lines.filter((l) => l.includes('"FENCED"')).length;
+    const zero = (id: string, label: string, guarantee: string, value: number): IntegrityCheck => ({
+      id,
+      label,
+      guarantee,
+      value,
+      ok: value === 0,
+    });
+    const checks: IntegrityCheck[] = [
+      zero('dangling_tool_calls', 'dangling tool calls in the database', 'S1 S7', audit.danglingToolCalls),
+      zero(
+        'bad_synthesized_effects',
+        'synthesized results not marked unknown/none',
+        'S2',
+        audit.badSynthesizedEffects,
+      ),
+      zero('superseded_rows', 'rows written by a superseded lease holder', 'P6', superseded),
+      zero('unaccounted_turns', 'planned turns not accounted for', 'P', total - turns.length),
+      zero(
+        'wrong_outcomes',
+        'turns that did not end as their kind must (hosts alive)',
+        'L C S',
+        turns.filter((t) => t.outcome === 'wrong').length,
+      ),
+      zero('history_mismatches', 'workstreams whose user rows differ from the sends', 'P1 P2', mismatched),
+    ];
+    return {
+      ok: checks.every((x) => x.ok),
+      hosts: c.hosts.map((h) => h.id),
+      database:
+        pg === undefined ? `${redact(url)} (schema ${schema})` : `throwaway PostgreSQL on port ${pg.port}`,
+      turns,
+      chaos: chaos.events,
+      checks,
+      failovers,
+      fencedWrites,
+      elapsedMs: performance.now() - started,
+    };
+  } finally {
+    await cluster?.stop();
+    await store?.close();
+    pg?.stop();
+  }
+}
+
+function redact(url: string): string {
+  return url.replace(/\/\/([^:@/]+):[^@/]*@/, '//$1:***@');
+}
+
+export function formatHosts(report: HostsReport): string {
+  const t = report.turns;
+  const count = (o: HostTurnOutcome) => t.filter((x) => x.outcome === o).length;
+  const lines = [
+    `turnwarden demo across ${report.hosts.length} hosts (${report.hosts.join(', ')}) on ${report.database}: ${t.length} turns in ${(report.elapsedMs / 1000).toFixed(1)} s`,
+    '',
+    ...report.chaos.map(
+      (e) =>
+        `  ${(e.atMs / 1000).toFixed(1).padStart(5)} s  ${e.host} ${e.what}${e.what === 'resumed' ? '' : ` with ${e.turnsInFlight} turn(s) in flight`}`,
+    ),
+    '',
+    `  turns as their kind must          ${String(count('ok')).padStart(4)}`,
+    `  turns lost with their host        ${String(count('lost_with_host')).padStart(4)}  (killed mid-turn, or the paused host's lease taken over)`,
+    `  sends refused LEASED_ELSEWHERE    ${String(t.reduce((n, x) => n + x.leasedElsewhere, 0)).padStart(4)}  (retried on a live host; nothing written)`,
+    `  workstreams taken over            ${String(report.failovers).padStart(4)}  (expired leases repaired by a surviving host, S7)`,
+    `  late writes refused (FENCED)      ${String(report.fencedWrites).padStart(4)}  (the paused host, after it resumed, P6)`,
+    '',
+    '  integrity (the database re-read after the run):',
+    ...report.checks.map(
+      (c) => `    ${c.ok ? '✓' : '✗'}  ${c.label.padEnd(58)} ${String(c.value).padStart(3)}  ${c.guarantee}`,
+    ),
+    '',
+    `  RESULT: ${report.ok ? 'OK — every check passed' : 'FAILED'}`,
+    '',
+  ];
+  return lines.join('\n');
+}
