@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole test suite, as CI runs it: lint → knip → guarantees → typecheck → API report → stress (interleaving harness) → tests.
+# The whole test suite, as CI runs it: lint → knip → guarantees → typecheck → API report → stress (interleaving harness) → tests (then the supervisor's again on a delayed store and on PostgreSQL).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PATH="$PWD/node_modules/.bin:$PATH"
@@ -27,5 +27,21 @@ vitest run --reporter=default --reporter=json --outputFile.json=.turbo/vitest-re
 echo "== supervisor tests on a store that delays every write (an asynchronous store)"
 TURNWARDEN_TEST_STORE=delayed vitest run packages/supervisor --reporter=dot \
   --reporter=json --outputFile.json=.turbo/vitest-delayed-report.json
+# The supervisor suite on the PostgreSQL store, when a server can be started here.
+pg_note="PostgreSQL pass not run"
+rm -f .turbo/vitest-postgres-report.json
+if [ "${TURNWARDEN_SUPERVISOR_ON_POSTGRES:-1}" != 0 ] && ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  echo "== supervisor tests on the PostgreSQL store (a throwaway cluster per test file)"
+  TURNWARDEN_TEST_STORE=postgres vitest run packages/supervisor --reporter=dot \
+    --reporter=json --outputFile.json=.turbo/vitest-postgres-report.json
+  pg_note=""
+else
+  echo "== supervisor tests on the PostgreSQL store: skipped (no server binaries in /usr/lib/postgresql, or TURNWARDEN_SUPERVISOR_ON_POSTGRES=0)"
+fi
 # The plain closing line CI reads: "N passed, N failed".
-node -e 'const a = require("./.turbo/vitest-report.json"), b = require("./.turbo/vitest-delayed-report.json"); console.log(`vitest: ${a.numPassedTests + b.numPassedTests} passed, ${a.numFailedTests + b.numFailedTests} failed (${b.numPassedTests} of them on the delayed-write store)`)'
+PG_NOTE="$pg_note" node -e '
+const fs = require("node:fs");
+const read = (f) => (fs.existsSync(f) ? require(f) : { numPassedTests: 0, numFailedTests: 0 });
+const a = read("./.turbo/vitest-report.json"), b = read("./.turbo/vitest-delayed-report.json"), c = read("./.turbo/vitest-postgres-report.json");
+const pg = process.env.PG_NOTE || `${c.numPassedTests} on the PostgreSQL store`;
+console.log(`vitest: ${a.numPassedTests + b.numPassedTests + c.numPassedTests} passed, ${a.numFailedTests + b.numFailedTests + c.numFailedTests} failed (${b.numPassedTests} of them on the delayed-write store, ${pg})`);'

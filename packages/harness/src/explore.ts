@@ -141,6 +141,8 @@ export interface ExploreOptions {
   readonly stopOnViolation?: boolean;
   /** Run on a store that delays every write by a random time (an asynchronous store). */
   readonly delayedWrites?: boolean;
+  /** Run on the PostgreSQL store of this database (a schema per runtime). */
+  readonly postgres?: string;
   readonly onRun?: (progress: ExploreProgress) => void;
 }
 
@@ -168,7 +170,7 @@ export interface ExploreReport {
 }
 
 export async function explore(options: ExploreOptions): Promise<ExploreReport> {
-  const runtimes = new RuntimeCache(options.delayedWrites === true);
+  const runtimes = new RuntimeCache(options.delayedWrites === true, options.postgres);
   try {
     return await exploreOn(runtimes, options);
   } finally {
@@ -181,13 +183,19 @@ class RuntimeCache {
   private readonly live = new Map<string, HarnessRuntime>();
   started = 0;
 
-  constructor(private readonly delayedWrites: boolean) {}
+  constructor(
+    private readonly delayedWrites: boolean,
+    private readonly postgres: string | undefined,
+  ) {}
 
   async get(scenario: Scenario): Promise<HarnessRuntime> {
     const key = JSON.stringify(scenario.pluginModules ?? []);
     let rt = this.live.get(key);
     if (!rt) {
-      rt = await HarnessRuntime.start(scenario.pluginModules, { delayedWrites: this.delayedWrites });
+      rt = await HarnessRuntime.start(scenario.pluginModules, {
+        delayedWrites: this.delayedWrites,
+        ...(this.postgres === undefined ? {} : { postgres: this.postgres }),
+      });
       this.started++;
       this.live.set(key, rt);
     }

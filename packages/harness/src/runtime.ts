@@ -6,7 +6,7 @@
  * worker — so state cannot leak from one schedule into the next (the `clean-start` invariant).
  */
 import type { Mutation, SeamName } from '@turnwarden/protocol';
-import { openSqliteStore, type Store } from '@turnwarden/store';
+import { openPostgresStore, openSqliteStore, type Store } from '@turnwarden/store';
 import { delayedStore } from '@turnwarden/store/testing';
 import type { Turnwarden } from '@turnwarden/supervisor/harness';
 import { startForTesting } from '@turnwarden/supervisor/harness';
@@ -29,6 +29,8 @@ const SCRIPTED = '@turnwarden/session/scripted';
 export const TENANT = 'harness';
 export const PRINCIPAL = 'harness-user';
 
+let schemas = 0;
+
 export class HarnessRuntime {
   private sink: LogLine[] = [];
   private runs = 0;
@@ -47,15 +49,20 @@ export class HarnessRuntime {
 
   /**
    * `delayedWrites`: the store delays every write by a random time (seeded), like a remote
-   * asynchronous store — the scenarios must hold all the same.
+   * asynchronous store — the scenarios must hold all the same. `postgres`: a PostgreSQL
+   * connection string, for the PostgreSQL store instead of an in-memory SQLite one.
    */
   static async start(
     pluginModules?: readonly string[],
-    options: { readonly delayedWrites?: boolean } = {},
+    options: { readonly delayedWrites?: boolean; readonly postgres?: string } = {},
   ): Promise<HarnessRuntime> {
     const harness = new SeamHarness(new Set(), new Set());
-    const sqlite = openSqliteStore({ path: ':memory:' });
-    const store = options.delayedWrites ? delayedStore(sqlite, { maxDelayMs: 3, seed: 11 }).store : sqlite;
+    // On PostgreSQL: a schema of its own per runtime, so runtimes never share workstreams.
+    const inner =
+      options.postgres === undefined
+        ? openSqliteStore({ path: ':memory:' })
+        : await openPostgresStore({ connectionString: options.postgres, schema: `harness_${++schemas}` });
+    const store = options.delayedWrites ? delayedStore(inner, { maxDelayMs: 3, seed: 11 }).store : inner;
     let runtime: HarnessRuntime | undefined;
     const logger = pino(
       { level: 'debug' },

@@ -31,7 +31,8 @@ export class PgListener {
   #timer: NodeJS.Timeout | undefined;
 
   constructor(config: pg.ClientConfig) {
-    this.#config = config;
+    // TCP keep-alive: a half-open socket (a database failover) is noticed and reconnected.
+    this.#config = { ...config, keepAlive: true };
   }
 
   /** Subscribes; resolves once the LISTEN is in force. Resolves to the unsubscribe. */
@@ -42,6 +43,8 @@ export class PgListener {
   ): Promise<() => Promise<void>> {
     const subscriber: Subscriber = { onPayload, onReconnect };
     await this.#serial(async () => {
+      // A reconnect is pending (its backoff): reconnect now, for every channel, not this one alone.
+      if (this.#client === undefined && this.#channels.size > 0) await this.#reconnect();
       const client = await this.#connected();
       let set = this.#channels.get(channel);
       if (set === undefined) {
@@ -69,9 +72,12 @@ export class PgListener {
     this.#closed = true;
     clearTimeout(this.#timer);
     this.#channels.clear();
-    const client = this.#client;
-    this.#client = undefined;
-    if (client !== undefined) await client.end().catch(() => undefined);
+    // After whatever uses the connection now (a connect in flight ends its client itself).
+    await this.#serial(async () => {
+      const client = this.#client;
+      this.#client = undefined;
+      if (client !== undefined) await client.end().catch(() => undefined);
+    }).catch(() => undefined);
   }
 
   #serial<T>(fn: () => Promise<T>): Promise<T> {
@@ -93,13 +99,26 @@ export class PgListener {
       if (set === undefined) return;
       const payload = n.payload ?? '';
       // Outside pg's parsing of the stream: a throwing subscriber cannot corrupt the connection.
-      for (const s of set) queueMicrotask(() => s.onPayload(payload));
+      for (const s of set) {
+        queueMicrotask(() => {
+          try {
+            s.onPayload(payload);
+          } catch {
+            // A subscriber's bug is its own: the connection and the other subscribers go on.
+          }
+        });
+      }
     });
     try {
       await client.connect();
     } catch (e) {
       await client.end().catch(() => undefined);
       throw e;
+    }
+    if (this.#closed) {
+      // Closed while connecting: this connection must not outlive the store.
+      await client.end().catch(() => undefined);
+      throw new Error('the listener is closed');
     }
     this.#client = client;
     return client;
@@ -134,7 +153,17 @@ export class PgListener {
     }
     this.#backoffMs = FIRST_BACKOFF_MS;
     for (const set of this.#channels.values()) {
-      for (const s of set) if (s.onReconnect !== undefined) queueMicrotask(s.onReconnect);
+      for (const s of set) {
+        const resync = s.onReconnect;
+        if (resync === undefined) continue;
+        queueMicrotask(() => {
+          try {
+            resync();
+          } catch {
+            // as for payloads
+          }
+        });
+      }
     }
   }
 }

@@ -6,7 +6,7 @@
  * history is complete, or stays in force-abandoning when the repair fails — and then refuses
  * every claim until a later repair succeeds (S3). The one place repair is run and reported.
  */
-import type { SessionSnapshotData } from '@turnwarden/protocol';
+import { ErrorCode, isTurnwardenError, type SessionSnapshotData } from '@turnwarden/protocol';
 // Harness-only switches: stripped from dist/ by scripts/build.mjs (see protocol/src/mutations.ts).
 import { Mutation, mutated } from '@turnwarden/protocol/mutations';
 import { finishAbandoning, stateOf } from '@turnwarden/session';
@@ -95,6 +95,14 @@ export async function abandon(
     host.counters.toolResultsSynthesized += synthesized;
     log.warn({ count: synthesized }, LogMessage.synthesized);
     host.events.emit(workstreamId, 'tool_results_synthesized', generation, { count: synthesized });
+  }
+  if (error !== undefined && isTurnwardenError(error, ErrorCode.FENCED)) {
+    // The lease is lost (P6): another holder repairs the session — or this host, under a lease
+    // of its own, when it next loads it. What this host holds of the session is stale: forgotten
+    // (re-read from the store next time), not latched as debt it cannot repair.
+    log.warn({ err: error }, 'repair refused: the lease was lost; the session is left to its holder');
+    rec.snapshot = undefined;
+    return { synthesized, repaired: false };
   }
   if (error !== undefined) log.error({ err: error }, LogMessage.cleanupFailed);
   return { synthesized, repaired: error === undefined };

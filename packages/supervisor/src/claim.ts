@@ -133,7 +133,7 @@ export async function admit(
     // The model's own check of the message (a malformed script: INVALID_SCRIPT), nothing written.
     const { model } = host.config;
     if (host.pool.catalogue?.checks.includes(model)) await worker.api.checkInput(model, input.content);
-    const lease = await acquireLease(host, workstreamId);
+    const lease = await acquireLease(host, workstreamId, rec);
     try {
       const generation = await host.store.nextGeneration(workstreamId);
       const rows = await host.store.readHistory(workstreamId);

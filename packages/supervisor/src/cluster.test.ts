@@ -3,10 +3,11 @@
  * store and a notification channel (test-support/memory-channel.ts — what LISTEN/NOTIFY gives
  * the PostgreSQL store; cluster.pg.test.ts runs hosts as processes against a real PostgreSQL).
  */
-import { ErrorCode, type TurnwardenEvent } from '@turnwarden/protocol';
+import { ErrorCode } from '@turnwarden/protocol';
 import { newSession, offer } from '@turnwarden/session';
 import { openSqliteStore, type Store } from '@turnwarden/store';
 import { afterEach, describe, expect, it } from 'vitest';
+import type { TurnwardenEvent } from './index.js';
 import { refusal, within } from './test-support/bounded.js';
 import { MemoryChannelBus } from './test-support/memory-channel.js';
 import { nextEvent, script, startRuntime } from './test-support/runtime.js';

@@ -63,6 +63,17 @@ export type RoutedOp =
   | { readonly op: 'close'; readonly waitMs: number }
   | { readonly op: 'delete'; readonly tenantId: string; readonly incarnation: string };
 
+/** A routed call's answer: its result or error, or `stale` — the holder no longer holds that lease. */
+interface Reply {
+  readonly k: 'rep';
+  readonly id: string;
+  readonly to: string;
+  readonly ok: boolean;
+  readonly stale?: boolean;
+  readonly result?: unknown;
+  readonly error?: WireError;
+}
+
 type ControlMessage =
   | ({
       readonly k: 'req';
@@ -70,15 +81,10 @@ type ControlMessage =
       readonly to: string;
       readonly from: string;
       readonly ws: string;
+      /** The lease the call was routed by: served only while the holder still holds it. */
+      readonly token: number;
     } & RoutedOp)
-  | {
-      readonly k: 'rep';
-      readonly id: string;
-      readonly to: string;
-      readonly ok: boolean;
-      readonly result?: unknown;
-      readonly error?: WireError;
-    }
+  | Reply
   | {
       readonly k: 'ended';
       readonly from: string;
@@ -86,6 +92,61 @@ type ControlMessage =
       readonly reason: 'closed' | 'deleted';
     }
   | { readonly k: 'resync'; readonly from: string; readonly ws: string };
+
+const shuttingDown = () => new TurnwardenError(ErrorCode.SHUTTING_DOWN, 'turnwarden is shutting down');
+
+const isText = (v: unknown): v is string => typeof v === 'string' && v.length > 0 && v.length <= 512;
+
+/** Any database user can NOTIFY: a payload that is not one of ours is dropped, never trusted. */
+function parseControl(payload: string): ControlMessage | undefined {
+  let m: unknown;
+  try {
+    m = JSON.parse(payload);
+  } catch {
+    return undefined;
+  }
+  if (typeof m !== 'object' || m === null) return undefined;
+  const r = m as Record<string, unknown>;
+  switch (r.k) {
+    case 'rep':
+      return isText(r.id) && isText(r.to) && typeof r.ok === 'boolean' ? (m as Reply) : undefined;
+    case 'req':
+      if (!isText(r.id) || !isText(r.to) || !isText(r.from) || !isText(r.ws)) return undefined;
+      if (typeof r.token !== 'number') return undefined;
+      if (r.op === 'cancel') return m as ControlMessage;
+      if (r.op === 'close') return typeof r.waitMs === 'number' ? (m as ControlMessage) : undefined;
+      if (r.op === 'delete')
+        return isText(r.tenantId) && isText(r.incarnation) ? (m as ControlMessage) : undefined;
+      return undefined;
+    case 'ended':
+      return isText(r.from) && isText(r.ws) && (r.reason === 'closed' || r.reason === 'deleted')
+        ? (m as ControlMessage)
+        : undefined;
+    case 'resync':
+      return isText(r.from) && isText(r.ws) ? (m as ControlMessage) : undefined;
+    default:
+      return undefined;
+  }
+}
+
+function parseNotice(payload: string): JournalNotice | undefined {
+  let n: unknown;
+  try {
+    n = JSON.parse(payload);
+  } catch {
+    return undefined;
+  }
+  if (typeof n !== 'object' || n === null) return undefined;
+  const r = n as Record<string, unknown>;
+  return isText(r.from) &&
+    isText(r.ws) &&
+    Number.isSafeInteger(r.first) &&
+    Number.isSafeInteger(r.last) &&
+    (r.first as number) >= 1 &&
+    (r.last as number) >= (r.first as number)
+    ? (n as JournalNotice)
+    : undefined;
+}
 
 interface JournalNotice {
   readonly from: string;
@@ -126,11 +187,12 @@ export interface ClusterStats {
 export const hostOf = (holder: string): string => holder.slice(0, Math.max(0, holder.lastIndexOf(':')));
 
 export class Cluster {
-  private readonly waiting = new Map<
-    string,
-    { resolve: (m: Extract<ControlMessage, { k: 'rep' }>) => void }
-  >();
+  private readonly waiting = new Map<string, { resolve: (m: Reply) => void }>();
+  /** Followed workstreams: the last seq emitted here, and the reads in flight (in order). */
   private readonly cursors = new Map<string, { last: number; chain: Promise<void> }>();
+  /** Work that must finish before the store closes: routed calls being served, the sweep. */
+  private readonly busy = new Set<Promise<unknown>>();
+  private closing = false;
   /** Expired leases looked at already (workstream → token): each is repaired at most once here. */
   private readonly seen = new Map<string, number>();
   private unlisten: (() => Promise<void>)[] = [];
@@ -156,25 +218,38 @@ export class Cluster {
       await this.channel.listen(JOURNAL_CHANNEL, (p) => this.onJournal(p), resync),
     );
     this.stopSweep = this.host.timers.every(this.host.lease.renewMs, () => {
-      void this.sweep();
+      void this.track(this.sweep());
     });
     this.host.logger.info({ hostId: this.host.hostId, holder: this.host.holder }, 'cluster host joined');
   }
 
-  async stop(): Promise<void> {
-    this.stopped = true;
+  /**
+   * Shutdown begins: no more takeovers, routed calls are answered SHUTTING_DOWN; replies to this
+   * host's own routed calls are still listened to until `stop`.
+   */
+  beginShutdown(): void {
+    this.closing = true;
     this.stopSweep?.();
+    this.stopSweep = undefined;
+  }
+
+  /** After the turns ended: waits for the sweep and routed calls in flight, then stops listening. */
+  async stop(): Promise<void> {
+    this.beginShutdown();
+    await Promise.allSettled([...this.busy]);
+    this.stopped = true;
     for (const un of this.unlisten.splice(0)) await un().catch(() => undefined);
     for (const [id, w] of this.waiting) {
-      w.resolve({
-        k: 'rep',
-        id,
-        to: this.host.holder,
-        ok: false,
-        error: toWire(new TurnwardenError(ErrorCode.SHUTTING_DOWN, 'turnwarden is shutting down')),
-      });
+      w.resolve({ k: 'rep', id, to: this.host.holder, ok: false, error: toWire(shuttingDown()) });
     }
     this.waiting.clear();
+  }
+
+  private track<T>(p: Promise<T>): Promise<T> {
+    this.busy.add(p);
+    const done = () => this.busy.delete(p);
+    p.then(done, done);
+    return p;
   }
 
   stats(): ClusterStats {
@@ -190,14 +265,24 @@ export class Cluster {
 
   /**
    * Sends the call to the host holding the workstream's lease when it is not this one. Resolves
-   * `{ ran: false }` when this host should run it (no other holder, or the holder's lease expired
-   * unanswered), or the holder's answer; rejects with the holder's error.
+   * `{ ran: false }` when this host should run it (no other holder; or the holder's lease was
+   * released, lapsed or is now this host's, unanswered), or the holder's answer; rejects with the
+   * holder's error. The request names the lease token it was routed by: a holder that no longer
+   * holds that lease answers `stale`, and the call is routed again by the lease as it is then.
    */
   async route(workstreamId: string, op: RoutedOp): Promise<{ ran: false } | { ran: true; result: unknown }> {
     if (this.host.runsHere(workstreamId)) return { ran: false };
     let lease = await this.foreignLease(workstreamId);
-    let rounds = 0;
+    let hops = 0;
     while (lease !== undefined) {
+      if (++hops > this.maxRounds) {
+        throw new TurnwardenError(
+          ErrorCode.TIMEOUT,
+          `the ${op.op} of ${workstreamId} found its lease moving between hosts ${this.maxRounds} times`,
+          { details: { workstreamId } },
+        );
+      }
+      if (this.closing) throw shuttingDown();
       const id = randomUUID();
       const reply = this.await(id);
       this.counts.routedOut++;
@@ -205,34 +290,93 @@ export class Cluster {
         { workstreamId, op: op.op, to: lease.holder, token: lease.token },
         'call routed to the host holding the lease',
       );
-      await this.send({ k: 'req', id, to: lease.holder, from: this.host.holder, ws: workstreamId, ...op });
-      const answer = await this.answerOrLapse(reply, workstreamId, lease, op);
-      if (answer === 'lapsed') {
-        this.counts.routedFallbacks++;
-        this.host.logger.warn(
-          { workstreamId, op: op.op, holder: lease.holder },
-          'the lease holder did not answer and its lease lapsed or changed hands: running the call here',
-        );
-        return { ran: false };
+      let outcome: Awaited<ReturnType<Cluster['answerOrLapse']>>;
+      try {
+        await this.send({
+          k: 'req',
+          id,
+          to: lease.holder,
+          from: this.host.holder,
+          ws: workstreamId,
+          token: lease.token,
+          ...op,
+        });
+        outcome = await this.answerOrLapse(reply, workstreamId, lease, op);
+      } finally {
+        reply.done();
       }
-      if (answer !== 'renewing') {
-        if (answer.ok) return { ran: true, result: answer.result };
-        throw fromWire(answer.error!);
+      if ('answer' in outcome) {
+        const { answer } = outcome;
+        if (answer.stale !== true) {
+          if (answer.ok) return { ran: true, result: answer.result };
+          throw fromWire(answer.error!);
+        }
+        lease = await this.foreignLease(workstreamId);
+        continue;
       }
-      if (++rounds >= this.maxRounds) {
-        throw new TurnwardenError(
-          ErrorCode.TIMEOUT,
-          `host ${hostOf(lease.holder)} holds the lease of ${workstreamId} and did not answer the ${op.op}`,
-          { details: { workstreamId, hostId: hostOf(lease.holder) } },
-        );
+      if ('moved' in outcome) {
+        lease = outcome.moved;
+        continue;
       }
-      lease = (await this.foreignLease(workstreamId)) ?? lease;
+      this.counts.routedFallbacks++;
+      this.host.logger.warn(
+        { workstreamId, op: op.op, holder: lease.holder },
+        'the lease holder did not answer and its lease lapsed or changed hands: running the call here',
+      );
+      return { ran: false };
     }
     return { ran: false };
   }
 
+  /**
+   * Waits for the holder's answer, looking at the lease every renewal period. The lease released
+   * or now this host's: the holder is done with it — one more short wait for an answer on its
+   * way, then `lapsed`. Taken by another holder: `moved` (the call follows it). Not renewed for a
+   * whole TTL and period: the holder is gone (`lapsed`). Renewed without an answer for
+   * `maxRounds` such periods: TIMEOUT — no call waits forever.
+   */
+  private async answerOrLapse(
+    reply: ReturnType<Cluster['await']>,
+    workstreamId: string,
+    lease: Lease,
+    op: RoutedOp,
+  ): Promise<{ answer: Reply } | { moved: Lease } | { lapsed: true }> {
+    const { ttlMs, renewMs } = this.host.lease;
+    const budget = ttlMs + renewMs + (op.op === 'close' ? op.waitMs : 0);
+    let seen = lease;
+    for (let round = 0; round < this.maxRounds; round++) {
+      let waited = 0;
+      while (waited < budget) {
+        const slice = Math.min(renewMs, budget - waited);
+        const answer = await reply.within(slice);
+        if (answer !== undefined) return { answer };
+        waited += slice;
+        const now = await this.foreignLease(workstreamId);
+        if (now === undefined || now.token !== lease.token) {
+          // An answer may be on its way (the holder released the lease, then answers).
+          const late = await reply.within(Math.min(renewMs, 1_000));
+          if (late !== undefined) return { answer: late };
+          return now === undefined ? { lapsed: true } : { moved: now };
+        }
+        if (this.closing) throw shuttingDown();
+        seen = now;
+      }
+      // A whole TTL and period: renewed since (alive, busy) or not (gone)?
+      if (seen.expiresAt <= lease.expiresAt) return { lapsed: true };
+      lease = seen;
+    }
+    throw new TurnwardenError(
+      ErrorCode.TIMEOUT,
+      `host ${hostOf(lease.holder)} holds the lease of ${workstreamId} and did not answer the ${op.op}`,
+      { details: { workstreamId, hostId: hostOf(lease.holder) } },
+    );
+  }
+
   /** Rows became durable here: other hosts' followers read them (coalesced per tick). */
   journaled(workstreamId: string, first: number, last: number): void {
+    // Emitted here already (the gate announced them): a later foreign notice starts after them.
+    const cursor = this.cursors.get(workstreamId);
+    if (cursor !== undefined) cursor.last = Math.max(cursor.last, last);
     const prev = this.outgoing.get(workstreamId);
     this.outgoing.set(workstreamId, {
       first: Math.min(prev?.first ?? first, first),
@@ -264,37 +408,6 @@ export class Cluster {
 
   // ── internals ──────────────────────────────────────────────────────────────
 
-  /**
-   * Waits for the holder's answer, looking at the lease every renewal period: released, taken
-   * by another token, or not renewed for a whole TTL and period — the holder is gone ('lapsed').
-   * 'renewing': a TTL and period passed, the holder renews but did not answer (yet).
-   */
-  private async answerOrLapse(
-    reply: ReturnType<Cluster['await']>,
-    workstreamId: string,
-    lease: Lease,
-    op: RoutedOp,
-  ): Promise<Extract<ControlMessage, { k: 'rep' }> | 'lapsed' | 'renewing'> {
-    const { ttlMs, renewMs } = this.host.lease;
-    const budget = ttlMs + renewMs + (op.op === 'close' ? op.waitMs : 0);
-    let waited = 0;
-    try {
-      while (waited < budget) {
-        const slice = Math.min(renewMs, budget - waited);
-        const answer = await reply.within(slice);
-        if (answer !== undefined) return answer;
-        waited += slice;
-        const now = await this.foreignLease(workstreamId);
-        if (now === undefined || now.token !== lease.token) return 'lapsed';
-      }
-      const now = await this.foreignLease(workstreamId);
-      if (now === undefined || now.token !== lease.token || now.expiresAt <= lease.expiresAt) return 'lapsed';
-      return 'renewing';
-    } finally {
-      reply.done();
-    }
-  }
-
   private mine(holder: string): boolean {
     return (
       holder === this.host.holder ||
@@ -303,11 +416,11 @@ export class Cluster {
   }
 
   private await(id: string) {
-    let resolveAnswer: (m: Extract<ControlMessage, { k: 'rep' }>) => void = () => {};
+    let resolveAnswer: (m: Reply) => void = () => {};
     this.waiting.set(id, { resolve: (m) => resolveAnswer(m) });
-    let answer: Extract<ControlMessage, { k: 'rep' }> | undefined;
+    let answer: Reply | undefined;
     const got = new Promise<void>((r) => {
-      resolveAnswer = (m) => {
+      resolveAnswer = (m: Reply) => {
         answer = m;
         r();
       };
@@ -340,10 +453,8 @@ export class Cluster {
   }
 
   private onControl(payload: string): void {
-    let m: ControlMessage;
-    try {
-      m = JSON.parse(payload) as ControlMessage;
-    } catch {
+    const m = parseControl(payload);
+    if (m === undefined) {
       this.host.logger.warn({ payload: payload.slice(0, 200) }, 'malformed control message ignored');
       return;
     }
@@ -353,7 +464,7 @@ export class Cluster {
         if (m.to === this.host.holder) this.waiting.get(m.id)?.resolve(m);
         return;
       case 'req':
-        if (m.to === this.host.holder) void this.serve(m);
+        if (m.to === this.host.holder) void this.track(this.serve(m));
         return;
       case 'ended':
         // Listeners here are closed (D6); the lifecycle feed stays per host.
@@ -369,14 +480,29 @@ export class Cluster {
     }
   }
 
+  /**
+   * Runs a call another host routed here — only while this host still holds the lease it was
+   * routed by (a request that waited, say through a pause, must not act on a later turn).
+   */
   private async serve(m: Extract<ControlMessage, { k: 'req' }>): Promise<void> {
     this.counts.routedIn++;
-    const { k: _k, id, to: _to, from, ws, ...op } = m;
+    const { k: _k, id, to: _to, from, ws, token, ...op } = m;
     this.host.logger.info({ workstreamId: ws, op: op.op, from }, 'routed call received');
-    let reply: ControlMessage;
+    let reply: Reply;
     try {
-      const result = await this.host.runLocally(ws, op as RoutedOp);
-      reply = { k: 'rep', id, to: from, ok: true, result: result ?? null };
+      if (this.closing) throw shuttingDown();
+      const lease = await this.host.store.getLease(ws);
+      if (
+        lease === undefined ||
+        lease.token !== token ||
+        lease.holder !== this.host.holder ||
+        lease.released
+      ) {
+        reply = { k: 'rep', id, to: from, ok: false, stale: true };
+      } else {
+        const result = await this.host.runLocally(ws, op as RoutedOp);
+        reply = { k: 'rep', id, to: from, ok: true, result: result ?? null };
+      }
     } catch (e) {
       reply = { k: 'rep', id, to: from, ok: false, error: toWire(e) };
     }
@@ -384,13 +510,8 @@ export class Cluster {
   }
 
   private onJournal(payload: string): void {
-    let n: JournalNotice;
-    try {
-      n = JSON.parse(payload) as JournalNotice;
-    } catch {
-      return;
-    }
-    if (this.stopped || n.from === this.host.holder) return;
+    const n = parseNotice(payload);
+    if (n === undefined || this.stopped || n.from === this.host.holder) return;
     if (this.host.events.listenerCount(n.ws) === 0 || this.host.runsHere(n.ws)) {
       this.cursors.delete(n.ws);
       return;
@@ -401,14 +522,16 @@ export class Cluster {
       this.cursors.set(n.ws, cursor);
     }
     const c = cursor;
+    // Only while this cursor is the workstream's: a resync or a close replaced or dropped it.
+    const current = () => this.cursors.get(n.ws) === c;
     c.chain = c.chain.then(async () => {
-      if (n.last <= c.last) return;
+      if (n.last <= c.last || !current()) return;
       const rows = await this.channel.readHistoryAfter(n.ws, c.last).catch((err: unknown) => {
         this.host.logger.warn({ err, workstreamId: n.ws }, 'following a workstream: journal read failed');
         return [];
       });
       for (const row of rows) {
-        if (row.seq <= c.last) continue;
+        if (row.seq <= c.last || !current()) continue;
         c.last = row.seq;
         this.counts.followedRows++;
         this.host.events.emit(n.ws, 'message', row.generation, {
@@ -430,12 +553,12 @@ export class Cluster {
 
   /** S7 across hosts: sessions whose holder's lease expired unreleased are repaired here. */
   private async sweep(): Promise<void> {
-    if (this.sweeping || this.stopped) return;
+    if (this.sweeping || this.stopped || this.closing) return;
     this.sweeping = true;
     try {
       const expired = await this.host.store.expiredLeases();
       for (const lease of expired) {
-        if (this.stopped) return;
+        if (this.stopped || this.closing) return;
         if (lease.holder === this.host.holder || this.host.runsHere(lease.workstreamId)) continue;
         if (this.seen.get(lease.workstreamId) === lease.token) continue;
         this.seen.set(lease.workstreamId, lease.token);

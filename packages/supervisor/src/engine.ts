@@ -92,6 +92,9 @@ export class TurnEngine {
   closing = false;
   /** Several hosts on one store (cluster.ts): on when the store has a channel and the host an id. */
   readonly cluster: Cluster | undefined;
+  get clustered(): boolean {
+    return this.cluster !== undefined;
+  }
   private readonly bySlot = new Map<number, ActiveTurn>();
   private cancelSweep: (() => void) | undefined;
   /** Workstreams whose soft close waits on their running turn (C1). */

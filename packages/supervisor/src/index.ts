@@ -19,6 +19,7 @@ export type {
 export { ErrorCode, isTurnwardenError, SessionState, TurnwardenError } from '@turnwarden/protocol';
 export type { Store } from '@turnwarden/store';
 export type { AdmissionStats } from './admission.js';
+export type { ClusterStats } from './cluster.js';
 export type {
   AdmissionConfig,
   IsolationConfig,

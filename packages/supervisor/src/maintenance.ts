@@ -27,14 +27,26 @@ export interface MaintenanceHost extends AbandonHost {
   readonly logger: Logger;
 }
 
-export async function acquireLease(host: MaintenanceHost, workstreamId: string): Promise<Lease> {
+/**
+ * Takes the workstream's lease for this host. Held by another host: LEASED_ELSEWHERE, and the
+ * session's machine as loaded here (the other host's, mid-turn) is forgotten — it is re-read
+ * from the store the next time, never acted on stale.
+ */
+export async function acquireLease(
+  host: MaintenanceHost,
+  workstreamId: string,
+  rec?: SessionRecord,
+): Promise<Lease> {
   const lease = await host.store.acquireLease(
     workstreamId,
     host.holder,
     host.leaseTtlMs,
     host.predecessors === undefined ? {} : { replacing: host.predecessors },
   );
-  if (!lease) throw await leasedElsewhere(host, workstreamId);
+  if (!lease) {
+    if (rec !== undefined && rec.turn === undefined) rec.snapshot = undefined;
+    throw await leasedElsewhere(host, workstreamId);
+  }
   return lease;
 }
 
@@ -59,10 +71,11 @@ async function leasedElsewhere(host: MaintenanceHost, workstreamId: string): Pro
 /** Runs `fn` under a lease of its own, then releases it. */
 async function withIdleLease<T>(
   host: MaintenanceHost,
-  workstreamId: string,
+  rec: SessionRecord,
   fn: (lease: Lease, generation: number) => Promise<T>,
 ): Promise<T> {
-  const lease = await acquireLease(host, workstreamId);
+  const { workstreamId } = rec;
+  const lease = await acquireLease(host, workstreamId, rec);
   try {
     const ws = await host.store.getWorkstream(workstreamId);
     return await fn(lease, ws?.generation ?? 0);
@@ -91,7 +104,7 @@ export async function repairLeftover(
   why: string,
 ): Promise<Abandonment> {
   const { workstreamId } = rec;
-  return withIdleLease(host, workstreamId, async (lease, generation) => {
+  return withIdleLease(host, rec, async (lease, generation) => {
     let from = rec.snapshot!;
     if (stateOf(from) === 'idle') {
       // Debt the machine never saw (an older store): the turn that left it is abandoned now.
@@ -143,7 +156,7 @@ export function compactIdle(
   rec: SessionRecord,
   input: Omit<CompactInput, 'generation' | 'fencingToken'>,
 ): Promise<CompactResult> {
-  return withIdleLease(host, rec.workstreamId, (lease, generation) =>
+  return withIdleLease(host, rec, (lease, generation) =>
     host.gate.write(rec.workstreamId, () =>
       host.store.compactHistory({ ...input, generation, fencingToken: lease.token }),
     ),
@@ -170,7 +183,7 @@ export function rewindIdle(
   plan: RewindPlan,
 ): Promise<{ removed: number; lastSeq: number }> {
   const { workstreamId } = rec;
-  return withIdleLease(host, workstreamId, (lease, generation) =>
+  return withIdleLease(host, rec, (lease, generation) =>
     host.gate.write(workstreamId, async () => {
       const rows = await host.store.readHistory(workstreamId);
       const lastSeq = rows.at(-1)?.seq ?? 0;

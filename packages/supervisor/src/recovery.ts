@@ -21,6 +21,11 @@ export interface RecoveryHost {
   readonly logger: Logger;
   /** Repairs a session without a running turn if it holds debt; true when it repaired one. */
   repairIfLeft(workstreamId: string): Promise<boolean>;
+  /**
+   * Several hosts share the store: a session another host holds is its to finish, or — if that
+   * host died — the failover sweep's (cluster.ts) once the lease expires. Nothing is scheduled.
+   */
+  readonly clustered: boolean;
 }
 
 export class Recovery {
@@ -51,6 +56,10 @@ export class Recovery {
       return await this.host.repairIfLeft(workstreamId);
     } catch (err) {
       const leased = isTurnwardenError(err, ErrorCode.LEASED_ELSEWHERE);
+      if (leased && this.host.clustered) {
+        this.host.logger.debug({ workstreamId }, 'session mid-turn on another host left to it');
+        return false;
+      }
       if (!leased || attempt >= MAX_ATTEMPTS || this.stopped) {
         this.host.logger.warn({ err, workstreamId }, 'session left with debt not repaired at start');
         return false;

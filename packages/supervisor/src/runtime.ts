@@ -690,6 +690,8 @@ export class Turnwarden {
     this.closing = true;
     this.engine.closing = true;
     this.engine.recovery.stop();
+    // No more takeovers of other hosts' workstreams; routed calls are answered SHUTTING_DOWN.
+    this.engine.cluster?.beginShutdown();
     // Sends waiting behind a turn never start now.
     const down = () =>
       new TurnwardenError(ErrorCode.SHUTTING_DOWN, 'turnwarden shut down before the send could start');

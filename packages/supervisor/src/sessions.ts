@@ -66,10 +66,17 @@ export class SessionRecord {
     return this.snapshot === undefined ? undefined : stateOf(this.snapshot);
   }
 
-  /** Nothing left to keep in memory: idle (or closed), no turn, no command queued. */
+  /**
+   * Nothing left to keep in memory: idle (or closed) — or never loaded, or forgotten because
+   * another host holds it — with no turn and no command queued.
+   */
   get passive(): boolean {
     const state = this.state;
-    return this.turn === undefined && this.pending === 0 && (state === 'idle' || state === 'closed');
+    return (
+      this.turn === undefined &&
+      this.pending === 0 &&
+      (state === undefined || state === 'idle' || state === 'closed')
+    );
   }
 }
 

@@ -13,7 +13,8 @@ import { fileURLToPath } from 'node:url';
 // From src/ (tests) and dist/ alike: the built entry point.
 const MAIN = fileURLToPath(new URL('../../dist/main.js', import.meta.url));
 
-type HostState = 'running' | 'paused' | 'killed' | 'stopped';
+/** `exited`: the process ended on its own (a crash): no request goes to it any more. */
+type HostState = 'running' | 'paused' | 'killed' | 'stopped' | 'exited';
 
 export interface HostProcess {
   readonly id: string;
@@ -101,7 +102,7 @@ export class HostCluster {
   /** SIGKILL: the host dies mid-whatever, its leases left to expire. */
   async kill(i: number): Promise<void> {
     const h = this.host(i);
-    if (h.state === 'killed' || h.state === 'stopped') return;
+    if (h.state === 'killed' || h.state === 'stopped' || h.state === 'exited') return;
     const exited = new Promise<void>((resolve) => h.child.once('exit', () => resolve()));
     h.state = 'killed';
     h.child.kill('SIGKILL');
@@ -135,7 +136,7 @@ export class HostCluster {
   async stop(): Promise<void> {
     await Promise.all(
       this.hosts.map(async (h) => {
-        if (h.state === 'killed' || h.state === 'stopped') return;
+        if (h.state === 'killed' || h.state === 'stopped' || h.state === 'exited') return;
         if (h.state === 'paused') h.child.kill('SIGCONT');
         const exited = new Promise<void>((resolve) => h.child.once('exit', () => resolve()));
         h.child.kill('SIGTERM');
@@ -184,7 +185,11 @@ function spawnHost(id: string, postgres: string, config: string, timeoutMs: numb
       clearInterval(watch);
       clearTimeout(timer);
       child.off('exit', onExit);
-      resolve({ id, url: m[1]!, child, state: 'running', lines });
+      const host: HostProcess = { id, url: m[1]!, child, state: 'running', lines };
+      child.once('exit', () => {
+        if (host.state === 'running' || host.state === 'paused') host.state = 'exited';
+      });
+      resolve(host);
     }, 20);
     child.once('exit', () => clearInterval(watch));
   });

@@ -82,7 +82,7 @@ class Chaos {
   readonly events: ChaosEvent[] = [];
   readonly inFlight: number[];
   private done = 0;
-  private readonly started = performance.now();
+  readonly started = performance.now();
   private killed = false;
   private paused = false;
   resumed: Promise<void> = Promise.resolve();
@@ -96,6 +96,18 @@ class Chaos {
 
   live(i: number): boolean {
     return this.cluster.host(i).state === 'running';
+  }
+
+  /** Whether host `i` was killed, or paused, at some moment between `from` and `to` (ms into the run). */
+  struck(i: number, from: number, to: number): boolean {
+    const id = this.cluster.host(i).id;
+    const mine = this.events.filter((e) => e.host === id);
+    const killed = mine.find((e) => e.what === 'killed');
+    if (killed !== undefined && killed.atMs <= to) return true;
+    const paused = mine.find((e) => e.what === 'paused');
+    if (paused === undefined) return false;
+    const resumed = mine.find((e) => e.what === 'resumed')?.atMs ?? Number.POSITIVE_INFINITY;
+    return paused.atMs <= to && resumed >= from;
   }
 
   /** A turn finished: past a quarter of the run the first host dies, past half the second pauses. */
@@ -165,6 +177,7 @@ async function driveWorkstream(
   for (const turn of plan.turns) {
     const expected = EXPECTED[turn.kind];
     const t0 = performance.now();
+    const since = () => t0 - chaos.started;
     let leasedElsewhere = 0;
     let retried = 0;
     for (;;) {
@@ -206,14 +219,17 @@ async function driveWorkstream(
         leasedElsewhere,
         durationMs: Math.round(performance.now() - t0),
       };
+      // Excused only when the host it ran on was killed or paused while it ran.
+      const struck = chaos.struck(i, since(), performance.now() - chaos.started);
       if (sent === undefined && refusedConnection) {
         // The host is gone and never saw the send: another one takes it.
+        retried++;
         await new Promise((r) => setTimeout(r, BACKOFF_MS));
         continue;
       }
       if (sent === undefined) {
         // The connection broke: the host died with the turn (its send may have been accepted).
-        turns.push({ ...base, outcome: 'lost_with_host', accepted: 'unknown' });
+        turns.push({ ...base, outcome: struck ? 'lost_with_host' : 'wrong', accepted: 'unknown' });
         break;
       }
       const code: string | undefined = sent.body?.error?.code;
@@ -245,7 +261,8 @@ async function driveWorkstream(
         break;
       }
       const r = sent.body;
-      const lost = r.abortReason === 'lease_lost' || r.error?.code === 'FENCED';
+      // A pause freezes the turn: on resume its lease is gone and its watchdog sees the stall.
+      const lost = r.status === 'interrupted' || r.error?.code === 'FENCED';
       const verdict = classifyTurn(expected, {
         status: r.status,
         abortReason: r.abortReason,
@@ -254,7 +271,7 @@ async function driveWorkstream(
       });
       turns.push({
         ...base,
-        outcome: verdict === 'ok' ? 'ok' : lost ? 'lost_with_host' : 'wrong',
+        outcome: verdict === 'ok' ? 'ok' : lost && struck ? 'lost_with_host' : 'wrong',
         accepted: 'yes',
         status: r.status,
         ...(r.abortReason === undefined ? {} : { abortReason: r.abortReason }),
@@ -367,10 +384,19 @@ export async function runHostsDemo(args: HostsArgs): Promise<HostsReport> {
         audit.badSynthesizedEffects,
       ),
       zero('superseded_rows', 'rows written by a superseded lease holder', 'P6', superseded),
-      zero('unaccounted_turns', 'planned turns not accounted for', 'P', total - turns.length),
+      zero('late_rows', 'rows journaled after a turn was recovered', 'L3', audit.lateRows),
+      zero(
+        'chaos_not_exercised',
+        `host failures not exercised (a kill mid-turn${c.hosts.length >= 3 ? ', a pause mid-turn' : ''})`,
+        'S7 P6',
+        (chaos.events.some((e) => e.what === 'killed' && e.turnsInFlight > 0) ? 0 : 1) +
+          (c.hosts.length < 3 || chaos.events.some((e) => e.what === 'paused' && e.turnsInFlight > 0)
+            ? 0
+            : 1),
+      ),
       zero(
         'wrong_outcomes',
-        'turns that did not end as their kind must (hosts alive)',
+        'turns that did not end as their kind must, their host alive throughout',
         'L C S',
         turns.filter((t) => t.outcome === 'wrong').length,
       ),
@@ -418,7 +444,7 @@ export function formatHosts(report: HostsReport): string {
     '',
     '  integrity (the database re-read after the run):',
     ...report.checks.map(
-      (c) => `    ${c.ok ? '✓' : '✗'}  ${c.label.padEnd(58)} ${String(c.value).padStart(3)}  ${c.guarantee}`,
+      (c) => `    ${c.ok ? '✓' : '✗'}  ${c.label.padEnd(72)} ${String(c.value).padStart(3)}  ${c.guarantee}`,
     ),
     '',
     `  RESULT: ${report.ok ? 'OK — every check passed' : 'FAILED'}`,

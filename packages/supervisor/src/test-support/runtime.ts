@@ -1,5 +1,5 @@
-import { openSqliteStore, type Store } from '@turnwarden/store';
-import { delayedStore } from '@turnwarden/store/testing';
+import { openSqliteStore } from '@turnwarden/store';
+import { delayedStore, type Postgres, startPostgres } from '@turnwarden/store/testing';
 import { pino } from 'pino';
 import type { Turnwarden, TurnwardenEvent, TurnwardenOptions } from '../index.js';
 import { startForTesting, type TestSeams } from '../testing.js';
@@ -11,12 +11,37 @@ import { startForTesting, type TestSeams } from '../testing.js';
  */
 export const DELAYED = process.env.TURNWARDEN_TEST_STORE === 'delayed';
 
-function testStore(option: TurnwardenOptions['store']): Store | { path: string } | undefined {
+/**
+ * `TURNWARDEN_TEST_STORE=postgres`: every runtime a test starts without a store of its own runs
+ * on the PostgreSQL store — one throwaway cluster per test file, a schema per runtime.
+ */
+export const POSTGRES = process.env.TURNWARDEN_TEST_STORE === 'postgres';
+let cluster: Promise<Postgres> | undefined;
+let schemas = 0;
+
+/** The runtime opens (and at shutdown closes) the PostgreSQL store itself. */
+async function postgresStore(): Promise<{ postgres: string; schema: string }> {
+  cluster ??= startPostgres().then((pg) => {
+    if ('skip' in pg) throw new Error(`TURNWARDEN_TEST_STORE=postgres, but ${pg.skip}`);
+    process.once('exit', () => pg.stop());
+    return pg;
+  });
+  const pg = await cluster;
+  return { postgres: pg.url, schema: `t${process.pid}_${++schemas}` };
+}
+
+async function testStore(option: TurnwardenOptions['store']): Promise<TurnwardenOptions['store']> {
+  // Only where the test asked for no store in particular: a Store it built (a fault-injecting
+  // wrapper, a shared store) is its own.
+  const given = option !== undefined && 'appendMessages' in option;
+  if (POSTGRES && !given && (option === undefined || ('path' in option && option.path === ':memory:'))) {
+    return postgresStore();
+  }
   if (!DELAYED) return option;
   const inner =
     option !== undefined && 'appendMessages' in option
       ? option
-      : openSqliteStore({ path: option?.path ?? ':memory:' });
+      : openSqliteStore({ path: (option as { path?: string } | undefined)?.path ?? ':memory:' });
   return delayedStore(inner, { maxDelayMs: 4, seed: 7 }).store;
 }
 
@@ -72,7 +97,7 @@ export async function startRuntime(
   );
   /** Resolves when a log line with this message is written (deterministic: no polling). */
   const waitForLog = (msg: string) => new Promise<LogLine>((resolve) => logWaiters.push({ msg, resolve }));
-  const store = testStore(rest.store);
+  const store = await testStore(rest.store);
   const tw = await startForTesting(
     {
       ...FAST,

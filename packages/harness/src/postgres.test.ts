@@ -1,0 +1,35 @@
+/**
+ * The interleaving harness on the PostgreSQL store (issue 13): every scenario's invariants hold
+ * when the durable truth is a real PostgreSQL database — asynchronous, over a socket, with the
+ * fencing check inside each write's transaction — under random and PCT schedules. Skipped,
+ * saying why, where no PostgreSQL server is installed (`.ci/run` installs one).
+ */
+import { type Postgres, postgresSkipReason, startPostgres } from '@turnwarden/store/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { explore } from './explore.js';
+import { SCENARIOS } from './scenarios/index.js';
+
+const skip = postgresSkipReason();
+if (skip !== undefined) process.stdout.write(`harness on PostgreSQL: skipped — ${skip}\n`);
+let pg: Postgres | undefined;
+
+beforeAll(async () => {
+  if (skip !== undefined) return;
+  const started = await startPostgres();
+  if ('skip' in started) throw new Error(`PostgreSQL could not start: ${started.skip}`);
+  pg = started;
+}, 60_000);
+afterAll(() => pg?.stop());
+
+describe.skipIf(skip !== undefined)('interleaving harness on PostgreSQL', () => {
+  it('L3 L8 S3 S6 T7 C1 C3 C7 E2 D4 D6: every scenario holds on the PostgreSQL store under random and PCT schedules', async () => {
+    const report = await explore({
+      scenarios: SCENARIOS,
+      schedulers: ['random', 'pct'],
+      seedsPerScenario: 2,
+      postgres: pg!.url,
+    });
+    expect(report.violations).toEqual([]);
+    expect(report.runs).toBe(SCENARIOS.length * 2 * 2);
+  }, 180_000);
+});
