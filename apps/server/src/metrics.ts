@@ -112,6 +112,27 @@ export class Metrics {
       () => tw.stats().watchdog.pollLateness.p99,
     );
     gauge('turnwarden_event_listeners', 'Event listeners attached', () => tw.stats().events.listeners);
+    // Several hosts (docs/cluster.md): 0 on a host that is not in cluster mode.
+    counter(
+      'turnwarden_cluster_routed_out_total',
+      'Calls sent to the host holding the lease',
+      () => tw.stats().cluster?.routedOut ?? 0,
+    );
+    counter(
+      'turnwarden_cluster_routed_in_total',
+      'Calls other hosts sent here',
+      () => tw.stats().cluster?.routedIn ?? 0,
+    );
+    counter(
+      'turnwarden_cluster_routed_fallbacks_total',
+      'Routed calls run here because the holder did not answer and its lease lapsed',
+      () => tw.stats().cluster?.routedFallbacks ?? 0,
+    );
+    counter(
+      'turnwarden_cluster_failovers_total',
+      'Workstreams taken over from a host whose lease expired mid-turn (S7)',
+      () => tw.stats().cluster?.failovers ?? 0,
+    );
     this.requests = new Histogram({
       name: 'turnwarden_http_request_duration_ms',
       help: 'HTTP requests by route, method and status',

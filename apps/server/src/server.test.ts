@@ -158,6 +158,7 @@ describe('the HTTP API on a real port', () => {
       'turnwarden_workers_terminated_total 0',
       'turnwarden_tool_results_synthesized_total 0',
       'turnwarden_admission_waiting 0',
+      'turnwarden_cluster_failovers_total 0',
       'turnwarden_admission_wait_p99_ms 0',
       'turnwarden_journal_retrying 0',
       'turnwarden_watchdog_poll_lateness_p99_ms',

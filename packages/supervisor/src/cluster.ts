@@ -193,8 +193,8 @@ export class Cluster {
   /** Work that must finish before the store closes: routed calls being served, the sweep. */
   private readonly busy = new Set<Promise<unknown>>();
   private closing = false;
-  /** Expired leases looked at already (workstream → token): each is repaired at most once here. */
-  private readonly seen = new Map<string, number>();
+  /** Expired leases looked at already (workstream → token@expiry): each expiry is looked at once here. */
+  private readonly seen = new Map<string, string>();
   private unlisten: (() => Promise<void>)[] = [];
   private stopSweep: CancelTimer | undefined;
   private sweeping = false;
@@ -560,23 +560,37 @@ export class Cluster {
       for (const lease of expired) {
         if (this.stopped || this.closing) return;
         if (lease.holder === this.host.holder || this.host.runsHere(lease.workstreamId)) continue;
-        if (this.seen.get(lease.workstreamId) === lease.token) continue;
-        this.seen.set(lease.workstreamId, lease.token);
+        // Once per expiry: a lease renewed since it was looked at (its holder was only late) and
+        // expired again is looked at again.
+        const expiry = `${lease.token}@${lease.expiresAt}`;
+        if (this.seen.get(lease.workstreamId) === expiry) continue;
+        this.seen.set(lease.workstreamId, expiry);
+        const where = { workstreamId: lease.workstreamId, deadHolder: lease.holder, token: lease.token };
         try {
           if (await this.host.repairIfLeft(lease.workstreamId)) {
             this.counts.failovers++;
             this.host.logger.warn(
-              { workstreamId: lease.workstreamId, deadHolder: lease.holder, token: lease.token },
+              where,
               'took over a workstream whose host let its lease expire mid-turn; repaired',
+            );
+          } else {
+            this.host.logger.info(
+              where,
+              'expired lease of another host: its session holds nothing to repair',
             );
           }
         } catch (err) {
           // Another host won the lease, or the workstream is gone: nothing for this one to do.
           if (
-            !isTurnwardenError(err, ErrorCode.LEASED_ELSEWHERE) &&
-            !isTurnwardenError(err, ErrorCode.WORKSTREAM_NOT_FOUND) &&
-            !isTurnwardenError(err, ErrorCode.WORKSTREAM_CLOSED)
+            isTurnwardenError(err, ErrorCode.LEASED_ELSEWHERE) ||
+            isTurnwardenError(err, ErrorCode.WORKSTREAM_NOT_FOUND) ||
+            isTurnwardenError(err, ErrorCode.WORKSTREAM_CLOSED)
           ) {
+            this.host.logger.info(
+              { ...where, code: (err as { code: string }).code },
+              'expired lease of another host: left alone',
+            );
+          } else {
             this.seen.delete(lease.workstreamId);
             this.host.logger.warn(
               { err, workstreamId: lease.workstreamId },
