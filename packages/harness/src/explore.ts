@@ -41,11 +41,21 @@ export interface RunOutcome {
 export async function runSchedule(
   scenario: Scenario,
   scheduler: Scheduler,
-  options: { seed: number; mutation?: Mutation; runtime?: HarnessRuntime; delayedWrites?: boolean },
+  options: {
+    seed: number;
+    mutation?: Mutation;
+    runtime?: HarnessRuntime;
+    delayedWrites?: boolean;
+    /** A PostgreSQL connection string: the run's store (a schema of its own). */
+    postgres?: string;
+  },
 ): Promise<RunOutcome> {
   const own =
     options.runtime === undefined
-      ? await HarnessRuntime.start(scenario.pluginModules, { delayedWrites: options.delayedWrites === true })
+      ? await HarnessRuntime.start(scenario.pluginModules, {
+          delayedWrites: options.delayedWrites === true,
+          ...(options.postgres === undefined ? {} : { postgres: options.postgres }),
+        })
       : undefined;
   try {
     return await runOn(own ?? options.runtime!, scenario, scheduler, options);

@@ -6,8 +6,10 @@
  */
 import { type Postgres, postgresSkipReason, startPostgres } from '@turnwarden/store/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { explore } from './explore.js';
+import { explore, runSchedule } from './explore.js';
+import { d6 } from './scenarios/d6.scenario.js';
 import { SCENARIOS } from './scenarios/index.js';
+import { ScriptedScheduler } from './schedulers.js';
 
 const skip = postgresSkipReason();
 if (skip !== undefined) process.stdout.write(`harness on PostgreSQL: skipped — ${skip}\n`);
@@ -32,4 +34,26 @@ describe.skipIf(skip !== undefined)('interleaving harness on PostgreSQL', () => 
     expect(report.violations).toEqual([]);
     expect(report.runs).toBe(SCENARIOS.length * 2 * 2);
   }, 180_000);
+
+  it('D6: a listener the schedule registered while the close waited hears ws_closed once, however long the store takes to confirm the workstream', async () => {
+    // Found on PostgreSQL: the registration's ownership read was still on its way when the run
+    // was judged. A run now settles every registration it started first.
+    const { trace, violations } = await runSchedule(
+      d6,
+      new ScriptedScheduler([
+        'J:journal.admit',
+        'W1:worker.tool→journal',
+        'J:journal.admit',
+        'W1:worker.tool→journal',
+        'J:journal.admit',
+        'A:close-wait',
+        'A:follow',
+        'A:follow',
+        'J:journal.admit',
+      ]),
+      { seed: 2, postgres: pg!.url },
+    );
+    expect(trace.choices.length).toBeGreaterThan(5);
+    expect(violations).toEqual([]);
+  }, 60_000);
 });

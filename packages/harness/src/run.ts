@@ -28,6 +28,8 @@ export class Run {
   private nextDone: Promise<unknown> | undefined;
   private offHandoff: (() => void) | undefined;
   private readonly followerOffs: (() => void)[] = [];
+  /** Registrations the schedule started (`follow`), settled before the run is judged. */
+  private readonly registering: Promise<void>[] = [];
   private running = new Set<string>();
   private readonly words: Int32Array;
   private unsubscribe: () => void = () => {};
@@ -222,7 +224,7 @@ export class Run {
   follow(late = false): Promise<void> {
     const follower: RunRecord['followers'][number] = { heard: [], late };
     this.record.followers.push(follower);
-    return this.tw
+    const registered = this.tw
       .subscribe({
         tenantId: TENANT,
         principal: PRINCIPAL,
@@ -237,6 +239,8 @@ export class Run {
           follower.refused = (e as { code?: string }).code ?? String(e);
         },
       );
+    this.registering.push(registered);
+    return registered;
   }
 
   /** The host reads the history and follows the stream from the read's token (E2). */
@@ -433,6 +437,9 @@ export class Run {
     this.record.history = await this.rt.store.readHistory(this.workstreamId);
     // What the handoff listener heard up to here is what the invariant judges.
     this.offHandoff?.();
+    // A registration the schedule started is complete before the listeners are judged: with an
+    // asynchronous store (PostgreSQL) its ownership read may still be on its way here.
+    await Promise.all(this.registering.splice(0));
     // D6: one more listener registers once everything has settled.
     if (this.record.followers.length > 0) await this.follow(true);
     for (const off of this.followerOffs.splice(0)) off();

@@ -1,8 +1,9 @@
 /** The multi-host demo's own logic, without processes (the run itself: cluster.pg.test.ts, CI's demo). */
 import type { HistoryRow } from '@turnwarden/protocol';
+import { postgresSkipReason } from '@turnwarden/store/testing';
 import { describe, expect, it } from 'vitest';
 import { parseDemoArgs, UsageError } from '../args.js';
-import { supersededRows } from './hosts.js';
+import { formatHosts, runHostsDemo, supersededRows } from './hosts.js';
 
 const rows = (...tokens: (number | undefined)[]): HistoryRow[] =>
   tokens.map((t, i) => ({
@@ -34,3 +35,21 @@ describe('demo --hosts', () => {
     expect(() => parseDemoArgs(['--hosts', '3', '--postgres', 'mysql://x'])).toThrow(UsageError);
   });
 });
+
+const skip = postgresSkipReason();
+if (skip !== undefined) process.stdout.write(`demo --hosts end to end: skipped — ${skip}\n`);
+
+describe.skipIf(skip !== undefined)(
+  'demo --hosts end to end (serve processes on a throwaway PostgreSQL)',
+  () => {
+    it('S7 P6 L3: one host killed and one paused mid-run; the database shows no dangling call and no row from a superseded holder', async () => {
+      const args = parseDemoArgs(['--hosts', '3', '--postgres', '--workstreams', '12', '--turns', '4']);
+      const report = await runHostsDemo({ ...args, hosts: 3, postgres: undefined });
+      expect(report.checks.filter((c) => !c.ok)).toEqual([]);
+      expect(report.ok).toBe(true);
+      expect(report.chaos.map((e) => e.what)).toEqual(['killed', 'paused', 'resumed']);
+      expect(report.turns).toHaveLength(48);
+      expect(formatHosts(report)).toContain('RESULT: OK');
+    }, 120_000);
+  },
+);
