@@ -4,14 +4,14 @@
  * fencing check inside each write's transaction — under random and PCT schedules. Skipped,
  * saying why, where no PostgreSQL server is installed (`.ci/run` installs one).
  */
-import { type Postgres, postgresSkipReason, startPostgres } from '@turnwarden/store/testing';
+import { type Postgres, slowPostgresSkipReason, startPostgres } from '@turnwarden/store/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { explore, runSchedule } from './explore.js';
 import { d6 } from './scenarios/d6.scenario.js';
 import { SCENARIOS } from './scenarios/index.js';
 import { ScriptedScheduler } from './schedulers.js';
 
-const skip = postgresSkipReason();
+const skip = slowPostgresSkipReason();
 if (skip !== undefined) process.stdout.write(`harness on PostgreSQL: skipped — ${skip}\n`);
 let pg: Postgres | undefined;
 

@@ -61,6 +61,19 @@ export function postgresSkipReason(): string | undefined {
   return undefined;
 }
 
+/**
+ * Why the slow PostgreSQL tests — hosts as processes, the harness, the demo — do not run here:
+ * no PostgreSQL (as `postgresSkipReason`), or `TURNWARDEN_REPEAT_PASS=1`, the suite's second run
+ * on another Node version (`.ci/run`), where what does not depend on Node's version is not run
+ * again.
+ */
+export function slowPostgresSkipReason(): string | undefined {
+  if (process.env.TURNWARDEN_REPEAT_PASS === '1') {
+    return 'TURNWARDEN_REPEAT_PASS: these ran on the first Node version';
+  }
+  return postgresSkipReason();
+}
+
 /** Starts a cluster, or answers why it cannot (`{ skip }`). */
 export async function startPostgres(
   options: StartPostgresOptions = {},

@@ -7,7 +7,7 @@
  */
 import { openToolCalls } from '@turnwarden/protocol';
 import { openPostgresStore, type PostgresStore } from '@turnwarden/store';
-import { type Postgres, postgresSkipReason, startPostgres } from '@turnwarden/store/testing';
+import { type Postgres, slowPostgresSkipReason, startPostgres } from '@turnwarden/store/testing';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { HostCluster } from './hosts.js';
 
@@ -20,7 +20,7 @@ const RUNTIME = {
   pool: { maxWorkers: 2, warmWorkers: 1 },
 };
 
-const skip = postgresSkipReason();
+const skip = slowPostgresSkipReason();
 if (skip !== undefined) process.stdout.write(`cluster.pg.test: skipped — ${skip}\n`);
 let pg: Postgres | undefined;
 let cluster: HostCluster | undefined;

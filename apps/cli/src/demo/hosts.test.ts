@@ -1,6 +1,6 @@
 /** The multi-host demo's own logic, without processes (the run itself: cluster.pg.test.ts, CI's demo). */
 import type { HistoryRow } from '@turnwarden/protocol';
-import { postgresSkipReason } from '@turnwarden/store/testing';
+import { slowPostgresSkipReason } from '@turnwarden/store/testing';
 import { describe, expect, it } from 'vitest';
 import { parseDemoArgs, UsageError } from '../args.js';
 import { formatHosts, runHostsDemo, supersededRows } from './hosts.js';
@@ -36,7 +36,7 @@ describe('demo --hosts', () => {
   });
 });
 
-const skip = postgresSkipReason();
+const skip = slowPostgresSkipReason();
 if (skip !== undefined) process.stdout.write(`demo --hosts end to end: skipped — ${skip}\n`);
 
 describe.skipIf(skip !== undefined)(
