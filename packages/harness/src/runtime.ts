@@ -5,6 +5,7 @@
  * nothing behind — no active turn, no watched slot, no parked thread, no pending timer, no busy
  * worker — so state cannot leak from one schedule into the next (the `clean-start` invariant).
  */
+import { randomBytes } from 'node:crypto';
 import type { Mutation, SeamName } from '@turnwarden/protocol';
 import { openPostgresStore, openSqliteStore, type Store } from '@turnwarden/store';
 import { delayedStore } from '@turnwarden/store/testing';
@@ -61,7 +62,10 @@ export class HarnessRuntime {
     const inner =
       options.postgres === undefined
         ? openSqliteStore({ path: ':memory:' })
-        : await openPostgresStore({ connectionString: options.postgres, schema: `harness_${++schemas}` });
+        : await openPostgresStore({
+            connectionString: options.postgres,
+            schema: `harness_${++schemas}_${randomBytes(3).toString('hex')}`,
+          });
     const store = options.delayedWrites ? delayedStore(inner, { maxDelayMs: 3, seed: 11 }).store : inner;
     let runtime: HarnessRuntime | undefined;
     const logger = pino(

@@ -48,6 +48,8 @@ export interface StartPostgresOptions {
    * false: tests need no durability across a power loss, and run faster without it.
    */
   readonly durable?: boolean;
+  /** A cluster of its own even when the test run shares one (TURNWARDEN_TEST_POSTGRES_URL). */
+  readonly own?: boolean;
 }
 
 /** Why no cluster can be started on this machine, or undefined if one can (checked without starting one). */
@@ -78,6 +80,12 @@ export function slowPostgresSkipReason(): string | undefined {
 export async function startPostgres(
   options: StartPostgresOptions = {},
 ): Promise<Postgres | { readonly skip: string }> {
+  // A test run may share one cluster (vitest's global setup, tools/vitest-postgres.ts): every
+  // user of it works in schemas of its own, and stopping it is the run's business.
+  const shared = process.env.TURNWARDEN_TEST_POSTGRES_URL;
+  if (shared !== undefined && options.durable !== true && options.own !== true) {
+    return { url: shared, port: Number(new URL(shared).port), dir: '', stop() {} };
+  }
   const durability = options.durable === true ? '' : ' -c fsync=off -c full_page_writes=off';
   const skip = postgresSkipReason();
   const bin = postgresBin();

@@ -8,7 +8,8 @@ import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { startPostgres } from './test-support/postgres.js';
 
-const started = await startPostgres();
+// A cluster of its own: this test stops it and checks that nothing is left.
+const started = await startPostgres({ own: true });
 if ('skip' in started) process.stdout.write(`postgres-helper.test.ts: skipped — ${started.skip}\n`);
 
 describe.skipIf('skip' in started)('a throwaway PostgreSQL cluster', () => {

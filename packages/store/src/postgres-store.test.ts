@@ -3,6 +3,7 @@
  * opened at once, leases raced, a fenced writer refused — the database clock, LISTEN/NOTIFY,
  * options and closing. The contract itself runs on both stores (messages, leases, …).
  */
+import { randomBytes } from 'node:crypto';
 import { isTurnwardenError } from '@turnwarden/protocol';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -34,7 +35,7 @@ describe.skipIf(skip !== undefined)('PostgresStore', () => {
   const open = async (options: Partial<PostgresStoreOptions> = {}, same = false) => {
     if (!same) {
       schemas += 1;
-      schema = `p${schemas}`;
+      schema = `p${schemas}_${randomBytes(3).toString('hex')}`;
     }
     const store = await openPostgresStore({ connectionString: server.url, schema, ...options });
     opened.push(store);

@@ -30,7 +30,8 @@ describe('soft close', () => {
   it('C1: with waitMs a close latches the workstream, waits for the tool to finish, and closes a complete history', async () => {
     rt = await startRuntime();
     const ref = { tenantId: 'tenant-a', principal: 'user-a', workstreamId: rt.workstreamId };
-    const turn = await rt.send(toolThen({ name: 'heartbeat', args: { ms: 300, everyMs: 20 } }));
+    // A tool long enough that the refused send below comes while it runs, even on a slow store.
+    const turn = await rt.send(toolThen({ name: 'heartbeat', args: { ms: 1_500, everyMs: 20 } }));
     await nextEvent(rt.tw, rt.workstreamId, 'tool_started');
     const closing = rt.tw.close({ ...ref, waitMs: 30_000 });
     // While it waits no new turn is admitted, even once the running one has ended.

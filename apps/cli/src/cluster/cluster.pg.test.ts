@@ -5,6 +5,7 @@
  * taken over once its lease expires, its dangling call repaired (S2, S7) and the next turn
  * served; a cancel called on one host reaches the turn running on another.
  */
+import { randomBytes } from 'node:crypto';
 import { openToolCalls } from '@turnwarden/protocol';
 import { openPostgresStore, type PostgresStore } from '@turnwarden/store';
 import { type Postgres, slowPostgresSkipReason, startPostgres } from '@turnwarden/store/testing';
@@ -43,7 +44,7 @@ afterEach(async () => {
 
 /** A fresh database schema per test, the hosts and the test's own connection on it. */
 async function hosts(n: number): Promise<{ cluster: HostCluster; store: PostgresStore }> {
-  const schema = `t${++schemaN}`;
+  const schema = `c${++schemaN}_${randomBytes(3).toString('hex')}`;
   store = await openPostgresStore({ connectionString: pg!.url, schema });
   cluster = await HostCluster.start({ postgres: pg!.url, schema, hosts: n, token: TOKEN, runtime: RUNTIME });
   return { cluster, store };

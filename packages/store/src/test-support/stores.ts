@@ -5,6 +5,7 @@
  * Both get the test's FakeClock. Where PostgreSQL cannot run, its variant is skipped visibly:
  * `describe.skipIf` and a line saying why.
  */
+import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import type { HistoryRow } from '@turnwarden/protocol';
 import { afterAll, afterEach, beforeAll, describe } from 'vitest';
@@ -76,7 +77,7 @@ export function forEachStore(suite: (backend: StoreBackend) => void): void {
     afterAll(() => server?.stop());
     const pgDatabase = (): TestDatabase => {
       schemas += 1;
-      const schema = `t${process.pid}_${schemas}`;
+      const schema = `t${process.pid}_${schemas}_${randomBytes(3).toString('hex')}`;
       return {
         open: (clock) =>
           track(

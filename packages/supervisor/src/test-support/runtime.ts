@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { openSqliteStore } from '@turnwarden/store';
 import { delayedStore, type Postgres, startPostgres } from '@turnwarden/store/testing';
 import { pino } from 'pino';
@@ -27,7 +28,7 @@ async function postgresStore(): Promise<{ postgres: string; schema: string }> {
     return pg;
   });
   const pg = await cluster;
-  return { postgres: pg.url, schema: `t${process.pid}_${++schemas}` };
+  return { postgres: pg.url, schema: `t${process.pid}_${++schemas}_${randomBytes(3).toString('hex')}` };
 }
 
 async function testStore(option: TurnwardenOptions['store']): Promise<TurnwardenOptions['store']> {
