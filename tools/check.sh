@@ -36,7 +36,7 @@ fi
 pg_note="PostgreSQL pass not run"
 rm -f .turbo/vitest-postgres-report.json
 if [ "${TURNWARDEN_REPEAT_PASS:-0}" != 1 ] && ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
-  echo "== supervisor tests on the PostgreSQL store (a throwaway cluster per test file)"
+  echo "== supervisor tests on the PostgreSQL store (one throwaway cluster for the run, a schema per runtime)"
   TURNWARDEN_TEST_STORE=postgres vitest run packages/supervisor --reporter=dot \
     --reporter=json --outputFile.json=.turbo/vitest-postgres-report.json
   pg_note=""
