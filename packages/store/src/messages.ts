@@ -2,7 +2,6 @@
 
 import {
   ErrorCode,
-  type HistoryMessage,
   type HistoryRow,
   type JournalEntry,
   openToolCalls,
@@ -10,33 +9,16 @@ import {
   TurnwardenError,
 } from '@turnwarden/protocol';
 import type Database from 'better-sqlite3';
+import { type MessageRow as SharedMessageRow, toHistoryRow } from './rows.js';
 
-interface MessageRow {
-  workstream_id: string;
-  seq: number;
-  commit_key: string;
-  generation: number;
+/** `SELECT *`: the shared columns and the role. */
+interface MessageRow extends SharedMessageRow {
   role: string;
-  body: string;
-  created_at: number;
-  fencing_token: number | null;
 }
 
 const PARKING = 2 ** 40;
 
 type StructuralRow = Pick<HistoryRow, 'commitKey' | 'message'>;
-
-function toHistoryRow(r: MessageRow): HistoryRow {
-  return {
-    workstreamId: r.workstream_id,
-    seq: r.seq,
-    commitKey: r.commit_key,
-    generation: r.generation,
-    message: JSON.parse(r.body) as HistoryMessage,
-    createdAt: r.created_at,
-    ...(r.fencing_token == null ? {} : { fencingToken: r.fencing_token }),
-  };
-}
 
 export class MessageTable {
   readonly #byKey;

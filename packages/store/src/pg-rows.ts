@@ -1,6 +1,5 @@
 /** Rows of the PostgreSQL tables, their mapping to records, and shared SQL fragments. */
-import type { HistoryMessage, HistoryRow, SessionSnapshotData } from '@turnwarden/protocol';
-import type { Lease, WorkstreamRecord, WorkstreamStatus } from './types.js';
+import type { Lease, WorkstreamStatus } from './types.js';
 
 /**
  * Wall-clock ms: parameter `$n` (the injected clock's value) or, when it is NULL, the
@@ -9,30 +8,6 @@ import type { Lease, WorkstreamRecord, WorkstreamStatus } from './types.js';
  */
 export function nowSql(n: number): string {
   return `COALESCE($${n}::bigint, floor(extract(epoch from clock_timestamp()) * 1000)::bigint)`;
-}
-
-export interface WorkstreamRow {
-  id: string;
-  tenant_id: string;
-  incarnation: string;
-  generation: number;
-  status: WorkstreamStatus;
-  created_at: number;
-  closed_at: number | null;
-  session: string | null;
-}
-
-export function toRecord(r: WorkstreamRow): WorkstreamRecord {
-  return {
-    id: r.id,
-    tenantId: r.tenant_id,
-    incarnation: r.incarnation,
-    generation: r.generation,
-    status: r.status,
-    createdAt: r.created_at,
-    ...(r.closed_at === null ? {} : { closedAt: r.closed_at }),
-    ...(r.session === null ? {} : { session: JSON.parse(r.session) as SessionSnapshotData }),
-  };
 }
 
 export interface LeaseRow {
@@ -52,28 +27,6 @@ export function toLease(r: LeaseRow): Lease {
     acquiredAt: r.acquired_at,
     expiresAt: r.expires_at,
     released: r.released,
-  };
-}
-
-export interface MessageRow {
-  workstream_id: string;
-  seq: number;
-  commit_key: string;
-  generation: number;
-  body: string;
-  created_at: number;
-  fencing_token: number | null;
-}
-
-export function toHistoryRow(r: MessageRow): HistoryRow {
-  return {
-    workstreamId: r.workstream_id,
-    seq: r.seq,
-    commitKey: r.commit_key,
-    generation: r.generation,
-    message: JSON.parse(r.body) as HistoryMessage,
-    createdAt: r.created_at,
-    ...(r.fencing_token == null ? {} : { fencingToken: r.fencing_token }),
   };
 }
 

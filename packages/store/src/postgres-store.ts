@@ -36,16 +36,13 @@ import {
   type Locked,
   type LockedRow,
   MESSAGE_COLUMNS,
-  type MessageRow,
   nowSql,
   TAIL_SQL,
-  toHistoryRow,
   toLease,
   toLocked,
-  toRecord,
-  type WorkstreamRow,
 } from './pg-rows.js';
 import { inTransaction, type PgTx } from './pg-tx.js';
+import { type MessageRow, toHistoryRow, toRecord, type WorkstreamRow } from './rows.js';
 import type {
   AcquireLeaseOptions,
   AppendInput,

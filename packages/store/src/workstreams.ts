@@ -1,33 +1,9 @@
 /** The `workstreams` table: creation with a fresh incarnation (D1), generation, close. */
 import { randomUUID } from 'node:crypto';
-import type { SessionSnapshotData } from '@turnwarden/protocol';
 import type Database from 'better-sqlite3';
 import { workstreamClosed, workstreamNotFound } from './errors.js';
-import type { WorkstreamFilter, WorkstreamRecord, WorkstreamStatus } from './types.js';
-
-interface WorkstreamRow {
-  id: string;
-  tenant_id: string;
-  incarnation: string;
-  generation: number;
-  status: WorkstreamStatus;
-  created_at: number;
-  closed_at: number | null;
-  session: string | null;
-}
-
-function toRecord(r: WorkstreamRow): WorkstreamRecord {
-  return {
-    id: r.id,
-    tenantId: r.tenant_id,
-    incarnation: r.incarnation,
-    generation: r.generation,
-    status: r.status,
-    createdAt: r.created_at,
-    ...(r.closed_at === null ? {} : { closedAt: r.closed_at }),
-    ...(r.session === null ? {} : { session: JSON.parse(r.session) as SessionSnapshotData }),
-  };
-}
+import { toRecord, type WorkstreamRow } from './rows.js';
+import type { WorkstreamFilter, WorkstreamRecord } from './types.js';
 
 export class WorkstreamTable {
   readonly #get;

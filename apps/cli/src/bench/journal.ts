@@ -9,7 +9,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openSqliteStore } from '@turnwarden/store';
+import { openSqliteStore, type Store } from '@turnwarden/store';
 import { DEFAULT_CONFIG, EventHub, JournalGate, nodeTimers } from '@turnwarden/supervisor/testing';
 import Database from 'better-sqlite3';
 import type { BenchContext } from './common.js';
@@ -30,6 +30,22 @@ interface Ours {
   readonly batches: number;
 }
 
+/** The supervisor's journal gate over a store, with no turns around it (the journal benches). */
+export function benchGate(store: Store, ctx: BenchContext): JournalGate {
+  return new JournalGate({
+    store,
+    events: new EventHub(ctx.logger),
+    logger: ctx.logger,
+    turnOf: () => undefined,
+    fenced: () => false,
+    refused: () => {},
+    workstreamGone: () => {},
+    deleting: () => false,
+    timers: nodeTimers,
+    config: DEFAULT_CONFIG,
+  });
+}
+
 async function ours(dir: string, sync: Sync, windowMs: number, ctx: BenchContext): Promise<Ours> {
   const store = openSqliteStore({ path: join(dir, `journal-${sync}.db`), synchronous: sync });
   try {
@@ -38,18 +54,7 @@ async function ours(dir: string, sync: Sync, windowMs: number, ctx: BenchContext
       await store.createWorkstream({ id, tenantId: 'bench' });
       await store.nextGeneration(id);
     }
-    const gate = new JournalGate({
-      store,
-      events: new EventHub(ctx.logger),
-      logger: ctx.logger,
-      turnOf: () => undefined,
-      fenced: () => false,
-      refused: () => {},
-      workstreamGone: () => {},
-      deleting: () => false,
-      timers: nodeTimers,
-      config: DEFAULT_CONFIG,
-    });
+    const gate = benchGate(store, ctx);
     const latency: number[] = [];
     let rows = 0;
     let running = true;

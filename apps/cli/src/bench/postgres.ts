@@ -14,10 +14,10 @@
  */
 import { openPostgresStore, type PostgresStore } from '@turnwarden/store';
 import { type Postgres, startPostgres } from '@turnwarden/store/testing';
-import { DEFAULT_CONFIG, EventHub, JournalGate, nodeTimers } from '@turnwarden/supervisor/testing';
 import pg from 'pg';
 import { HostCluster } from '../cluster/hosts.js';
 import type { BenchContext } from './common.js';
+import { benchGate } from './journal.js';
 import { row, type SectionResult, target } from './report.js';
 import { median, quantile, sleep } from './stats.js';
 
@@ -41,18 +41,7 @@ async function journalRows(url: string, windowMs: number, ctx: BenchContext) {
       await store.createWorkstream({ id, tenantId: 'bench' });
       await store.nextGeneration(id);
     }
-    const gate = new JournalGate({
-      store,
-      events: new EventHub(ctx.logger),
-      logger: ctx.logger,
-      turnOf: () => undefined,
-      fenced: () => false,
-      refused: () => {},
-      workstreamGone: () => {},
-      deleting: () => false,
-      timers: nodeTimers,
-      config: DEFAULT_CONFIG,
-    });
+    const gate = benchGate(store, ctx);
     const latency: number[] = [];
     let rows = 0;
     let running = true;
