@@ -7,6 +7,7 @@
 import { type Postgres, slowPostgresSkipReason, startPostgres } from '@turnwarden/store/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { explore, runSchedule } from './explore.js';
+import { c7 } from './scenarios/c7.scenario.js';
 import { d6 } from './scenarios/d6.scenario.js';
 import { SCENARIOS } from './scenarios/index.js';
 import { ScriptedScheduler } from './schedulers.js';
@@ -34,6 +35,20 @@ describe.skipIf(skip !== undefined)('interleaving harness on PostgreSQL', () => 
     expect(report.violations).toEqual([]);
     expect(report.runs).toBe(SCENARIOS.length * 2 * 2);
   }, 180_000);
+
+  it('C7: a cancel called while the dispatch is held takes effect as of its call, though its ownership read comes back after the dispatch was let go', async () => {
+    // Found on PostgreSQL under load (9 runs in 30 before the fix): the harness let the dispatch
+    // go while the cancel's tenancy check was still on its way, and the turn streamed before the
+    // cancel landed. The dispatch now waits for a cancel the host called after its claim.
+    const choices = ['A:send', 'A:cancel', 'D:claim.capture→dispatch', 'W1:worker.stream-event'];
+    for (let run = 0; run < 12; run++) {
+      const { violations } = await runSchedule(c7, new ScriptedScheduler(choices), {
+        seed: 1,
+        postgres: pg!.url,
+      });
+      expect(violations).toEqual([]);
+    }
+  }, 120_000);
 
   it('D6: a listener the schedule registered while the close waited hears ws_closed once, however long the store takes to confirm the workstream', async () => {
     // Found on PostgreSQL: the registration's ownership read was still on its way when the run

@@ -18,6 +18,8 @@ import type { SupervisorConfig } from './config.js';
 import type { EventHub } from './events.js';
 import { acquireLease, leftover, type MaintenanceHost, repairLeftover } from './maintenance.js';
 import type { WorkerHandle, WorkerPool } from './pool.js';
+import { LogMessage } from './reporting.js';
+import type { SendClaim, SendQueue } from './send-queue.js';
 import { claimRefusal, type SessionRecord } from './sessions.js';
 import type { ClaimedTurn, TurnResult } from './types.js';
 import type { Watchdog } from './watchdog.js';
@@ -36,6 +38,8 @@ export interface ClaimHost extends MaintenanceHost {
   readonly closing: boolean;
   /** A soft close waits on this workstream's running turn: no new turn is admitted (C1). */
   closeLatched(workstreamId: string): boolean;
+  /** Cancels, closes and deletes on their way: the dispatch waits for them (C7). */
+  readonly sends: Pick<SendQueue, 'announcedAfter'>;
   /** Ends the turn (in the session's mailbox) when its worker returned or died. */
   settleLater(rec: SessionRecord, turn: ActiveTurn, outcome: TurnOutcome | undefined, err: unknown): void;
 }
@@ -91,9 +95,10 @@ export function start(
   host: ClaimHost,
   rec: SessionRecord,
   admitted: Admitted,
+  claim: SendClaim,
   tools: readonly string[] | undefined,
 ): ClaimedTurn {
-  dispatch(host, rec, admitted, tools);
+  dispatch(host, rec, admitted, claim, tools);
   const { turn } = admitted;
   return { workstreamId: turn.workstreamId, generation: turn.generation, done: turn.done };
 }
@@ -228,10 +233,17 @@ export interface Admitted {
   readonly claimed: SessionSnapshotData;
 }
 
+/**
+ * Sends the claimed turn to its worker — unless its abort has committed by then. A cancel or
+ * delete the host called after the claim was captured may still be on its way (its ownership
+ * check reading the store): the dispatch waits for it first, so the call takes effect as of the
+ * host's call (C7). A turn that is not dispatched ends interrupted, its worker having run nothing.
+ */
 function dispatch(
   host: ClaimHost,
   rec: SessionRecord,
   admitted: Admitted,
+  claim: SendClaim,
   tools: readonly string[] | undefined,
 ): void {
   const { turn, history, user, claimed } = admitted;
@@ -240,8 +252,15 @@ function dispatch(
   turn.log.info({ workerId: turn.worker.id, slot: turn.worker.slot }, 'turn started');
   const captured = seam(SeamName.claimCaptureToDispatch, { workstreamId, generation });
   (captured ?? Promise.resolve())
-    .then(() =>
-      turn.worker.api.runTurn({
+    .then(() => {
+      const waiting = host.sends.announcedAfter(claim);
+      if (waiting !== undefined) turn.log.debug(LogMessage.dispatchWaitsForFence);
+      return waiting;
+    })
+    .then((): Promise<TurnOutcome> | TurnOutcome => {
+      // Aborted meanwhile (a cancel, a delete, shutdown): the worker never hears of it.
+      if (turn.abort !== undefined) return notDispatched(turn, claimed);
+      return turn.worker.api.runTurn({
         workstreamId,
         tenantId: turn.tenantId,
         generation,
@@ -255,8 +274,8 @@ function dispatch(
           maxToolArgBytes: host.config.limits.maxToolArgBytes,
         },
         snapshot: claimed,
-      }),
-    )
+      });
+    })
     .then(
       // Every event the worker posted before returning is delivered before the turn ends.
       (outcome) =>
@@ -278,6 +297,24 @@ function dispatch(
         workerTerminated: turn.workerTerminated,
       });
     });
+}
+
+/**
+ * The outcome of a turn whose abort committed before it was dispatched: its worker ran nothing
+ * of it (no leaked work: the worker is kept), the machine is the supervisor's to finish.
+ */
+function notDispatched(turn: ActiveTurn, claimed: SessionSnapshotData): TurnOutcome {
+  turn.workReclaimed = true;
+  turn.log.info({ reason: turn.abort?.reason }, LogMessage.notDispatched);
+  return {
+    generation: turn.generation,
+    status: 'interrupted',
+    ...(turn.abort === undefined || turn.abort.reason === 'crash' ? {} : { abortReason: turn.abort.reason }),
+    startedCalls: [],
+    modelSteps: 0,
+    eventsPosted: 0,
+    snapshot: claimed,
+  };
 }
 
 /**

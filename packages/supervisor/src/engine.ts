@@ -41,7 +41,7 @@ import { closeSession, compactIdle, leftover, repairLeftover, rewindIdle } from 
 import { WorkerPool } from './pool.js';
 import { Recovery } from './recovery.js';
 import { compactLive } from './rewrite.js';
-import { type SendClaim, SendQueue } from './send-queue.js';
+import { type Announced, type SendClaim, SendQueue } from './send-queue.js';
 import { claimRefusal, type SessionRecord, Sessions } from './sessions.js';
 import { settle } from './settle.js';
 import { newCounters } from './stats.js';
@@ -268,7 +268,7 @@ export class TurnEngine {
         }
         if ('queued' in step) return await step.queued;
         permit = undefined; // the turn holds it now; its end releases it
-        return start(this, rec, step.admitted, input.tools);
+        return start(this, rec, step.admitted, claim, input.tools);
       }
     } catch (e) {
       permit?.release();
@@ -332,7 +332,8 @@ export class TurnEngine {
       })
       .then(
         (admitted) => {
-          if (admitted !== undefined) waiting?.resolve(start(this, rec, admitted, waiting.input.tools));
+          if (admitted !== undefined && waiting !== undefined)
+            waiting.resolve(start(this, rec, admitted, waiting.claim, waiting.input.tools));
           else permit.release();
         },
         (err: unknown) => {
@@ -362,7 +363,20 @@ export class TurnEngine {
    * before the slot is released; resolves once the session is idle. Without one: debt is
    * repaired (true), or it is a silent no-op (false).
    */
-  async cancel(workstreamId: string, ticket: number = this.sends.ticket(), routed = false): Promise<boolean> {
+  async cancel(
+    workstreamId: string,
+    fence: Announced = this.sends.announce(workstreamId),
+    routed = false,
+  ): Promise<boolean> {
+    try {
+      return await this.cancelFenced(workstreamId, fence, routed);
+    } finally {
+      fence.done();
+    }
+  }
+
+  private async cancelFenced(workstreamId: string, fence: Announced, routed: boolean): Promise<boolean> {
+    const { ticket } = fence;
     if (!routed && this.cluster) {
       // The turn runs on another host: the cancel is its to carry out (cluster.ts).
       const r = await this.cluster.route(workstreamId, { op: 'cancel' });
@@ -372,6 +386,8 @@ export class TurnEngine {
     if (running) {
       this.revoke(workstreamId, ticket, 'cancel');
       this.aborts.abort(running, 'cancel');
+      // Committed: a dispatch waiting on this call sees the abort (C7); the cancel waits on.
+      fence.done();
       // C6: a history rewrite in flight cannot be abandoned and the turn's end waits for it (L8);
       // the cancel does not. It returns once the abort is committed and signalled; the turn
       // finishes — results synthesized, stream_end, idle — when the rewrite is done.
@@ -451,9 +467,18 @@ export class TurnEngine {
   async close(
     workstreamId: string,
     waitMs = 0,
-    ticket: number = this.sends.ticket(),
+    fence: Announced = this.sends.announce(workstreamId),
     routed = false,
   ): Promise<void> {
+    try {
+      await this.closeFenced(workstreamId, waitMs, fence, routed);
+    } finally {
+      fence.done();
+    }
+  }
+
+  private async closeFenced(workstreamId: string, waitMs: number, fence: Announced, routed: boolean) {
+    const { ticket } = fence;
     if (!routed && this.cluster) {
       const r = await this.cluster.route(workstreamId, { op: 'close', waitMs });
       if (r.ran) {
@@ -478,6 +503,8 @@ export class TurnEngine {
       this.closeLatches.add(workstreamId);
       // Latched: sends captured before the close never start, even if the close times out (C7).
       this.revoke(workstreamId, ticket, 'close');
+      // A soft close waits for the turn — whose dispatch may be waiting on this call (C7).
+      fence.done();
       this.logger.info({ workstreamId, waitMs }, 'soft close waiting for the running turn');
       try {
         let cancelTimer = () => {};
@@ -529,13 +556,30 @@ export class TurnEngine {
     workstreamId: string,
     tenantId: string,
     incarnation: string,
-    routed = false,
+    {
+      fence = this.sends.announce(workstreamId),
+      routed = false,
+    }: { readonly fence?: Announced; readonly routed?: boolean } = {},
+  ): Promise<void> {
+    try {
+      await this.deleteFenced(workstreamId, tenantId, incarnation, fence, routed);
+    } finally {
+      fence.done();
+    }
+  }
+
+  private async deleteFenced(
+    workstreamId: string,
+    tenantId: string,
+    incarnation: string,
+    fence: Announced,
+    routed: boolean,
   ): Promise<void> {
     if (!this.tombstones.has(workstreamId)) {
       this.tombstones.set(workstreamId, { tenantId, incarnation });
       this.logger.info({ workstreamId, incarnation }, 'workstream deleting');
     }
-    this.revoke(workstreamId, this.sends.ticket(), 'gone');
+    this.revoke(workstreamId, fence.ticket, 'gone');
     if (!routed && this.cluster) {
       // Its turn runs on another host, which aborts it and deletes; an error leaves the tombstone (D2).
       const r = await this.cluster.route(workstreamId, { op: 'delete', tenantId, incarnation });
@@ -548,6 +592,7 @@ export class TurnEngine {
     const turn = rec?.turn;
     if (turn !== undefined) {
       this.aborts.abort(turn, 'workstream_gone');
+      fence.done(); // committed: a dispatch waiting on this call sees the abort (C7)
       await turn.done;
     }
     // Whatever was queued on the session (a repair, a rewrite) has run.
@@ -741,11 +786,11 @@ export class TurnEngine {
   private runRouted(workstreamId: string, op: RoutedOp): Promise<unknown> {
     switch (op.op) {
       case 'cancel':
-        return this.cancel(workstreamId, this.sends.ticket(), true);
+        return this.cancel(workstreamId, this.sends.announce(workstreamId), true);
       case 'close':
-        return this.close(workstreamId, op.waitMs, this.sends.ticket(), true);
+        return this.close(workstreamId, op.waitMs, this.sends.announce(workstreamId), true);
       case 'delete':
-        return this.deleteWorkstream(workstreamId, op.tenantId, op.incarnation, true);
+        return this.deleteWorkstream(workstreamId, op.tenantId, op.incarnation, { routed: true });
     }
   }
 

@@ -17,6 +17,8 @@ export const LogMessage = {
   synthesized: 'tool results synthesized',
   cleanupFailed: 'tool cleanup failed; workstream refuses claims until repaired',
   leaseLost: 'turn lease lost; aborting turn',
+  dispatchWaitsForFence: 'turn dispatch waits for a cancel, close or delete called after its send',
+  notDispatched: 'turn aborted before its dispatch: not sent to its worker',
 } as const;
 
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)}s`;

@@ -48,6 +48,7 @@ import type { IsolationStats } from './isolation.js';
 import type { JournalStats } from './journal-gate.js';
 import type { LifecycleListener } from './lifecycle-feed.js';
 import type { PoolStats } from './pool.js';
+import type { Announced } from './send-queue.js';
 import type { RuntimeCounters } from './stats.js';
 import { EventIterator, handoffToken, startAt } from './streams.js';
 import type { Timers } from './timers.js';
@@ -410,6 +411,16 @@ export class Turnwarden {
     ) {
       throw invalid('incarnation must be the one createWorkstream or getWorkstream returned', 'incarnation');
     }
+    // C7: announced as the host calls, like a cancel.
+    const fence = this.engine.sends.announce(input.workstreamId);
+    try {
+      await this.deleteOwned(input, fence);
+    } finally {
+      fence.done();
+    }
+  }
+
+  private async deleteOwned(input: DeleteInput, fence: Announced): Promise<void> {
     const { tenantId, workstreamId, incarnation } = input;
     const pending = this.engine.tombstone(workstreamId);
     if (pending !== undefined && (pending.tenantId !== tenantId || pending.incarnation !== incarnation)) {
@@ -431,7 +442,7 @@ export class Turnwarden {
       { workstreamId, tenantId, principal: input.principal, incarnation },
       'workstream delete requested',
     );
-    await this.engine.deleteWorkstream(workstreamId, tenantId, incarnation);
+    await this.engine.deleteWorkstream(workstreamId, tenantId, incarnation, { fence });
   }
 
   /**
@@ -567,9 +578,14 @@ export class Turnwarden {
     if (!Number.isSafeInteger(waitMs) || waitMs < 0 || waitMs > 3_600_000) {
       throw invalid('waitMs must be an integer from 0 to 3600000', 'waitMs');
     }
-    const ticket = this.engine.sends.ticket();
-    await this.owned(tenantId, workstreamId);
-    await this.engine.close(workstreamId, waitMs, ticket);
+    // C7: announced as the host calls; a dispatch under way waits for the ownership check.
+    const fence = this.engine.sends.announce(workstreamId);
+    try {
+      await this.owned(tenantId, workstreamId);
+      await this.engine.close(workstreamId, waitMs, fence);
+    } finally {
+      fence.done();
+    }
     this.logger.info({ workstreamId, tenantId, principal: input.principal }, 'workstream closed');
     this.engine.lifecycle.closed(tenantId, workstreamId, 'closed');
   }
@@ -611,12 +627,17 @@ export class Turnwarden {
    */
   async cancel(input: WorkstreamRef): Promise<boolean> {
     checkRef(input, 'cancel');
-    // C7: sends the host made before this call cannot start after it.
-    const ticket = this.engine.sends.ticket();
     const { tenantId, workstreamId } = input;
-    await this.owned(tenantId, workstreamId);
-    this.logger.info({ workstreamId, tenantId, principal: input.principal }, 'cancel requested');
-    return this.engine.cancel(workstreamId, ticket);
+    // C7: sends the host made before this call cannot start after it — not even one whose
+    // dispatch is under way while this call's ownership check is still on its way to the store.
+    const fence = this.engine.sends.announce(workstreamId);
+    try {
+      await this.owned(tenantId, workstreamId);
+      this.logger.info({ workstreamId, tenantId, principal: input.principal }, 'cancel requested');
+      return await this.engine.cancel(workstreamId, fence);
+    } finally {
+      fence.done();
+    }
   }
 
   /**

@@ -9,6 +9,13 @@
  * with SEND_REVOKED (nothing written). One captured after the fence may. A turn starting
  * normally is not a fence: a send queued behind it stays valid.
  *
+ * A cancel, close or delete the host called is *announced* at once (`announce`), before its
+ * ownership check (T2) has come back from the store: a turn whose claim came first waits at its
+ * dispatch until every such call announced after its claim has done what the turn must see (a
+ * cancel: its abort committed) or was refused, and is not sent to its worker if it was aborted.
+ * So a cancel takes effect as of the host's call even when the store answers slowly — and another
+ * tenant's cancel, refused, changes nothing (it may only delay that dispatch by one store read).
+ *
  * While a turn runs (or sends wait before it), a send waits in a bounded FIFO queue per
  * workstream and starts once the turns before it have ended; a full queue refuses with
  * QUEUE_FULL (retryable, nothing written). A waiting send ends early by its signal (withdrawn)
@@ -37,6 +44,23 @@ export interface Waiting {
   reject(err: unknown): void;
 }
 
+/** A cancel, close or delete the host called, on its way (see `announce`). */
+export interface Announced {
+  /** Its fence's ticket, taken as the host called. */
+  readonly ticket: number;
+  /**
+   * It has done what a turn being dispatched must see (a cancel: its abort committed), or it was
+   * refused: a dispatch waiting on it goes on. Idempotent.
+   */
+  done(): void;
+}
+
+interface Pending {
+  readonly ticket: number;
+  readonly settled: Promise<void>;
+  readonly resolve: () => void;
+}
+
 interface Entry extends Waiting {
   /** Stops listening to the send's signal. */
   detach(): void;
@@ -57,12 +81,49 @@ export class SendQueue {
   private readonly queues = new Map<string, Entry[]>();
   /** Sends waiting for a session worker (admission, T4): revoked by a fence like queued ones. */
   private readonly parked = new Map<string, Set<{ readonly ticket: number; revoke(err: unknown): void }>>();
+  /** Fences the host called, not applied or refused yet (`announce`). */
+  private readonly announced = new Map<string, Set<Pending>>();
 
   constructor(private readonly maxPerWorkstream: number) {}
 
   /** A ticket for an event that fences (a cancel or close call): take it when the host calls. */
   ticket(): number {
     return ++this.ticketCounter;
+  }
+
+  /**
+   * A cancel, close or delete the host is calling: its fence's ticket, taken now, and what to
+   * call once it has done what a dispatch must see, or was refused. Until then a dispatch whose
+   * claim was captured before it waits (`announcedAfter`), so it never sends a turn to its worker
+   * that the call aborts (C7).
+   */
+  announce(workstreamId: string): Announced {
+    const ticket = this.ticket();
+    let resolve!: () => void;
+    const settled = new Promise<void>((r) => {
+      resolve = r;
+    });
+    const pending: Pending = { ticket, settled, resolve };
+    const set = this.announced.get(workstreamId) ?? new Set<Pending>();
+    set.add(pending);
+    this.announced.set(workstreamId, set);
+    return { ticket, done: () => this.settle(workstreamId, pending) };
+  }
+
+  /**
+   * C7: resolves once every call announced after `claim` was captured is done; undefined when
+   * none is on its way (the common case costs no await).
+   */
+  announcedAfter(claim: SendClaim): Promise<void> | undefined {
+    const later = [...(this.announced.get(claim.workstreamId) ?? [])].filter((p) => p.ticket > claim.ticket);
+    return later.length === 0 ? undefined : Promise.all(later.map((p) => p.settled)).then(() => {});
+  }
+
+  private settle(workstreamId: string, pending: Pending): void {
+    const set = this.announced.get(workstreamId);
+    if (set === undefined || !set.delete(pending)) return;
+    if (set.size === 0) this.announced.delete(workstreamId);
+    pending.resolve();
   }
 
   /** Captures a send's claim; `settled` must be called once the send is answered. */

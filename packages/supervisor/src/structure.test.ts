@@ -4,6 +4,7 @@ import { openSqliteStore } from '@turnwarden/store';
 import { afterEach, describe, expect, it } from 'vitest';
 import { refusal, within } from './test-support/bounded.js';
 import { assistantRow, faultyStore, synthesized } from './test-support/faulty-store.js';
+import { gatedStore } from './test-support/gated-store.js';
 import { interceptStore } from './test-support/intercept.js';
 import { leaseStore } from './test-support/lease-store.js';
 import { nextEvent, script, startRuntime } from './test-support/runtime.js';
@@ -313,6 +314,50 @@ describe('structural debt', () => {
     expect(types).not.toContain('tool_started');
     expect((await rt.history()).map((r) => r.message.role)).toEqual(['user']);
     // A claim taken after the cancel may start.
+    expect((await (await rt.send('after the cancel')).done).status).toBe('completed');
+  });
+
+  it('C7: a cancel whose ownership check is still reading the store when the dispatch goes takes effect as of its call: the turn never reaches its worker', async () => {
+    // Found by the harness on PostgreSQL: the cancel was called while the dispatch was held, but
+    // its tenancy check (a store read) came back only after the dispatch had gone on.
+    let release: (() => void) | undefined;
+    const harness: HarnessLink = {
+      controller: {
+        mutations: new Set(),
+        reach: (name) =>
+          name !== SeamName.claimCaptureToDispatch || release !== undefined
+            ? undefined
+            : new Promise((resolve) => {
+                release = () => resolve(undefined);
+              }),
+      },
+      workerArrived: (_id, _arrival, go) => go(),
+    };
+    const gated = gatedStore(openSqliteStore({ path: ':memory:' }), 'getWorkstream', { armed: false });
+    rt = await startRuntime({ harness, store: gated.store });
+    const ref = { tenantId: 'tenant-a', principal: 'user-a', workstreamId: rt.workstreamId };
+    const turn = await rt.send(script({ text: 'never streamed', chunks: 3 }));
+    expect(release).toBeDefined();
+    // (Subscribed before the gate: a subscription's own ownership read would wait there too.)
+    const streamed = nextEvent(rt.tw, rt.workstreamId, 'token');
+    await within(rt.tw.status(ref), 10_000, 'the subscription is verified');
+    // The cancel's ownership read waits at the gate; the dispatch is let go meanwhile.
+    gated.arm();
+    const cancelled = rt.tw.cancel(ref);
+    await gated.atGate;
+    const waited = rt.waitForLog('turn dispatch waits for a cancel, close or delete called after its send');
+    release!();
+    // Either the dispatch waits for the cancel, or (the bug) the turn streams before it lands.
+    await within(Promise.race([waited, streamed]), 10_000, 'the dispatch waits or the turn streams');
+    gated.open();
+    expect(await within(cancelled, 10_000, 'the cancel returns')).toBe(true);
+    const result = await within(turn.done, 10_000, 'the cancelled turn settles');
+    expect(result).toMatchObject({ status: 'interrupted', abortReason: 'cancel', workerTerminated: false });
+    expect(rt.types()).not.toContain('token');
+    expect((await rt.history()).map((r) => r.message.role)).toEqual(['user']);
+    expect(rt.logged('turn aborted before its dispatch: not sent to its worker')).toHaveLength(1);
+    // Its worker ran nothing: kept, not retired.
+    expect(rt.tw.stats().pool.retired).toBe(0);
     expect((await (await rt.send('after the cancel')).done).status).toBe('completed');
   });
 
