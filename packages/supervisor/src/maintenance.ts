@@ -38,32 +38,25 @@ export async function acquireLease(
   workstreamId: string,
   rec?: SessionRecord,
 ): Promise<Lease> {
-  for (let attempt = 1; ; attempt++) {
-    const lease = await host.store.acquireLease(
-      workstreamId,
-      host.holder,
-      host.leaseTtlMs,
-      host.predecessors === undefined ? {} : { replacing: host.predecessors },
+  const lease = await host.store.acquireLease(
+    workstreamId,
+    host.holder,
+    host.leaseTtlMs,
+    host.predecessors === undefined ? {} : { replacing: host.predecessors },
+  );
+  if (lease) return lease;
+  // What refused it (a failed read is the store's error, thrown as it is). A lease that ended
+  // since is refused all the same, with the least retryAfterMs: the retry takes it.
+  const held = await host.store.getLease(workstreamId);
+  if (held === undefined) {
+    throw new TurnwardenError(
+      ErrorCode.INTERNAL,
+      `the store refused the lease of ${workstreamId} but holds no lease for it`,
+      { details: { workstreamId } },
     );
-    if (lease) return lease;
-    // What refused it (a failed read is the store's error, thrown as it is).
-    const held = await host.store.getLease(workstreamId);
-    // The lease ended between the two reads: it is free now, take it (once).
-    if (attempt === 1 && (held === undefined || !liveElsewhere(host, held))) continue;
-    if (held === undefined) {
-      throw new TurnwardenError(
-        ErrorCode.INTERNAL,
-        `the store refused the lease of ${workstreamId} twice but holds no lease for it`,
-        { details: { workstreamId } },
-      );
-    }
-    if (rec !== undefined && rec.turn === undefined) rec.snapshot = undefined;
-    throw leasedElsewhere(workstreamId, held, host.leaseTtlMs);
   }
-}
-
-function liveElsewhere(host: MaintenanceHost, held: Lease): boolean {
-  return !held.released && held.holder !== host.holder && held.expiresAt > Date.now();
+  if (rec !== undefined && rec.turn === undefined) rec.snapshot = undefined;
+  throw leasedElsewhere(workstreamId, held, host.leaseTtlMs);
 }
 
 /**
