@@ -16,9 +16,11 @@ export const ErrorCode = {
   /** A turn is already running on this workstream. */
   TURN_IN_PROGRESS: 'TURN_IN_PROGRESS',
   /**
-   * The workstream's turn lease is held by another host of the cluster — a turn runs there, or a
-   * repair. `details.hostId` names that host and `details.expiresAt` (the store's clock) when its
-   * lease ends unless renewed. Nothing was written; retryable (on that host, or once it is done).
+   * The workstream's turn lease is held by another holder — a turn or a repair on another host, or
+   * a process that died mid-turn whose lease has not expired yet. `details`: `{ workstreamId,
+   * holder, expiresAt, retryAfterMs, hostId? }` — `expiresAt` on the store's clock, `retryAfterMs`
+   * the time until then (at most `lease.ttlMs`), `hostId` when the holder has one. Nothing was
+   * written; retryable (after `retryAfterMs`, or on that host).
    */
   LEASED_ELSEWHERE: 'LEASED_ELSEWHERE',
   /** The workstream's queue of sends waiting behind its running turn is full; retry later. */

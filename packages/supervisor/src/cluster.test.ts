@@ -45,7 +45,16 @@ describe('several hosts on one store', () => {
     const e = await refusal(b.send('from the other host'));
     expect(e.code).toBe(ErrorCode.LEASED_ELSEWHERE);
     expect(e.retryable).toBe(true);
-    expect(e.details).toMatchObject({ workstreamId: 'ws-1', hostId: 'host-a' });
+    // The one shape of this refusal, as after a restart (leased-elsewhere.test.ts).
+    expect(e.details).toStrictEqual({
+      workstreamId: 'ws-1',
+      holder: expect.stringMatching(/^host-a:/),
+      expiresAt: expect.any(Number),
+      retryAfterMs: expect.any(Number),
+      hostId: 'host-a',
+    });
+    expect(e.details!.retryAfterMs).toBeGreaterThan(0);
+    expect(e.details!.retryAfterMs).toBeLessThanOrEqual(a.tw.config.lease.ttlMs);
     expect((await b.history()).length).toBe(rowsBefore);
     await a.tw.cancel(ref);
     await within(turn.done, 10_000, 'the turn ends');

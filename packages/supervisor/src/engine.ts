@@ -54,10 +54,99 @@ export interface EngineOptions {
   readonly config: SupervisorConfig;
   readonly store: Store;
   readonly logger: Logger;
-  readonly now?: MonotonicMs;
+  /** The clock, the host tools and the worker pool, started before the store was opened. */
+  readonly prelude: Prelude;
   readonly hooks?: WatchdogHooks;
-  readonly harness?: HarnessLink;
   readonly timers?: Timers;
+}
+
+/**
+ * What a start brings up before it opens the store: the activity clock, the host tools and the
+ * worker pool (whose first worker reports what the plugins provide). Whatever they refuse — a
+ * model no plugin provides, a plugin module the workers refuse or cannot import, workers that
+ * exit or never become ready, a host tool module that fails to import — refuses the start
+ * before a database file, a schema or a connection exists. The engine then built on the store
+ * takes the parts over (`bind`); until then no turn can run, so nothing calls into it.
+ */
+export class Prelude {
+  readonly clock: ActivityClock;
+  readonly hostTools: HostTools;
+  readonly pool: WorkerPool;
+  private engine: TurnEngine | undefined;
+
+  constructor(
+    config: SupervisorConfig,
+    logger: Logger,
+    options: { readonly now?: MonotonicMs; readonly harness?: HarnessLink } = {},
+  ) {
+    this.clock = ActivityClock.create(config.pool.maxWorkers, options.now);
+    this.hostTools = new HostTools({
+      turnOf: (workstreamId) => this.engine?.sessions.peek(workstreamId)?.turn,
+      clock: this.clock.buffer,
+      logger,
+    });
+    const host: HostApi = {
+      journal: (req) => this.bound().gate.journal(req, (turn, n) => turn.worker.caughtUp(n)),
+      runIsolated: (req) => this.bound().isolation.run(req),
+      cancelIsolated: async (workstreamId, taskId) => this.bound().isolation.cancel(workstreamId, taskId),
+      callHostTool: (req) => this.hostTools.call(req),
+      cancelHostTool: async (workstreamId, taskId) => this.hostTools.cancel(workstreamId, taskId),
+    };
+    this.pool = new WorkerPool({
+      clock: this.clock.buffer,
+      maxWorkers: config.pool.maxWorkers,
+      warmWorkers: config.pool.warmWorkers,
+      startTimeoutMs: config.pool.startTimeoutMs,
+      acquireTimeoutMs: config.pool.acquireTimeoutMs,
+      maxConcurrentSpawns: config.pool.maxConcurrentSpawns,
+      workerNice: config.pool.workerNice,
+      workerUrl: sessionWorkerUrl,
+      pluginModules: config.pluginModules,
+      hostTools: () => this.hostTools.specs(),
+      host,
+      logger,
+      ...(options.harness ? { harness: options.harness } : {}),
+      ...(config.pool.maxOldGenerationSizeMb === undefined
+        ? {}
+        : { maxOldGenerationSizeMb: config.pool.maxOldGenerationSizeMb }),
+    });
+  }
+
+  /**
+   * Host tools first (the workers offer them from their first spawn), then the warm workers.
+   * When it throws nothing is left running: the pool closed itself, the host tools are closed.
+   */
+  async start(hostToolModules: readonly string[]): Promise<void> {
+    try {
+      await this.hostTools.load(hostToolModules);
+      await this.pool.start();
+    } catch (e) {
+      await this.hostTools.close();
+      throw e;
+    }
+  }
+
+  /** The models the workers' plugins provide (known once a worker has started). */
+  models(): readonly string[] {
+    return this.pool.catalogue?.models ?? [];
+  }
+
+  /** Stops what `start` started: a start refused before the engine was built. */
+  async close(): Promise<void> {
+    await this.pool.close();
+    await this.hostTools.close();
+  }
+
+  bind(engine: TurnEngine): void {
+    this.engine = engine;
+  }
+
+  private bound(): TurnEngine {
+    if (this.engine === undefined) {
+      throw new TurnwardenError(ErrorCode.INTERNAL, 'a worker called the host before the runtime started');
+    }
+    return this.engine;
+  }
 }
 
 export class TurnEngine {
@@ -117,7 +206,10 @@ export class TurnEngine {
     this.logger = options.logger;
     this.timers = options.timers ?? nodeTimers;
     this.leaseTtlMs = config.lease.ttlMs;
-    this.clock = ActivityClock.create(config.pool.maxWorkers, options.now);
+    const { prelude } = options;
+    this.clock = prelude.clock;
+    this.hostTools = prelude.hostTools;
+    this.pool = prelude.pool;
     this.events = new EventHub(this.logger, config.events);
     this.lifecycle = new LifecycleFeed(this.logger);
     this.sessions = new Sessions(this.store, this.events, this.logger);
@@ -136,23 +228,11 @@ export class TurnEngine {
         ),
     );
     this.watchdog = new Watchdog(this.clock, config.watchdog, this.aborts, this.logger, options.hooks);
-    this.hostTools = new HostTools({
-      turnOf: (workstreamId) => this.sessions.peek(workstreamId)?.turn,
-      clock: this.clock.buffer,
-      logger: this.logger,
-    });
     this.isolation = new IsolatedPool(config.isolation, {
       turnOf: (workstreamId) => this.sessions.peek(workstreamId)?.turn,
       clock: this.clock.buffer,
       logger: this.logger,
     });
-    const host: HostApi = {
-      journal: (req) => this.gate.journal(req, (turn, n) => turn.worker.caughtUp(n)),
-      runIsolated: (req) => this.isolation.run(req),
-      cancelIsolated: async (workstreamId, taskId) => this.isolation.cancel(workstreamId, taskId),
-      callHostTool: (req) => this.hostTools.call(req),
-      cancelHostTool: async (workstreamId, taskId) => this.hostTools.cancel(workstreamId, taskId),
-    };
     const channel = channelOf(this.store);
     this.cluster =
       channel === undefined || config.hostId === undefined
@@ -173,24 +253,7 @@ export class TurnEngine {
             },
             channel,
           );
-    this.pool = new WorkerPool({
-      clock: this.clock.buffer,
-      maxWorkers: config.pool.maxWorkers,
-      warmWorkers: config.pool.warmWorkers,
-      startTimeoutMs: config.pool.startTimeoutMs,
-      acquireTimeoutMs: config.pool.acquireTimeoutMs,
-      maxConcurrentSpawns: config.pool.maxConcurrentSpawns,
-      workerNice: config.pool.workerNice,
-      workerUrl: sessionWorkerUrl,
-      pluginModules: config.pluginModules,
-      hostTools: () => this.hostTools.specs(),
-      host,
-      logger: this.logger,
-      ...(options.harness ? { harness: options.harness } : {}),
-      ...(config.pool.maxOldGenerationSizeMb === undefined
-        ? {}
-        : { maxOldGenerationSizeMb: config.pool.maxOldGenerationSizeMb }),
-    });
+    prelude.bind(this);
   }
 
   // ── the public operations (runtime.ts) ────────────────────────────────────

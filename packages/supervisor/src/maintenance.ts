@@ -28,8 +28,9 @@ export interface MaintenanceHost extends AbandonHost {
 }
 
 /**
- * Takes the workstream's lease for this host. Held by another host: LEASED_ELSEWHERE, and the
- * session's machine as loaded here (the other host's, mid-turn) is forgotten — it is re-read
+ * Takes the workstream's lease for this host. Held by another holder — a turn or a repair on
+ * another host, or a dead process whose lease has not expired (S7) — LEASED_ELSEWHERE, and the
+ * session's machine as loaded here (the other holder's, mid-turn) is forgotten: it is re-read
  * from the store the next time, never acted on stale.
  */
 export async function acquireLease(
@@ -43,25 +44,42 @@ export async function acquireLease(
     host.leaseTtlMs,
     host.predecessors === undefined ? {} : { replacing: host.predecessors },
   );
-  if (!lease) {
-    if (rec !== undefined && rec.turn === undefined) rec.snapshot = undefined;
-    throw await leasedElsewhere(host, workstreamId);
+  if (lease) return lease;
+  // What refused it (a failed read is the store's error, thrown as it is). A lease that ended
+  // since is refused all the same, with the least retryAfterMs: the retry takes it.
+  const held = await host.store.getLease(workstreamId);
+  if (held === undefined) {
+    throw new TurnwardenError(
+      ErrorCode.INTERNAL,
+      `the store refused the lease of ${workstreamId} but holds no lease for it`,
+      { details: { workstreamId } },
+    );
   }
-  return lease;
+  if (rec !== undefined && rec.turn === undefined) rec.snapshot = undefined;
+  throw leasedElsewhere(workstreamId, held, host.leaseTtlMs);
 }
 
-/** The refusal of a lease another holder has: which host, until when (the store's clock). */
-async function leasedElsewhere(host: MaintenanceHost, workstreamId: string): Promise<TurnwardenError> {
-  const held = await host.store.getLease(workstreamId).catch(() => undefined);
-  const hostId =
-    held === undefined ? undefined : held.holder.slice(0, Math.max(0, held.holder.lastIndexOf(':')));
+/**
+ * The one refusal of a lease another holder has, whoever refuses it (a send's claim, a cancel's
+ * or close's repair, recovery at start, the cluster's sweep): always `{ workstreamId, holder,
+ * expiresAt, retryAfterMs, hostId? }` — `hostId` when the holder is `<hostId>:<uuid>`;
+ * `expiresAt` on the store's clock; `retryAfterMs` the time until the lease expires unless
+ * renewed, at least 1 ms and at most `lease.ttlMs` (a lease is never renewed further ahead than
+ * its TTL; the bound also caps a skew between this clock and PostgreSQL's), so a host can wait
+ * exactly that long before it retries.
+ */
+function leasedElsewhere(workstreamId: string, held: Lease, ttlMs: number): TurnwardenError {
+  const { holder, expiresAt } = held;
+  const hostId = hostOf(holder);
   return new TurnwardenError(
     ErrorCode.LEASED_ELSEWHERE,
-    `the turn lease of ${workstreamId} is held by ${hostId ? `host ${hostId}` : 'another holder'}`,
+    `the turn lease of ${workstreamId} is held by ${hostId ? `host ${hostId}` : `another holder (${holder})`}`,
     {
       details: {
         workstreamId,
-        ...(held === undefined ? {} : { holder: held.holder, expiresAt: held.expiresAt }),
+        holder,
+        expiresAt,
+        retryAfterMs: Math.min(ttlMs, Math.max(1, Math.ceil(expiresAt - Date.now()))),
         ...(hostId ? { hostId } : {}),
       },
     },

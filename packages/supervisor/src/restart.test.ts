@@ -3,7 +3,6 @@
  * the session machine is restored from its last durable snapshot — tool-debt — and brought to
  * idle through force-abandoning with a repaired history before any new turn (S7, T7).
  */
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,52 +10,13 @@ import { openToolCalls } from '@turnwarden/protocol';
 import { openSqliteStore } from '@turnwarden/store';
 import { afterEach, describe, expect, it } from 'vitest';
 import { within } from './test-support/bounded.js';
+import { killInToolDebt, leaseOf } from './test-support/crash.js';
 import { startRuntime } from './test-support/runtime.js';
 
 const dirs: string[] = [];
 afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
-
-/** Runs the crash host (lease ttl `leaseTtlMs`) until it reports tool-debt, then kills it with SIGKILL. */
-async function killInToolDebt(dbPath: string, leaseTtlMs = 1_000, hostId?: string): Promise<void> {
-  const child = spawn(
-    process.execPath,
-    [
-      new URL('./test-support/crash-host.mjs', import.meta.url).pathname,
-      dbPath,
-      String(leaseTtlMs),
-      ...(hostId === undefined ? [] : [hostId]),
-    ],
-    {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    },
-  );
-  const exited = new Promise<NodeJS.Signals | null>((resolve) =>
-    child.once('exit', (_code, signal) => resolve(signal)),
-  );
-  await within(
-    new Promise<void>((resolve) => {
-      child.stdout.on('data', (chunk: Buffer) => {
-        if (chunk.toString().includes('IN_TOOL_DEBT')) resolve();
-      });
-    }),
-    20_000,
-    'the host process reaches tool-debt',
-  );
-  child.kill('SIGKILL');
-  expect(await exited).toBe('SIGKILL');
-}
-
-/** The lease as the database holds it, read through a connection of its own. */
-async function leaseOf(dbPath: string) {
-  const probe = openSqliteStore({ path: dbPath });
-  try {
-    return await probe.getLease('ws-1');
-  } finally {
-    await probe.close();
-  }
-}
 
 describe('restart after a crash', () => {
   it('S7 T7: killed in tool-debt, the session is restored from its snapshot, repaired through force-abandoning, and idle before the next turn', async () => {

@@ -33,7 +33,7 @@ import {
   type SupervisorConfig,
   type SupervisorConfigInput,
 } from './config.js';
-import { TurnEngine } from './engine.js';
+import { Prelude, TurnEngine } from './engine.js';
 import type { EventStats, Listener, StartAt, TurnwardenEvent } from './events.js';
 import {
   checkCaller,
@@ -159,13 +159,47 @@ function aborted(): TurnwardenError {
   );
 }
 
-async function openOwnStore(option: TurnwardenOptions['store']): Promise<Store> {
+/** The store option's own checks, before anything starts (the store's are at its opening). */
+function checkStoreOption(option: TurnwardenOptions['store']): void {
   if (option !== undefined && 'postgres' in option) {
     if (typeof option.postgres !== 'string' || option.postgres.length === 0) {
       throw new TurnwardenError(ErrorCode.INVALID_CONFIG, 'store.postgres must be a connection string', {
         details: { field: 'store.postgres' },
       });
     }
+  }
+}
+
+/**
+ * Host tools and workers started, the model among what their plugins provide — or the start's
+ * typed refusal, with the prelude closed. A plugin module refused by the workers' registry names
+ * its field (INVALID_CONFIG); a worker that exits is WORKER_EXITED; one never ready is TIMEOUT.
+ */
+async function startPrelude(prelude: Prelude, config: SupervisorConfig): Promise<void> {
+  try {
+    await prelude.start(config.hostToolModules);
+  } catch (e) {
+    if (isTurnwardenError(e, ErrorCode.INVALID_CONFIG)) throw e;
+    throw new TurnwardenError(
+      isTurnwardenError(e, ErrorCode.TIMEOUT) ? ErrorCode.TIMEOUT : ErrorCode.WORKER_EXITED,
+      'session workers fail to start (the worker error is logged; check pluginModules)',
+      { cause: e },
+    );
+  }
+  const models = prelude.models();
+  if (!models.includes(config.model)) {
+    await prelude.close();
+    throw new TurnwardenError(
+      ErrorCode.INVALID_CONFIG,
+      `model ${config.model} is not provided by pluginModules (available: ${models.length > 0 ? models.join(', ') : 'none'})`,
+      { details: { field: 'model' } },
+    );
+  }
+}
+
+async function openOwnStore(option: TurnwardenOptions['store']): Promise<Store> {
+  if (option !== undefined && 'postgres' in option) {
+    checkStoreOption(option);
     return openPostgresStore({
       connectionString: option.postgres,
       ...(option.schema === undefined ? {} : { schema: option.schema }),
@@ -192,15 +226,15 @@ export class Turnwarden {
     private readonly logger: Logger,
     private readonly harness: HarnessLink | undefined,
     seams: TestSeams,
+    prelude: Prelude,
   ) {
     this.config = config;
     this.engine = new TurnEngine({
       config,
       store,
       logger,
-      ...(seams.now ? { now: seams.now } : {}),
+      prelude,
       ...(seams.hooks ? { hooks: seams.hooks } : {}),
-      ...(harness ? { harness } : {}),
       ...(seams.timers ? { timers: seams.timers } : {}),
     });
     engines.set(this, this.engine);
@@ -211,8 +245,10 @@ export class Turnwarden {
   }
 
   /**
-   * Validates the configuration (INVALID_CONFIG naming the field, nothing started), opens the
-   * store, warms the pool and repairs what an earlier process left mid-turn (S7).
+   * Validates the configuration (INVALID_CONFIG naming the field, nothing started), loads the
+   * host tools and warms the pool (the model must be one the plugins provide), then opens the
+   * store and repairs what an earlier process left mid-turn (S7). The store comes last: a start
+   * refused for its configuration creates no database file or schema and leaves nothing running.
    */
   static start(options: TurnwardenOptions): Promise<Turnwarden> {
     return Turnwarden.open(options, {});
@@ -238,40 +274,32 @@ export class Turnwarden {
       hostToolModules: checkPluginModules(resolved.hostToolModules, 'hostToolModules'),
     };
     // A Store instance is used as given (and not closed by shutdown); a `{ path }` or a
-    // `{ postgres }` is opened here.
+    // `{ postgres }` is opened here — last: a start refused before creates nothing.
     const given = isStore(storeOption) ? storeOption : undefined;
-    const store: Store = given ?? (await openOwnStore(storeOption));
+    if (given === undefined) checkStoreOption(storeOption);
     const logger =
       options.logger ?? pino({ name: 'turnwarden', level: logLevel ?? 'silent' }, pino.destination(2));
     if (harness) attachSeamController(harness.controller);
-    const tw = new Turnwarden(config, store, given === undefined, logger, harness, seams);
+    // Workers and host tools before the store: whatever they refuse leaves no database behind.
+    const prelude = new Prelude(config, logger, {
+      ...(seams.now ? { now: seams.now } : {}),
+      ...(harness ? { harness } : {}),
+    });
+    let store: Store;
     try {
-      // Host tools first: the workers offer them from their first spawn.
-      await tw.engine.hostTools.load(config.hostToolModules);
-      await tw.engine.pool.start();
+      await startPrelude(prelude, config);
+      try {
+        store = given ?? (await openOwnStore(storeOption));
+      } catch (e) {
+        await prelude.close();
+        throw e;
+      }
     } catch (e) {
-      await tw.engine.hostTools.close();
-      // Nothing may keep running after a failed start: the pool closed itself; undo the rest.
+      // Nothing may keep running after a failed start: the pool and the host tools are closed.
       if (harness) detachSeamController(harness.controller);
-      if (given === undefined) await store.close();
-      // A plugin module refused by the workers' registry names its field; a worker that exits
-      // is WORKER_EXITED; one that never becomes ready is TIMEOUT.
-      if (isTurnwardenError(e, ErrorCode.INVALID_CONFIG)) throw e;
-      throw new TurnwardenError(
-        isTurnwardenError(e, ErrorCode.TIMEOUT) ? ErrorCode.TIMEOUT : ErrorCode.WORKER_EXITED,
-        'session workers fail to start (the worker error is logged; check pluginModules)',
-        { cause: e },
-      );
+      throw e;
     }
-    const models = tw.engine.pool.catalogue?.models ?? [];
-    if (!models.includes(config.model)) {
-      await tw.shutdown();
-      throw new TurnwardenError(
-        ErrorCode.INVALID_CONFIG,
-        `model ${config.model} is not provided by pluginModules (available: ${models.length > 0 ? models.join(', ') : 'none'})`,
-        { details: { field: 'model' } },
-      );
-    }
+    const tw = new Turnwarden(config, store, given === undefined, logger, harness, seams, prelude);
     try {
       const repaired = await tw.engine.recoverLeftovers();
       if (repaired > 0) logger.warn({ repaired }, 'sessions left mid-turn by an earlier process repaired');

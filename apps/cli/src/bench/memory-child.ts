@@ -4,7 +4,7 @@
  */
 import { ActivityClock } from '@turnwarden/clock';
 import { sessionWorkerUrl } from '@turnwarden/session';
-import { Turnwarden } from '@turnwarden/supervisor';
+import { type PoolStats, Turnwarden } from '@turnwarden/supervisor';
 import { refusingHost, WorkerPool } from '@turnwarden/supervisor/testing';
 import { SCRIPTED } from '../scripted.js';
 import { PRINCIPAL, script, silentLogger, TENANT } from './common.js';
@@ -25,6 +25,7 @@ export interface MemoryReport {
   readonly activeRssPerTurnWithSpawn: number;
   readonly activeHeapPerTurnWithSpawn: number;
   readonly activeRssPerTurnWarm: number;
+  readonly activeHeapPerTurnWarm: number;
   readonly idleThreadRss: number;
 }
 
@@ -73,29 +74,58 @@ async function startTurns(tw: Turnwarden, ids: readonly string[]): Promise<void>
   await sleep(200); // a few heartbeats in
 }
 
-async function measure(cfg: MemoryChildConfig): Promise<MemoryReport> {
-  const tw = await Turnwarden.start({
+/**
+ * Fails the reading loudly when the pool did not do what the row claims: `spawned` is how many
+ * workers the turns must have spawned (the cold row: one each; the warm row: none).
+ */
+function checkPool(label: string, before: PoolStats, after: PoolStats, spawned: number, busy: number): void {
+  const did = after.spawned - before.spawned;
+  if (did !== spawned || after.busy !== busy || after.retired !== before.retired) {
+    throw new Error(
+      `${label}: the turns spawned ${did} workers (expected ${spawned}), ${after.busy} busy (expected ${busy}), ` +
+        `${after.retired - before.retired} retired: the row would not measure what it says`,
+    );
+  }
+}
+
+function startRuntime(cfg: MemoryChildConfig, warmWorkers: number): Promise<Turnwarden> {
+  return Turnwarden.start({
     ...SCRIPTED,
     store: { path: ':memory:' },
     logger: silentLogger(),
     watchdog: { timeoutMs: 60_000, pollMs: 1_000, graceMs: 1_000 },
-    pool: { maxWorkers: cfg.active, warmWorkers: 0 },
+    pool: { maxWorkers: cfg.active, warmWorkers },
   });
+}
+
+async function createActive(tw: Turnwarden, n: number): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < n; i++) {
+    ids.push(
+      (await tw.createWorkstream({ tenantId: TENANT, principal: PRINCIPAL, workstreamId: `active-${i}` }))
+        .workstreamId,
+    );
+  }
+  return ids;
+}
+
+async function cancelAll(tw: Turnwarden, ids: readonly string[]): Promise<void> {
+  for (const id of ids) await tw.cancel({ tenantId: TENANT, principal: PRINCIPAL, workstreamId: id });
+}
+
+async function measure(cfg: MemoryChildConfig): Promise<MemoryReport> {
   let idleHeap: number;
   let idleRss: number;
   let createMs: number;
   let spawnRss: number;
   let spawnHeap: number;
   let warmRss: number;
+  let warmHeap: number;
+  // No warm pool: every turn spawns its worker (the cold row).
+  const tw = await startRuntime(cfg, 0);
   try {
     // Warm-up: statements prepared, code paths compiled, turns' workstreams created.
-    const activeIds: string[] = [];
-    for (let i = 0; i < cfg.active; i++) {
-      activeIds.push(
-        (await tw.createWorkstream({ tenantId: TENANT, principal: PRINCIPAL, workstreamId: `active-${i}` }))
-          .workstreamId,
-      );
-    }
+    const activeIds = await createActive(tw, cfg.active);
     for (let i = 0; i < 200; i++)
       await tw.createWorkstream({ tenantId: TENANT, principal: PRINCIPAL, workstreamId: `warmup-${i}` });
 
@@ -115,22 +145,38 @@ async function measure(cfg: MemoryChildConfig): Promise<MemoryReport> {
     idleHeap = (m1.heap - m0.heap) / cfg.count;
     idleRss = (m1.rss - m0.rss) / cfg.count;
 
-    // Active turns on freshly spawned workers (no warm pool): what an active workstream costs.
+    // Active turns on freshly spawned workers: the thread is part of what they cost.
     const m2 = await reading();
+    const p2 = tw.stats().pool;
     await startTurns(tw, activeIds);
     const m3 = await reading();
+    checkPool('rss per active turn, worker spawned for it', p2, tw.stats().pool, cfg.active, cfg.active);
     spawnRss = (m3.rss - m2.rss) / cfg.active;
     spawnHeap = (m3.heap - m2.heap) / cfg.active;
-    for (const id of activeIds) await tw.cancel({ tenantId: TENANT, principal: PRINCIPAL, workstreamId: id });
-
-    // The same turns again, now on the warm workers they left behind.
-    const m4 = await reading();
-    await startTurns(tw, activeIds);
-    const m5 = await reading();
-    warmRss = (m5.rss - m4.rss) / cfg.active;
-    for (const id of activeIds) await tw.cancel({ tenantId: TENANT, principal: PRINCIPAL, workstreamId: id });
+    // A cancelled turn's worker is retired, not reused: these workers cannot serve the warm row.
+    await cancelAll(tw, activeIds);
   } finally {
     await tw.shutdown();
+  }
+
+  // Active turns on workers warmed before the first reading and reused as they are: a runtime
+  // whose start left `active` warm workers. (Measuring the turns after a cancel on the runtime
+  // above measured the spawns that replaced the workers the cancel retired: 7.75 MB per turn.)
+  const warm = await startRuntime(cfg, cfg.active);
+  try {
+    const activeIds = await createActive(warm, cfg.active);
+    const p4 = warm.stats().pool;
+    if (p4.warm !== cfg.active)
+      throw new Error(`the warm pool holds ${p4.warm} workers, expected ${cfg.active}`);
+    const m4 = await reading();
+    await startTurns(warm, activeIds);
+    const m5 = await reading();
+    checkPool('rss per active turn, on a pre-warmed worker', p4, warm.stats().pool, 0, cfg.active);
+    warmRss = (m5.rss - m4.rss) / cfg.active;
+    warmHeap = (m5.heap - m4.heap) / cfg.active;
+    await cancelAll(warm, activeIds);
+  } finally {
+    await warm.shutdown();
   }
 
   // The naive design's cost: one parked thread per workstream.
@@ -166,6 +212,7 @@ async function measure(cfg: MemoryChildConfig): Promise<MemoryReport> {
     activeRssPerTurnWithSpawn: spawnRss,
     activeHeapPerTurnWithSpawn: spawnHeap,
     activeRssPerTurnWarm: warmRss,
+    activeHeapPerTurnWarm: warmHeap,
     idleThreadRss: threadRss,
   };
 }

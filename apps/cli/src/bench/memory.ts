@@ -70,8 +70,9 @@ export async function benchMemory(ctx: BenchContext): Promise<Omit<SectionResult
       row('rss per active turn, worker spawned for it', 'MB', r.activeRssPerTurnWithSpawn / MB, {
         baseline: r.idleThreadRss / MB,
       }),
-      row('rss per active turn, on a warm worker', 'MB', r.activeRssPerTurnWarm / MB),
-      row('main-thread heap per active turn', 'KB', r.activeHeapPerTurnWithSpawn / KB),
+      row('rss per active turn, on a pre-warmed worker', 'MB', r.activeRssPerTurnWarm / MB),
+      row('main-thread heap per active turn, spawned worker', 'KB', r.activeHeapPerTurnWithSpawn / KB),
+      row('main-thread heap per active turn, pre-warmed worker', 'KB', r.activeHeapPerTurnWarm / KB),
       row('ms per createWorkstream (batches of 100)', 'ms', r.createMsPerWorkstream),
     ],
     notes: [
@@ -79,6 +80,7 @@ export async function benchMemory(ctx: BenchContext): Promise<Omit<SectionResult
         ? 'readings follow three gc() passes in a child process started with --expose-gc'
         : 'gc() was NOT exposed in the child: readings include garbage',
       'rss is process-wide: it includes SQLite pages and the worker threads; freed memory is not always returned to the OS, so small rss deltas are noisy',
+      `spawned row: each turn spawned its worker (no warm pool); warm row: a second runtime whose start warmed ${r.active} workers, each reused by one turn — both rows fail if stats().pool shows another spawn count or a retirement`,
       'idle workstream: nothing of it lives on the supervisor heap (the watchdog watches active turns only); its cost is its store rows',
     ],
   };
