@@ -213,28 +213,30 @@ describe('the watchdog’s detection bound on its own poll timer (injected timer
     }
   }
 
-  for (const config of [
-    // timeoutMs a multiple of the sampling period (pollMs / 2), and not.
-    { timeoutMs: 200, pollMs: 100, graceMs: 1_000, dispatchMs: 5_000 },
-    { timeoutMs: 230, pollMs: 100, graceMs: 1_000, dispatchMs: 5_000 },
-  ]) {
-    it(`L1 L2: for every phase of the last progress in the poll period, the commit comes ≥ timeoutMs and ≤ timeoutMs + pollMs after it (timeoutMs ${config.timeoutMs}, pollMs ${config.pollMs})`, () => {
+  it('L1 L2: for every phase of the last progress in the poll period, the commit comes no earlier than timeoutMs and no later than timeoutMs + pollMs after it (a timeout that is a multiple of the sampling period, and one that is not)', () => {
+    for (const config of [
+      { timeoutMs: 200, pollMs: 100, graceMs: 1_000, dispatchMs: 5_000 },
+      { timeoutMs: 230, pollMs: 100, graceMs: 1_000, dispatchMs: 5_000 },
+    ]) {
       const delays: number[] = [];
       for (let phase = 0; phase < config.pollMs; phase++) {
         const delay = delayAfter(config, phase);
         delays.push(delay);
-        expect(delay, `phase ${phase}`).toBeGreaterThanOrEqual(config.timeoutMs);
-        expect(delay, `phase ${phase}`).toBeLessThanOrEqual(config.timeoutMs + config.pollMs);
+        const where = `timeoutMs ${config.timeoutMs}, phase ${phase}`;
+        expect(delay, where).toBeGreaterThanOrEqual(config.timeoutMs);
+        expect(delay, where).toBeLessThanOrEqual(config.timeoutMs + config.pollMs);
       }
       // Sampling twice per pollMs: the worst phase is within half a period past the timeout
       // when the timeout is a multiple of the half period, and within a full one otherwise.
       const half = config.pollMs / 2;
       const worst = Math.max(...delays);
-      expect(worst).toBeLessThanOrEqual(
+      expect(worst, `timeoutMs ${config.timeoutMs}: the worst phase`).toBeLessThanOrEqual(
         config.timeoutMs % half === 0 ? config.timeoutMs + half : config.timeoutMs + config.pollMs,
       );
       // And the fastest detection is at the timeout itself (a stamp just before a sample).
-      expect(Math.min(...delays)).toBeLessThan(config.timeoutMs + half);
-    });
-  }
+      expect(Math.min(...delays), `timeoutMs ${config.timeoutMs}: the best phase`).toBeLessThan(
+        config.timeoutMs + half,
+      );
+    }
+  });
 });
