@@ -35,7 +35,7 @@ forEachStore((backend) => {
   const sessionOf = async (id: string) => (await store.getWorkstream(id))?.session;
   const keys = async (id: string) => (await store.readHistory(id)).map((r) => r.commitKey);
 
-  describe('session snapshots are fenced (P6)', () => {
+  describe('the fencing of session snapshots', () => {
     it('P6: saveSession with a superseded token is refused FENCED and leaves the new holder’s snapshot', async () => {
       const dead = (await store.acquireLease('a', 'host-a:1', 1_000))!;
       await store.saveSession({

@@ -155,7 +155,7 @@ async function deadHostLeft(s: Store, id: string, midTurn: boolean): Promise<Lea
 }
 
 describe('routing to a holder that stopped renewing (virtual time)', () => {
-  it('S7 C5 D1 C1: a cancel, a delete and a soft close routed to a dead holder run here once its lease lapsed unanswered — not before it expired, within TTL + a renewal period (+ waitMs) of the call', async () => {
+  it('S7 C5: a cancel, a delete and a soft close routed to a dead holder run here once its lease lapsed unanswered — not before it expired, within TTL + a renewal period (+ waitMs) of the call', async () => {
     const vt = new VirtualTime();
     store = openSqliteStore({ path: ':memory:', now: () => vt.now });
     const bus = new MemoryChannelBus();
@@ -269,7 +269,7 @@ describe('a soft close routed to the holder (virtual time)', () => {
     return { a, b, bus, turn };
   }
 
-  it('C1: the holder’s TIMEOUT after waitMs comes back as that TIMEOUT, once waitMs passed and within a renewal period of it; the turn runs on', async () => {
+  it('C2: the holder’s TIMEOUT after waitMs comes back as that TIMEOUT, once waitMs passed and within a renewal period of it; the turn runs on', async () => {
     const vt = new VirtualTime();
     const { a, b, turn } = await twoHosts(vt);
     const calledAt = vt.now;
@@ -288,7 +288,7 @@ describe('a soft close routed to the holder (virtual time)', () => {
     expect((await turn.done).abortReason).toBe('cancel');
   }, 60_000);
 
-  it('C1: a holder that renews but whose answer never arrives: the routed soft close ends in TIMEOUT within waitMs + four TTL-and-period rounds — waitMs counted once, not per round', async () => {
+  it('C2: a holder that renews but whose answer never arrives: the routed soft close ends in TIMEOUT within waitMs + four TTL-and-period rounds — waitMs counted once, not per round', async () => {
     const vt = new VirtualTime();
     const { a, b, bus, turn } = await twoHosts(vt);
     const calledAt = vt.now;
