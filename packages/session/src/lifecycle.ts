@@ -77,6 +77,14 @@ export async function finishAbandoning(
   let error: unknown;
   const state = stateOf(data);
   if (state === 'idle' || state === 'closed') return { snapshot: data, synthesized, error };
+  // A snapshot persisted while its repair ran (a process killed then, S7) carries no repair
+  // actor — persisted snapshots carry no child actors — and restored as it is nothing would ever
+  // finish it (the start-up recovery would wait forever): it is restored as pending, and REPAIR
+  // runs the repair again (its rows are idempotent on their commit keys, P1).
+  const from: SessionSnapshotData =
+    stateName(data) === 'force-abandoning.repairing'
+      ? { ...data, value: { 'force-abandoning': 'pending' } }
+      : data;
   const machine = sessionMachine.provide({
     actors: {
       repair: fromPromise(async ({ input }) => {
@@ -92,12 +100,12 @@ export async function finishAbandoning(
   });
   let self: unknown;
   const actor = createActor(machine, {
-    snapshot: data as unknown as SessionSnapshot,
-    input: { workstreamId: contextOf(data).workstreamId },
+    snapshot: from as unknown as SessionSnapshot,
+    input: { workstreamId: contextOf(from).workstreamId },
     ...(onTransition
       ? {
           inspect: watchTransitions(
-            data,
+            from,
             () => self,
             (t) => onTransition(t),
           ),

@@ -332,8 +332,9 @@ export class Cluster {
    * Waits for the holder's answer, looking at the lease every renewal period. The lease released
    * or now this host's: the holder is done with it — one more short wait for an answer on its
    * way, then `lapsed`. Taken by another holder: `moved` (the call follows it). Not renewed for a
-   * whole TTL and period: the holder is gone (`lapsed`). Renewed without an answer for
-   * `maxRounds` such periods: TIMEOUT — no call waits forever.
+   * whole TTL and period (and, in the first round, a soft close's waitMs): the holder is gone
+   * (`lapsed`). Renewed without an answer for `maxRounds` such periods: TIMEOUT — no call waits
+   * forever.
    */
   private async answerOrLapse(
     reply: ReturnType<Cluster['await']>,
@@ -342,9 +343,12 @@ export class Cluster {
     op: RoutedOp,
   ): Promise<{ answer: Reply } | { moved: Lease } | { lapsed: true }> {
     const { ttlMs, renewMs } = this.host.lease;
-    const budget = ttlMs + renewMs + (op.op === 'close' ? op.waitMs : 0);
     let seen = lease;
     for (let round = 0; round < this.maxRounds; round++) {
+      // A soft close's holder answers within its waitMs: the first round waits for that on top
+      // of a TTL and a period, the later ones do not (a routed close is bounded by waitMs plus
+      // maxRounds TTL-and-period rounds, not maxRounds times waitMs).
+      const budget = ttlMs + renewMs + (round === 0 && op.op === 'close' ? op.waitMs : 0);
       let waited = 0;
       while (waited < budget) {
         const slice = Math.min(renewMs, budget - waited);
