@@ -127,13 +127,16 @@ const Workstream = z.object({
  */
 const json = <T>(value: Promise<T>): Promise<never> => value as Promise<never>;
 
+/** A 204: no body. (`type: 'null'` is what tells the document generator the answer has no content.) */
+const NoContent = z.null().meta({ type: 'null' });
+
 /** What each refusal status means; a route declares the ones it can answer. */
 const REFUSALS = {
   400: 'INVALID_INPUT naming the field in details.field (INVALID_SCRIPT for a malformed script); nothing was written (T5)',
   401: 'UNAUTHORIZED: no bearer token, or one that names no tenant (T1)',
   404: 'WORKSTREAM_NOT_FOUND: this tenant has no such workstream; another tenant’s is answered the same (T2)',
   406: 'INVALID_INPUT (details.field Accept): the client refuses text/event-stream',
-  409: 'The workstream refuses the call as it is: WORKSTREAM_EXISTS, WORKSTREAM_CLOSED, TURN_IN_PROGRESS, LEASED_ELSEWHERE, TOOL_CLEANUP_PENDING, COMMIT_CONFLICT, SEND_REVOKED, FENCED or TURN_ABORTED',
+  409: 'The workstream refuses the call as it is: WORKSTREAM_EXISTS, WORKSTREAM_CLOSED, TURN_IN_PROGRESS, LEASED_ELSEWHERE, TOOL_CLEANUP_PENDING, COMMIT_CONFLICT, STRUCTURE_VIOLATION (a compaction through a tool call and not its result), SEND_REVOKED, FENCED or TURN_ABORTED',
   429: 'QUEUE_FULL or CAPACITY_EXHAUSTED, with Retry-After (T4)',
   500: 'INTERNAL: a fault of the server (or a runtime error without an HTTP status of its own)',
   503: 'SHUTTING_DOWN, or STORE_ERROR (the store failed; retryable when details say so)',
@@ -176,7 +179,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     ms: options.drainTimeoutMs ?? 10_000,
   });
   app.addHook('onSend', async (request, reply, payload) => {
-    if (!request.raw.complete && !(await drains.drain(request.raw))) reply.header('connection', 'close');
+    if (!(await drains.drain(request.raw))) reply.header('connection', 'close');
     return payload;
   });
   app.addHook('preClose', async () => drains.stopAll());
@@ -327,7 +330,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
               'Delete the incarnation named (D1); an ambiguous store failure leaves it hidden until a retry (D2)',
             params: WorkstreamParams,
             querystring: z.strictObject({ incarnation: z.string().min(1).max(256) }),
-            response: { 204: z.null(), ...refusals(404, 504) },
+            response: { 204: NoContent.describe('Deleted'), ...refusals(404, 504) },
           },
         },
         async (request, reply) => {
@@ -406,7 +409,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
             summary: 'Close (final). With waitMs, a running turn is waited for (C1)',
             params: WorkstreamParams,
             body: z.strictObject({ waitMs: z.number().int().min(0).max(3_600_000).optional() }).nullish(),
-            response: { 204: z.null(), ...refusals(404, 409, 504) },
+            response: { 204: NoContent.describe('Closed'), ...refusals(404, 409, 504) },
           },
         },
         async (request, reply) => {

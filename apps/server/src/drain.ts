@@ -32,7 +32,8 @@ export class Drains {
    * reached or the server is closing (the connection must close after the answer).
    */
   drain(req: IncomingMessage): Promise<boolean> {
-    if (req.complete) return Promise.resolve(true);
+    // Read to its end already (`readableEnded` also covers `inject`'s requests, which have no `complete`).
+    if (req.complete || req.readableEnded) return Promise.resolve(true);
     if (req.destroyed) return Promise.resolve(false);
     const { bytes, ms } = this.#limits;
     // A body that declares a length past the bound is not worth reading: give up at once.

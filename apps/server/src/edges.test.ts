@@ -287,6 +287,18 @@ describe('the HTTP edges, over real sockets', () => {
     expectErrorBody(refused.body, 'INVALID_INPUT', 'body');
   });
 
+  it('under fastify’s inject (no socket, no `complete`), a request whose body was read is answered at once', async () => {
+    // Were the read body taken for an unread one, the answer would wait out the drain's ten minutes.
+    await start({ drainTimeoutMs: 600_000 });
+    const injected = server!.app.inject({
+      method: 'POST',
+      url: '/v1/workstreams',
+      headers: { authorization: `Bearer ${ALICE}` },
+      payload: { workstreamId: 'injected' },
+    });
+    expect((await within(injected, 10_000, 'the answer to an injected POST')).statusCode).toBe(201);
+  });
+
   it('T1: at logLevel trace a client error logs a line an operator can grep, without the raw request or its token', async () => {
     const lines: string[] = [];
     const sink = new Writable({

@@ -40,6 +40,8 @@ const STATUS: Partial<Record<ErrorCode, number>> = {
   [ErrorCode.LEASED_ELSEWHERE]: 409,
   [ErrorCode.TOOL_CLEANUP_PENDING]: 409,
   [ErrorCode.COMMIT_CONFLICT]: 409,
+  // A rewrite that would separate tool calls from their results (S1): refused, nothing written.
+  [ErrorCode.STRUCTURE_VIOLATION]: 409,
   [ErrorCode.SEND_REVOKED]: 409,
   [ErrorCode.FENCED]: 409,
   [ErrorCode.TURN_ABORTED]: 409,
