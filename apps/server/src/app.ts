@@ -153,6 +153,13 @@ const refusals = (...extra: RefusalStatus[]) =>
 /** Builds the server (not listening). Close it before the runtime. */
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const { tw, tokens } = options;
+  // An answer to a request whose body was not read (refused before it, or over bodyLimit) waits
+  // for the rest of the body to be read and discarded, within bounds: closing the connection
+  // on a client still sending resets it, and it never reads the answer (drain.ts).
+  const drains = new Drains({
+    bytes: options.drainLimitBytes ?? 16 * 1024 * 1024,
+    ms: options.drainTimeoutMs ?? 10_000,
+  });
   const app = Fastify({
     loggerInstance: options.logger as FastifyBaseLogger,
     bodyLimit: options.bodyLimit ?? 1024 * 1024,
@@ -161,8 +168,14 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     // The router's bound on a path parameter is the id's: every id the API accepts can be
     // addressed by every route (its default, 100, left ids of 101–128 characters unreachable).
     routerOptions: { maxParamLength: ID_MAX_LENGTH },
-    // The router's and the HTTP parser's own refusals, in the documented body.
-    frameworkErrors: refuseUnrouted,
+    // The router's and the HTTP parser's own refusals, in the documented body. No hook runs for
+    // the router's: its drain is here.
+    frameworkErrors: (err, request, reply) => {
+      void drains.drain(request.raw).then((drained) => {
+        if (!drained) reply.header('connection', 'close');
+        refuseUnrouted(err, request, reply);
+      });
+    },
     clientErrorHandler: refuseMalformed,
   }).withTypeProvider<ZodTypeProvider>();
   app.setValidatorCompiler(validatorCompiler);
@@ -171,13 +184,6 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   app.setNotFoundHandler((request, reply) =>
     reply.code(404).send(errorBody(HttpCode.NOT_FOUND, `no route ${request.method} ${request.url}`, false)),
   );
-  // An answer to a request whose body was not read (refused before it, or over bodyLimit) waits
-  // for the rest of the body to be read and discarded, within bounds: closing the connection
-  // on a client still sending resets it, and it never reads the answer (drain.ts).
-  const drains = new Drains({
-    bytes: options.drainLimitBytes ?? 16 * 1024 * 1024,
-    ms: options.drainTimeoutMs ?? 10_000,
-  });
   app.addHook('onSend', async (request, reply, payload) => {
     if (!(await drains.drain(request.raw))) reply.header('connection', 'close');
     return payload;

@@ -5,7 +5,7 @@
  * body's answer reaches a client that writes its whole body before reading, within the drain's
  * bounds; and at `logLevel: 'trace'` a client error logs no token (T1).
  */
-import type { Socket } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -205,6 +205,27 @@ describe('the HTTP edges, over real sockets', () => {
     }
   });
 
+  it('a request node times out (its headers too slow) is 408 TIMEOUT in the documented body', async () => {
+    await start();
+    const accepted = new Promise<Socket>((resolve) => server!.app.server.once('connection', resolve));
+    const client = connect(port(), '127.0.0.1');
+    client.write('GET /v1/workstreams HTTP/1.1\r\nHost: 127.0.0.1\r\n');
+    const socket = await accepted;
+    const received: Buffer[] = [];
+    client.on('data', (chunk: Buffer) => received.push(chunk));
+    const closed = new Promise((resolve) => client.on('close', resolve));
+    // What node's connection check does once `headersTimeout` has passed (60 s by default).
+    server!.app.server.emit(
+      'clientError',
+      Object.assign(new Error('timeout'), { code: 'ERR_HTTP_REQUEST_TIMEOUT' }),
+      socket,
+    );
+    await closed;
+    const text = Buffer.concat(received).toString('utf8');
+    expect(text.split('\r\n')[0]).toBe('HTTP/1.1 408 Request Timeout');
+    expectErrorBody(JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4)), 'TIMEOUT');
+  });
+
   it('T5: an oversize body’s 400 reaches a client that writes the whole body before it reads — content-length and chunked, every time', async () => {
     await start();
     const path = '/v1/workstreams';
@@ -227,10 +248,21 @@ describe('the HTTP edges, over real sockets', () => {
         () => [head('POST', path, { ...json, 'transfer-encoding': 'chunked' }), ...chunked(5 << 20)],
       ],
       [
-        '1 MiB, no token',
-        () => [head('POST', path, { ...json, 'content-length': 1 << 20 }, false), Buffer.alloc(1 << 20, 'a')],
+        '5 MiB, no token',
+        () => [head('POST', path, { ...json, 'content-length': 5 << 20 }, false), Buffer.alloc(5 << 20, 'a')],
+      ],
+      [
+        '5 MiB to an id the router refuses',
+        () => [
+          head('POST', '/v1/workstreams/%FF/messages', { ...json, 'content-length': 5 << 20 }),
+          Buffer.alloc(5 << 20, 'a'),
+        ],
       ],
     ];
+    const answers: Record<string, string> = {
+      '5 MiB, no token': '401 UNAUTHORIZED',
+      '5 MiB to an id the router refuses': '400 INVALID_INPUT workstreamId',
+    };
     const seen: Record<string, Record<string, number>> = {};
     const expected: Record<string, Record<string, number>> = {};
     for (const [what, request] of shapes) {
@@ -239,29 +271,35 @@ describe('the HTTP edges, over real sockets', () => {
         const outcome = summary(await exchange(port(), request()));
         seen[what][outcome] = (seen[what][outcome] ?? 0) + 1;
       }
-      expected[what] = { [what.endsWith('no token') ? '401 UNAUTHORIZED' : '400 INVALID_INPUT body']: 12 };
+      expected[what] = { [answers[what] ?? '400 INVALID_INPUT body']: 12 };
     }
     expect(seen).toEqual(expected);
     expect((await call('GET', '/v1/workstreams')).body.items).toEqual([]);
   }, 60_000);
 
-  it('a refused body is read at most drainLimitBytes further, then the connection closes', async () => {
+  it('a refused body is read at most drainLimitBytes further, then the connection closes — over bodyLimit, without a token, or to a path the router refuses', async () => {
     await start({ drainLimitBytes: 64 * 1024 });
     const sockets: Socket[] = [];
     server!.app.server.on('connection', (socket: Socket) => sockets.push(socket));
-    // 8 MiB offered; the client may see a reset once the server gives up, and that is the point.
-    await exchange(port(), [
-      head('POST', '/v1/workstreams', { 'content-type': 'application/json', 'transfer-encoding': 'chunked' }),
-      ...chunked(8 << 20),
-    ]);
-    expect(sockets).toHaveLength(1);
-    const read = await new Promise<number>((resolve) => {
-      if (sockets[0]!.destroyed) resolve(sockets[0]!.bytesRead);
-      else sockets[0]!.once('close', () => resolve(sockets[0]!.bytesRead));
-    });
+    const chunkedJson = { 'content-type': 'application/json', 'transfer-encoding': 'chunked' };
+    const read: Record<string, number> = {};
+    for (const [what, request] of [
+      ['over bodyLimit', head('POST', '/v1/workstreams', chunkedJson)],
+      ['no token', head('POST', '/v1/workstreams', chunkedJson, false)],
+      ['a bad id', head('POST', '/v1/workstreams/%FF/messages', chunkedJson)],
+    ] as const) {
+      // 8 MiB offered; the client may see a reset once the server gives up, and that is the point.
+      await exchange(port(), [request, ...chunked(8 << 20)]);
+      const socket = sockets.at(-1)!;
+      read[what] = await new Promise<number>((resolve) => {
+        if (socket.destroyed) resolve(socket.bytesRead);
+        else socket.once('close', () => resolve(socket.bytesRead));
+      });
+    }
+    expect(sockets).toHaveLength(3);
     // The bound and what the kernel hands over in a read or two: far from the 8 MiB offered.
-    expect(read).toBeGreaterThan(64 * 1024);
-    expect(read).toBeLessThan(1 << 20);
+    const far = (bytes: number) => bytes > 64 * 1024 && bytes < 1 << 20;
+    expect(Object.entries(read).filter(([, bytes]) => !far(bytes))).toEqual([]);
   });
 
   it('a refused body whose Content-Length is over drainLimitBytes is not read: the 400 goes out at once, with Connection: close', async () => {

@@ -6,7 +6,7 @@
  */
 import { connect } from 'node:net';
 
-export interface RawAnswer {
+interface RawAnswer {
   readonly status: number;
   readonly headers: Readonly<Record<string, string>>;
   readonly text: string;
