@@ -256,7 +256,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     { schema: { hide: true } },
     async (request, reply) => {
       const type = assets.get(request.params.file);
-      if (type === undefined) return reply.code(404).send(errorBody('NOT_FOUND', 'no such asset', false));
+      if (type === undefined)
+        return reply.code(404).send(errorBody(HttpCode.NOT_FOUND, 'no such asset', false));
       return reply.type(type).send(await readFile(new URL(request.params.file, consoleDir)));
     },
   );

@@ -32,11 +32,11 @@ type Document = { readonly paths: Record<string, Record<string, Operation>> };
 const NOT_EXERCISED: Record<string, string> = {
   '* 500': 'a fault of the server; errors.test.ts proves an unexpected error’s body',
   'DELETE /v1/workstreams/{workstreamId} 504':
-    'a delete routed to the host holding the lease that does not answer: several hosts (supervisor cluster tests)',
+    'a delete routed to another host that holds the lease and does not answer: needs several hosts on PostgreSQL',
   'POST /v1/workstreams/{workstreamId}/cancel 504':
-    'a cancel routed to the host holding the lease that does not answer: several hosts (supervisor cluster tests)',
+    'a cancel routed to another host that holds the lease and does not answer: needs several hosts on PostgreSQL',
   'POST /v1/workstreams/{workstreamId}/cancel 409':
-    'a repair refused LEASED_ELSEWHERE: another process holds the lease (supervisor restart and cluster tests)',
+    'an idle repair refused LEASED_ELSEWHERE or FENCED: needs another process holding the workstream’s lease',
 };
 
 let tw: Turnwarden;
