@@ -9,8 +9,14 @@ import { readFile } from 'node:fs/promises';
 import { fastifySSE } from '@fastify/sse';
 import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
-import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
-import type { Turnwarden, TurnwardenEvent } from '@turnwarden/supervisor';
+import {
+  type AbortReason,
+  ErrorCode,
+  SessionState,
+  type TurnStatus,
+  TurnwardenError,
+} from '@turnwarden/protocol';
+import type { PersistenceStatus, Turnwarden, TurnwardenEvent } from '@turnwarden/supervisor';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import {
   jsonSchemaTransform,
@@ -21,7 +27,18 @@ import {
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { Caller, Tokens } from './auth.js';
-import { errorBody, handleError } from './errors.js';
+import { Drains } from './drain.js';
+import {
+  ERROR_CODES,
+  errorBody,
+  HttpCode,
+  handleError,
+  ID_MAX_LENGTH,
+  ID_PATTERN,
+  ID_RULE,
+  refuseMalformed,
+  refuseUnrouted,
+} from './errors.js';
 import { Metrics } from './metrics.js';
 
 export interface AppOptions {
@@ -30,6 +47,15 @@ export interface AppOptions {
   readonly logger: Logger;
   /** Largest request body, in bytes (default 1 MiB). */
   readonly bodyLimit?: number;
+  /**
+   * A request answered before its body was read (over `bodyLimit`, no token, a bad id) has the
+   * rest of its body read and discarded first, so that a client still sending reads the answer
+   * instead of a reset: at most this many bytes (default 16 MiB; a larger Content-Length is not
+   * read at all) …
+   */
+  readonly drainLimitBytes?: number;
+  /** … for at most this long (default 10 s). Past either bound the connection is closed. */
+  readonly drainTimeoutMs?: number;
   /** SSE keep-alive comment period (default 15 s). */
   readonly keepAliveMs?: number;
   /** The version `/healthz` reports. */
@@ -42,16 +68,49 @@ declare module 'fastify' {
   }
 }
 
-const Id = z.string().regex(/^[A-Za-z0-9._:-]{1,128}$/, 'must be 1–128 characters of A–Z a–z 0–9 . _ : -');
+const Id = z.string().regex(ID_PATTERN, ID_RULE);
 const WorkstreamParams = z.strictObject({ workstreamId: Id });
 const ErrorSchema = z.object({
   error: z.object({
-    code: z.string(),
+    code: z.enum(ERROR_CODES),
     message: z.string(),
     retryable: z.boolean(),
     details: z.record(z.string(), z.unknown()).optional(),
   }),
 });
+
+/**
+ * Every member of a string union, checked by the compiler both ways: a member missing from the
+ * object, or one the union does not have, fails the build. For the unions the runtime has as
+ * types only (`TurnStatus`, `AbortReason`, the persistence state); `SessionState` is a runtime
+ * constant and is used as it is.
+ */
+const members = <T extends string>(all: Record<T, true>) => Object.keys(all) as [T, ...T[]];
+const TurnStatusEnum = z.enum(members<TurnStatus>({ completed: true, interrupted: true, failed: true }));
+/** Why a turn was abandoned: an abort's reason, or `crash` (its worker died, T7). */
+const AbandonReasonEnum = z.enum(
+  members<AbortReason | 'crash'>({
+    watchdog: true,
+    deadline: true,
+    dispatch: true,
+    cancel: true,
+    shutdown: true,
+    lease_lost: true,
+    workstream_gone: true,
+    crash: true,
+  }),
+);
+const PersistenceStateEnum = z.enum(
+  members<PersistenceStatus['state']>({ healthy: true, pending: true, retrying: true, conflict: true }),
+);
+const WireErrorSchema = z
+  .object({
+    code: z.enum(Object.values(ErrorCode) as [ErrorCode, ...ErrorCode[]]),
+    message: z.string(),
+    retryable: z.boolean(),
+    details: z.record(z.string(), z.unknown()).optional(),
+  })
+  .loose();
 const Workstream = z.object({
   workstreamId: z.string(),
   tenantId: z.string(),
@@ -68,30 +127,68 @@ const Workstream = z.object({
  */
 const json = <T>(value: Promise<T>): Promise<never> => value as Promise<never>;
 
-const errors = {
-  400: ErrorSchema,
-  401: ErrorSchema,
-  404: ErrorSchema,
-  409: ErrorSchema,
-  429: ErrorSchema,
-  503: ErrorSchema,
-};
+/** A 204: no body. (`type: 'null'` is what tells the document generator the answer has no content.) */
+const NoContent = z.null().meta({ type: 'null' });
+
+/** What each refusal status means; a route declares the ones it can answer. */
+const REFUSALS = {
+  400: 'INVALID_INPUT naming the field in details.field (INVALID_SCRIPT for a malformed script); nothing was written (T5)',
+  401: 'UNAUTHORIZED: no bearer token, or one that names no tenant (T1)',
+  404: 'WORKSTREAM_NOT_FOUND: this tenant has no such workstream; another tenant’s is answered the same (T2)',
+  406: 'INVALID_INPUT (details.field Accept): the client refuses text/event-stream',
+  409: 'The workstream refuses the call as it is: WORKSTREAM_EXISTS, WORKSTREAM_CLOSED, TURN_IN_PROGRESS, LEASED_ELSEWHERE, TOOL_CLEANUP_PENDING, COMMIT_CONFLICT, STRUCTURE_VIOLATION (a compaction through a tool call and not its result), SEND_REVOKED, FENCED or TURN_ABORTED',
+  429: 'QUEUE_FULL or CAPACITY_EXHAUSTED, with Retry-After (T4)',
+  500: 'INTERNAL: a fault of the server (or a runtime error without an HTTP status of its own)',
+  503: 'SHUTTING_DOWN, or STORE_ERROR (the store failed; retryable when details say so)',
+  504: 'TIMEOUT: a close with waitMs whose turn did not end in time (C2), or a call routed to the host holding the lease that did not answer',
+} as const;
+type RefusalStatus = keyof typeof REFUSALS;
+/** The statuses every /v1 route can answer: bad input, no token, a fault, shutdown or the store. */
+const BASE: readonly RefusalStatus[] = [400, 401, 500, 503];
+const refusals = (...extra: RefusalStatus[]) =>
+  Object.fromEntries(
+    [...BASE, ...extra].map((status) => [status, ErrorSchema.describe(REFUSALS[status])]),
+  ) as Record<RefusalStatus, typeof ErrorSchema>;
 
 /** Builds the server (not listening). Close it before the runtime. */
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const { tw, tokens } = options;
+  // An answer to a request whose body was not read (refused before it, or over bodyLimit) waits
+  // for the rest of the body to be read and discarded, within bounds: closing the connection
+  // on a client still sending resets it, and it never reads the answer (drain.ts).
+  const drains = new Drains({
+    bytes: options.drainLimitBytes ?? 16 * 1024 * 1024,
+    ms: options.drainTimeoutMs ?? 10_000,
+  });
   const app = Fastify({
     loggerInstance: options.logger as FastifyBaseLogger,
     bodyLimit: options.bodyLimit ?? 1024 * 1024,
     // Request ids in every log line of a request.
     genReqId: () => crypto.randomUUID(),
+    // The router's bound on a path parameter is the id's: every id the API accepts can be
+    // addressed by every route (its default, 100, left ids of 101–128 characters unreachable).
+    routerOptions: { maxParamLength: ID_MAX_LENGTH },
+    // The router's and the HTTP parser's own refusals, in the documented body. No hook runs for
+    // the router's: its drain is here.
+    frameworkErrors: (err, request, reply) => {
+      void drains.drain(request.raw).then((drained) => {
+        if (!drained) reply.header('connection', 'close');
+        refuseUnrouted(err, request, reply);
+      });
+    },
+    clientErrorHandler: refuseMalformed,
   }).withTypeProvider<ZodTypeProvider>();
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   app.setErrorHandler(handleError);
   app.setNotFoundHandler((request, reply) =>
-    reply.code(404).send(errorBody('NOT_FOUND', `no route ${request.method} ${request.url}`, false)),
+    reply.code(404).send(errorBody(HttpCode.NOT_FOUND, `no route ${request.method} ${request.url}`, false)),
   );
+  app.addHook('onSend', async (request, reply, payload) => {
+    if (!(await drains.drain(request.raw))) reply.header('connection', 'close');
+    return payload;
+  });
+  app.addHook('preClose', async () => drains.stopAll());
   await app.register(fastifySwagger, {
     openapi: {
       info: {
@@ -144,21 +241,23 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
   // ── the live console (static; it asks for a token and calls the API) ────
   const consoleDir = new URL('../console/', import.meta.url);
-  const assets: Record<string, string> = {
-    'index.html': 'text/html; charset=utf-8',
-    'console.js': 'text/javascript; charset=utf-8',
-    'console.css': 'text/css; charset=utf-8',
-  };
+  // A Map, not an object: a name such as `constructor` or `__proto__` is no asset.
+  const assets = new Map([
+    ['index.html', 'text/html; charset=utf-8'],
+    ['console.js', 'text/javascript; charset=utf-8'],
+    ['console.css', 'text/css; charset=utf-8'],
+  ]);
   app.get('/', { schema: { hide: true } }, async (_request, reply) => reply.redirect('/console'));
   app.get('/console', { schema: { hide: true } }, async (_request, reply) =>
-    reply.type(assets['index.html']!).send(await readFile(new URL('index.html', consoleDir))),
+    reply.type(assets.get('index.html')!).send(await readFile(new URL('index.html', consoleDir))),
   );
   app.get<{ Params: { file: string } }>(
     '/console/:file',
     { schema: { hide: true } },
     async (request, reply) => {
-      const type = assets[request.params.file];
-      if (type === undefined) return reply.code(404).send(errorBody('NOT_FOUND', 'no such asset', false));
+      const type = assets.get(request.params.file);
+      if (type === undefined)
+        return reply.code(404).send(errorBody(HttpCode.NOT_FOUND, 'no such asset', false));
       return reply.type(type).send(await readFile(new URL(request.params.file, consoleDir)));
     },
   );
@@ -170,7 +269,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
         const caller = tokens.callerOf(request.headers.authorization);
         if (caller === undefined) {
           reply.header('www-authenticate', 'Bearer');
-          return reply.code(401).send(errorBody('UNAUTHORIZED', 'a valid bearer token is required', false));
+          return reply
+            .code(401)
+            .send(errorBody(HttpCode.UNAUTHORIZED, 'a valid bearer token is required', false));
         }
         request.caller = caller;
         return undefined;
@@ -188,7 +289,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
             summary:
               'Create a workstream (a fresh id unless one is given); each creation mints an incarnation (D1)',
             body: z.strictObject({ workstreamId: Id.optional() }).nullish(),
-            response: { 201: Workstream, ...errors },
+            response: { 201: Workstream, ...refusals(409) },
           },
         },
         async (request, reply) => {
@@ -209,7 +310,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
             }),
             response: {
               200: z.object({ items: z.array(Workstream), nextCursor: z.string().optional() }),
-              ...errors,
+              ...refusals(),
             },
           },
         },
@@ -222,7 +323,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
           schema: {
             summary: 'One workstream',
             params: WorkstreamParams,
-            response: { 200: Workstream, ...errors },
+            response: { 200: Workstream, ...refusals(404) },
           },
         },
         async (request) => tw.getWorkstream({ ...who(request), ...request.params }),
@@ -236,7 +337,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
               'Delete the incarnation named (D1); an ambiguous store failure leaves it hidden until a retry (D2)',
             params: WorkstreamParams,
             querystring: z.strictObject({ incarnation: z.string().min(1).max(256) }),
-            response: { 204: z.null(), ...errors },
+            response: { 204: NoContent.describe('Deleted'), ...refusals(404, 504) },
           },
         },
         async (request, reply) => {
@@ -267,14 +368,14 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
               200: z.object({
                 workstreamId: z.string(),
                 generation: z.number(),
-                status: z.string(),
+                status: TurnStatusEnum,
                 finalText: z.string().optional(),
-                abortReason: z.string().optional(),
-                error: z.object({ code: z.string(), message: z.string() }).loose().optional(),
+                abortReason: AbandonReasonEnum.optional(),
+                error: WireErrorSchema.optional(),
                 synthesized: z.number(),
                 workerTerminated: z.boolean(),
               }),
-              ...errors,
+              ...refusals(404, 409, 429),
             },
           },
         },
@@ -302,7 +403,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
             summary:
               'Force cancel: a running turn is aborted and its open calls get results (C3); an idle one with debt is repaired',
             params: WorkstreamParams,
-            response: { 200: z.object({ cancelled: z.boolean() }), ...errors },
+            response: { 200: z.object({ cancelled: z.boolean() }), ...refusals(404, 409, 504) },
           },
         },
         async (request) => ({ cancelled: await tw.cancel({ ...who(request), ...request.params }) }),
@@ -315,7 +416,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
             summary: 'Close (final). With waitMs, a running turn is waited for (C1)',
             params: WorkstreamParams,
             body: z.strictObject({ waitMs: z.number().int().min(0).max(3_600_000).optional() }).nullish(),
-            response: { 204: z.null(), ...errors },
+            response: { 204: NoContent.describe('Closed'), ...refusals(404, 409, 504) },
           },
         },
         async (request, reply) => {
@@ -330,7 +431,32 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
           schema: {
             summary: "The session machine's state, the journal's persistence status, the queue",
             params: WorkstreamParams,
-            response: { 200: z.object({ workstreamId: z.string(), state: z.string() }).loose(), ...errors },
+            response: {
+              200: z.object({
+                workstreamId: z.string(),
+                tenantId: z.string(),
+                state: z.enum(Object.values(SessionState) as [SessionState, ...SessionState[]]),
+                generation: z.number(),
+                cleanupPending: z.boolean(),
+                persistence: z.object({
+                  state: PersistenceStateEnum,
+                  pendingRows: z.number(),
+                  attempts: z.number().optional(),
+                  nextRetryAt: z.number().optional(),
+                  error: WireErrorSchema.optional(),
+                }),
+                queuedSends: z.number(),
+                activeTurn: z
+                  .object({
+                    generation: z.number(),
+                    idleMs: z.number(),
+                    lastActivity: z.string(),
+                    abortReason: AbandonReasonEnum.optional(),
+                  })
+                  .optional(),
+              }),
+              ...refusals(404),
+            },
           },
         },
         async (request) => json(tw.status({ ...who(request), ...request.params })),
@@ -345,7 +471,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
             params: WorkstreamParams,
             response: {
               200: z.object({ rows: z.array(z.object({ seq: z.number() }).loose()), handoff: z.string() }),
-              ...errors,
+              ...refusals(404),
             },
           },
         },
@@ -364,7 +490,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
               summary: z.string().min(1),
               commitKey: z.string().min(1).optional(),
             }),
-            response: { 200: z.object({ removed: z.number() }), ...errors },
+            response: { 200: z.object({ removed: z.number() }), ...refusals(404, 409) },
           },
         },
         async (request) => tw.compact({ ...who(request), ...request.params, ...request.body }),
@@ -380,7 +506,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
               turns: z.number().int().min(1),
               ifLastSeq: z.number().int().min(0).optional(),
             }),
-            response: { 200: z.object({ removed: z.number(), lastSeq: z.number() }), ...errors },
+            response: { 200: z.object({ removed: z.number(), lastSeq: z.number() }), ...refusals(404, 409) },
           },
         },
         async (request) => tw.rewind({ ...who(request), ...request.params, ...request.body }),
@@ -395,7 +521,23 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
               'Events as Server-Sent Events (id = event id). Reconnect with Last-Event-ID to replay what was missed, or get replay_truncated (E1); or start after a history read with ?handoff= (E2). A client too slow gets stream_overflow and the stream ends (E3)',
             params: WorkstreamParams,
             querystring: z.strictObject({ handoff: z.string().min(1).max(2048).optional() }),
+            response: {
+              200: {
+                description:
+                  'The stream: one frame per event — `id:` the event id, `event:` its type, `data:` the event as JSON',
+                content: { 'text/event-stream': { schema: z.string() } },
+              },
+              ...refusals(404, 406),
+            },
           },
+          // The SSE plugin refuses a client that will not take text/event-stream with a 406 of
+          // its own shape: answered in the documented body instead.
+          preSerialization: async (_request, reply, payload) =>
+            reply.statusCode === 406
+              ? errorBody(ErrorCode.INVALID_INPUT, 'this route answers text/event-stream only', false, {
+                  field: 'Accept',
+                })
+              : payload,
         },
         async (request, reply) => {
           const caller = who(request);
@@ -421,8 +563,11 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
             stop.abort();
             streams.delete(stop);
           });
-          // The stream is open from now on: a client sees its headers before any event.
+          // The stream is open from now on: a client sees its headers before any event. (Node
+          // holds a written head until the first body byte — the first event or keep-alive,
+          // `keepAliveMs` later on a quiet workstream — unless it is flushed.)
           reply.sse.sendHeaders();
+          reply.raw.flushHeaders();
           const frames = async function* (): AsyncGenerator<{
             id: string;
             event: string;

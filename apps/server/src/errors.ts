@@ -3,10 +3,32 @@
  * status its code calls for. Another tenant's workstream is 404, exactly as one that does not
  * exist (T2). Over capacity is 429 with `Retry-After` (T4). Bad bodies, unknown fields and
  * oversize bodies are 400 `INVALID_INPUT` naming the field, and nothing is written (T5).
+ *
+ * That holds for the refusals fastify and node make themselves too: a path the router cannot
+ * decode or whose id is too long (`refuseUnrouted`), and a request the HTTP parser cannot read —
+ * malformed, headers too large, too slow (`refuseMalformed`).
  */
+import { STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
 import { ErrorCode, isTurnwardenError, type TurnwardenError } from '@turnwarden/protocol';
-import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
+
+/** The codes only the HTTP layer answers with (the runtime's are `ErrorCode`). */
+export const HttpCode = {
+  /** No bearer token, or one that names no tenant (T1). */
+  UNAUTHORIZED: 'UNAUTHORIZED',
+  /** No such route, or no such console asset. */
+  NOT_FOUND: 'NOT_FOUND',
+} as const;
+
+/** Every code an error body can carry: the OpenAPI document's enum. */
+export const ERROR_CODES = [...Object.values(ErrorCode), ...Object.values(HttpCode)] as [string, ...string[]];
+
+/** Ids (workstreams, tenants, principals): the runtime's rule, which the router's bound follows. */
+export const ID_MAX_LENGTH = 128;
+export const ID_PATTERN = new RegExp(`^[A-Za-z0-9._:-]{1,${ID_MAX_LENGTH}}$`);
+export const ID_RULE = `must be 1–${ID_MAX_LENGTH} characters of A–Z a–z 0–9 . _ : -`;
 
 const STATUS: Partial<Record<ErrorCode, number>> = {
   [ErrorCode.INVALID_INPUT]: 400,
@@ -18,6 +40,8 @@ const STATUS: Partial<Record<ErrorCode, number>> = {
   [ErrorCode.LEASED_ELSEWHERE]: 409,
   [ErrorCode.TOOL_CLEANUP_PENDING]: 409,
   [ErrorCode.COMMIT_CONFLICT]: 409,
+  // A rewrite that would separate tool calls from their results (S1): refused, nothing written.
+  [ErrorCode.STRUCTURE_VIOLATION]: 409,
   [ErrorCode.SEND_REVOKED]: 409,
   [ErrorCode.FENCED]: 409,
   [ErrorCode.TURN_ABORTED]: 409,
@@ -95,4 +119,72 @@ export function handleError(
   }
   request.log.error({ err }, 'request failed');
   return reply.code(500).send(errorBody(ErrorCode.INTERNAL, 'internal error', false));
+}
+
+/**
+ * Fastify's `frameworkErrors`: the router refused the path before any route ran — a parameter
+ * that is not valid percent-encoding (`%FF`, `%G0`, a lone surrogate) or longer than the
+ * router's bound (`ID_MAX_LENGTH`, so that every id the API accepts is routed: T5). Under
+ * `/v1/workstreams/` the one parameter is the workstream id: 400 `INVALID_INPUT` naming it.
+ * Elsewhere (a console asset, the docs' files) no such file exists: 404.
+ */
+export function refuseUnrouted(
+  err: FastifyError,
+  request: FastifyRequest,
+  reply: FastifyReply,
+): FastifyReply {
+  if (err.code !== 'FST_ERR_BAD_URL' && err.code !== 'FST_ERR_MAX_PARAM_LENGTH') {
+    request.log.error({ err }, 'request failed');
+    return reply.code(500).send(errorBody(ErrorCode.INTERNAL, 'internal error', false));
+  }
+  if (request.url.startsWith('/v1/workstreams/')) {
+    const why = err.code === 'FST_ERR_BAD_URL' ? 'is not valid percent-encoded UTF-8' : ID_RULE;
+    return reply
+      .code(400)
+      .send(errorBody(ErrorCode.INVALID_INPUT, `workstreamId: ${why}`, false, { field: 'workstreamId' }));
+  }
+  return reply
+    .code(404)
+    .send(errorBody(HttpCode.NOT_FOUND, `no route ${request.method} ${request.url}`, false));
+}
+
+/** The status and body for a request the HTTP parser refused (`err.code` is node's or llhttp's). */
+function malformed(code: string | undefined): [number, ErrorBody] {
+  if (code === 'HPE_HEADER_OVERFLOW') {
+    return [
+      431,
+      errorBody(ErrorCode.INVALID_INPUT, 'the request headers are too large', false, { field: 'headers' }),
+    ];
+  }
+  if (code === 'ERR_HTTP_REQUEST_TIMEOUT') {
+    return [408, errorBody(ErrorCode.TIMEOUT, 'the request did not arrive in time', true)];
+  }
+  return [
+    400,
+    errorBody(ErrorCode.INVALID_INPUT, 'the request is not valid HTTP/1.1', false, {
+      field: 'request',
+      ...(code === undefined ? {} : { reason: code }),
+    }),
+  ];
+}
+
+/**
+ * Fastify's `clientErrorHandler` (node's `clientError`): a request the HTTP parser could not
+ * read is answered in the documented body and the connection closed. The log line names the
+ * parser's code and the status, never the error itself: it carries `rawPacket`, the request's
+ * raw bytes — its `Authorization` header among them (tokens are never logged, T1).
+ */
+export function refuseMalformed(this: FastifyInstance, err: NodeJS.ErrnoException, socket: Duplex): void {
+  // A connection reset or already gone: there is no one to answer.
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, body] = malformed(err.code);
+  this.log.debug({ code: err.code, status }, 'client error: malformed request refused');
+  if (socket.writable) {
+    const text = JSON.stringify(body);
+    socket.write(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+        `Content-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`,
+    );
+  }
+  socket.destroy();
 }

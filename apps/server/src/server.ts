@@ -54,6 +54,15 @@ const ServerConfigSchema = z.strictObject({
     .min(1024)
     .max(64 * 1024 * 1024)
     .default(1024 * 1024),
+  /** A refused request's body is read and discarded up to this many bytes (then the connection closes). */
+  drainLimitBytes: z
+    .number()
+    .int()
+    .min(0)
+    .max(1024 * 1024 * 1024)
+    .default(16 * 1024 * 1024),
+  /** … for at most this long. */
+  drainTimeoutMs: z.number().int().min(0).max(600_000).default(10_000),
   keepAliveMs: z.number().int().min(100).max(600_000).default(15_000),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** The runtime's configuration (`Turnwarden.start`), without store and logger. */
@@ -176,6 +185,8 @@ export async function startServer(config: ServerConfig, options: StartOptions = 
       tokens: new Tokens(grants),
       logger,
       bodyLimit: config.bodyLimitBytes,
+      drainLimitBytes: config.drainLimitBytes,
+      drainTimeoutMs: config.drainTimeoutMs,
       keepAliveMs: config.keepAliveMs,
     });
     await app.listen({ host: config.host, port: config.port });
