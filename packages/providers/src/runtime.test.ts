@@ -160,6 +160,26 @@ describe('a real provider in a session worker', () => {
     expect((await tw.history({ ...caller, workstreamId })).rows.map((r) => r.message.role)).toEqual(['user']);
   });
 
+  it('an error chunk mid-stream fails the turn with the provider’s message and type, across the worker; nothing of it is history', async () => {
+    const { tw, server, workstreamId } = await start();
+    server.script({
+      chunks: [{ text: 'Sure' }, { error: { error: { message: 'Model overloaded', type: 'server_error' } } }],
+    });
+    const result = await (await tw.send({ ...caller, workstreamId, content: 'hi' })).done;
+    expect(result.status).toBe('failed');
+    expect(result.error).toMatchObject({
+      code: 'MODEL_ERROR',
+      message: 'model loop: the stream reported an error: server_error: Model overloaded',
+      details: {
+        model: 'loop',
+        provider: 'openai-compatible',
+        type: 'server_error',
+        message: 'Model overloaded',
+      },
+    });
+    expect((await tw.history({ ...caller, workstreamId })).rows.map((r) => r.message.role)).toEqual(['user']);
+  });
+
   it('the key named by apiKeyEnv reaches the server and nothing else: not the logs, not the turn’s error', async () => {
     const secret = 'sk-test-9f8e7d6c5b4a';
     process.env.TW_TEST_PROVIDER_KEY = secret;
