@@ -97,7 +97,13 @@ describe('the Anthropic provider', () => {
       chunks: [
         { text: 'Let me think' },
         { error: { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } } },
-        { hang: true },
+        // Whatever a server sends after its error is not read: the provider ends the stream at the
+        // error (the connection closes long before this delay is over) and never takes the rest
+        // for an answer.
+        { delayMs: 5_000 },
+        { text: ' never read' },
+        { finish: 'stop' },
+        { done: true },
       ],
     });
     const e = await failure(collect(provider()));

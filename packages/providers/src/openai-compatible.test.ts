@@ -175,7 +175,13 @@ describe('the OpenAI-compatible provider', () => {
       chunks: [
         { text: 'Sure, ' },
         { error: { error: { message: 'The server had an error while processing', type: 'server_error' } } },
-        { hang: true },
+        // Whatever a server sends after its error is not read: the provider ends the stream at the
+        // error (the connection closes long before this delay is over) and never takes the rest
+        // for an answer.
+        { delayMs: 5_000 },
+        { text: ' never read' },
+        { finish: 'stop' },
+        { done: true },
       ],
     });
     const e = await failure(collect(provider()));
