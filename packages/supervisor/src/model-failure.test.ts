@@ -12,6 +12,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { type LogLine, script, startRuntime } from './test-support/runtime.js';
 
 type Runtime = Awaited<ReturnType<typeof startRuntime>>;
+/** The subject is the model's failure, not the watchdog: a loaded machine's slow step is no stall. */
+const PATIENT = { watchdog: { timeoutMs: 10_000, pollMs: 50, graceMs: 1_000 } } as const;
 let rt: Runtime | undefined;
 afterEach(async () => {
   await rt?.tw.shutdown();
@@ -42,7 +44,7 @@ const ABANDONED = [
 
 describe('a model that fails mid-stream', () => {
   it('S1: in the first model call: streaming → force-abandoning.pending → repairing → idle; failed with MODEL_ERROR; nothing of the answer is history', async () => {
-    rt = await startRuntime();
+    rt = await startRuntime(PATIENT);
     const turn = await rt.send(
       script({ text: 'half an answer', chunks: 3 }, { fail: 'upstream overloaded' }),
     );
@@ -75,7 +77,7 @@ describe('a model that fails mid-stream', () => {
   });
 
   it('S1: in a later model call, after an answer and its tool result are durable: the same path; the history keeps them, valid', async () => {
-    rt = await startRuntime();
+    rt = await startRuntime(PATIENT);
     const turn = await rt.send(
       script(
         { text: 'let me check' },
