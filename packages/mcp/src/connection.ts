@@ -107,6 +107,10 @@ export class McpConnection {
             { name: tool.name, arguments: args },
             {
               signal: ctx.signal,
+              // Progress is the call's liveness, for both bounds on it: each notification stamps
+              // the turn (the watchdog, L2) and restarts the call's own timeout, so only a call
+              // silent for callTimeoutMs is ended by it. No maxTotalTimeout: a call that keeps
+              // reporting progress may run as long as the turn may.
               onprogress: () => ctx.heartbeat(),
               timeout: this.options.callTimeoutMs ?? MAX_TIMER_MS,
               resetTimeoutOnProgress: true,

@@ -11,11 +11,25 @@ import type { Tool } from '@turnwarden/session';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type HttpFixture, LOG_ENV, ONCE_ENV, startHttpFixture } from './fixture/index.js';
 import { connectMcpServers, type McpOptions, type McpServerConfig, type McpServers } from './index.js';
-import { rejection, running, stopPolls, toolContext, until, within } from './test-support/bounded.js';
+import {
+  rejection,
+  running,
+  settled,
+  stopPolls,
+  toolContext,
+  until,
+  within,
+} from './test-support/bounded.js';
 
 /** The stdio fixture, built (`pnpm build` runs before the tests). */
 const FIXTURE = new URL('../dist/fixture/server.js', import.meta.url).pathname;
 const OPTIONS: McpOptions = { connectTimeoutMs: 10_000, stderr: 'ignore' };
+/**
+ * A call timeout for the tests of `callTimeoutMs`: 16 times the fixture's progress interval, so a
+ * loaded machine's late notification is not a silence; the calls that must outlive it run 1.5 and
+ * 2.5 times as long, so a timeout that progress did not reset ends them.
+ */
+const CALL_TIMEOUT_MS = 800;
 
 let servers: McpServers | undefined;
 let http: HttpFixture | undefined;
@@ -45,17 +59,20 @@ async function connect(config: McpServerConfig, options: McpOptions = OPTIONS) {
 }
 
 const transports = {
-  stdio: async (): Promise<Setup> => {
+  stdio: async (options: McpOptions = OPTIONS): Promise<Setup> => {
     dir = mkdtempSync(join(tmpdir(), 'tw-mcp-'));
     const log = join(dir, 'events.log');
     const once = join(dir, 'started');
-    const tools = await connect({
-      name: 'fx',
-      transport: 'stdio',
-      command: process.execPath,
-      args: [FIXTURE],
-      env: { [LOG_ENV]: log, [ONCE_ENV]: once },
-    });
+    const tools = await connect(
+      {
+        name: 'fx',
+        transport: 'stdio',
+        command: process.execPath,
+        args: [FIXTURE],
+        env: { [LOG_ENV]: log, [ONCE_ENV]: once },
+      },
+      options,
+    );
     const events = () => (existsSync(log) ? readFileSync(log, 'utf8').split('\n').filter(Boolean) : []);
     return {
       tools,
@@ -67,21 +84,21 @@ const transports = {
       },
     };
   },
-  http: () => overHttp({}),
-  'http (2025 sessions)': () => overHttp({ sessions: true }),
+  http: (options?: McpOptions) => overHttp({}, options),
+  'http (2025 sessions)': (options?: McpOptions) => overHttp({ sessions: true }, options),
 };
 
-async function overHttp(options: { sessions?: boolean }): Promise<Setup> {
-  const fixture = await startHttpFixture(options);
+async function overHttp(fixtureOptions: { sessions?: boolean }, options?: McpOptions): Promise<Setup> {
+  const fixture = await startHttpFixture(fixtureOptions);
   http = fixture;
-  const tools = await connect({ name: 'fx', transport: 'http', url: fixture.url });
+  const tools = await connect({ name: 'fx', transport: 'http', url: fixture.url }, options);
   return { tools, events: () => [...fixture.events], takeDown: () => fixture.close() };
 }
 
 describe.each(Object.entries(transports))('over %s', (_kind, setup) => {
   it('lists the server’s tools as <server>.<tool>, with their input schemas as parameters', async () => {
     const { tools } = await setup();
-    expect([...tools.keys()]).toEqual(['fx.echo', 'fx.sleep', 'fx.hang', 'fx.crash', 'fx.fail']);
+    expect([...tools.keys()]).toEqual(['fx.echo', 'fx.sleep', 'fx.stall', 'fx.hang', 'fx.crash', 'fx.fail']);
     const echo = tools.get('fx.echo')!;
     expect(echo.description).toBe('Answers with the text it was given.');
     expect(echo.parameters).toMatchObject({
@@ -106,6 +123,51 @@ describe.each(Object.entries(transports))('over %s', (_kind, setup) => {
     expect(result).toBe('slept 300 ms');
     const sent = events().filter((e) => e === 'progress sleep').length;
     expect(sent).toBeGreaterThanOrEqual(3);
+    expect(ctx.beats()).toBe(sent);
+  });
+
+  it('callTimeoutMs: a call that keeps reporting progress is not ended by it; every progress calls heartbeat()', async () => {
+    const { tools, events } = await setup({ ...OPTIONS, callTimeoutMs: CALL_TIMEOUT_MS });
+    const ctx = toolContext();
+    const ms = 2.5 * CALL_TIMEOUT_MS;
+    const outcome = await settled(tools.get('fx.sleep')!.run({ ms }, ctx), 15_000, 'the long sleep');
+    expect(outcome).toEqual({ ok: true, value: `slept ${ms} ms` });
+    const sent = events().filter((e) => e === 'progress sleep').length;
+    expect(sent).toBeGreaterThanOrEqual(3);
+    expect(ctx.beats()).toBe(sent);
+  });
+
+  it('callTimeoutMs: a call without progress is ended by it (effect unknown); the server sees the cancellation', async () => {
+    const { tools, events } = await setup({ ...OPTIONS, callTimeoutMs: CALL_TIMEOUT_MS });
+    const ctx = toolContext();
+    const t0 = performance.now();
+    const e = await rejection(tools.get('fx.hang')!.run({}, ctx), 15_000, 'the silent call');
+    // Not before its time: ended by the timeout, not by anything else (the lower bound holds
+    // however loaded the machine is).
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(CALL_TIMEOUT_MS - 5);
+    expect(e.message).toBe('MCP server fx: hang failed: Request timed out');
+    expect((e as { toolEffect?: unknown }).toolEffect).toBeUndefined();
+    expect(ctx.beats()).toBe(0);
+    await until(() => events().includes('cancelled hang'), 5_000, 'the server records the cancellation');
+    // The connection is still good.
+    expect(await within(tools.get('fx.echo')!.run({ text: 'on' }, toolContext()), 5_000, 'echo')).toBe('on');
+  });
+
+  it('callTimeoutMs: a call that stops reporting progress is ended by it, counted from its last progress', async () => {
+    const { tools, events } = await setup({ ...OPTIONS, callTimeoutMs: CALL_TIMEOUT_MS });
+    const ctx = toolContext();
+    const ms = 1.5 * CALL_TIMEOUT_MS;
+    const t0 = performance.now();
+    const e = await rejection(tools.get('fx.stall')!.run({ ms }, ctx), 15_000, 'the stalled call');
+    // It reported progress for `ms` (longer than the timeout): the timeout ran from its last
+    // progress, not from the call's start.
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(ms);
+    expect(e.message).toBe('MCP server fx: stall failed: Request timed out');
+    expect((e as { toolEffect?: unknown }).toolEffect).toBeUndefined();
+    await until(() => events().includes('cancelled stall'), 5_000, 'the server records the cancellation');
+    const sent = events().filter((l) => l === 'progress stall').length;
+    expect(events()).toContain('quiet stall');
+    expect(sent).toBeGreaterThanOrEqual(2);
     expect(ctx.beats()).toBe(sent);
   });
 

@@ -9,7 +9,7 @@ import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
 import type { ModelProvider } from '@turnwarden/session';
 import { type DriveOptions, driveModel } from './drive.js';
 
-export interface ModelConfig extends Omit<DriveOptions, 'name'> {
+export interface ModelConfig extends Omit<DriveOptions, 'name' | 'provider' | 'secrets'> {
   /** The name turns select it by (`config.model`). */
   readonly name: string;
   readonly provider: 'openai-compatible' | 'anthropic';
@@ -126,6 +126,9 @@ export function modelProvider(
   const headers = { ...c.headers };
   const drive: DriveOptions = {
     name: c.name,
+    provider: c.provider,
+    // The key never appears in an error, even where a server quotes it back.
+    ...(key === undefined ? {} : { secrets: [key] }),
     ...(c.maxRetries === undefined ? {} : { maxRetries: c.maxRetries }),
     ...(c.baseDelayMs === undefined ? {} : { baseDelayMs: c.baseDelayMs }),
     ...(c.maxDelayMs === undefined ? {} : { maxDelayMs: c.maxDelayMs }),

@@ -12,8 +12,11 @@
  * What counts as an answer: a stream that reached a finish reason the server stated. An `error`
  * part, a stream that ended without a finish reason (the OpenAI-compatible layer reports it as an
  * error part; the Anthropic layer finishes with a placeholder reason whose `raw` is absent) or a
- * transport that failed mid-stream is a MODEL_ERROR, never a truncated answer. The turn's abort signal reaches
- * the HTTP request (`abortSignal`): the server sees the connection close.
+ * transport that failed mid-stream is a MODEL_ERROR, never a truncated answer. Its message and
+ * details carry what the provider said — the HTTP status where known, the API error's type and
+ * message — read from whatever shape the provider layer hands over (`diagnose`), the key
+ * redacted. The turn's abort signal reaches the HTTP request (`abortSignal`): the server sees the
+ * connection close.
  *
  * Retries: a request refused before its stream began — 429, 5xx, a connection that failed —
  * is retried up to `maxRetries` times with jittered exponential backoff (honouring a
@@ -41,6 +44,10 @@ export interface DriveOptions extends RetryOptions {
   /** Most output tokens per model call (default: the provider's). */
   readonly maxOutputTokens?: number;
   readonly temperature?: number;
+  /** How errors name the provider (default: the model's own, such as `anthropic.messages`). */
+  readonly provider?: string;
+  /** Strings no error may show (the API key): replaced wherever a provider's words quote them. */
+  readonly secrets?: readonly string[];
 }
 
 const DEFAULT_RETRY = { maxRetries: 3, baseDelayMs: 500, maxDelayMs: 8_000 } as const;
@@ -52,7 +59,6 @@ interface CallError {
   readonly statusCode?: number;
   readonly isRetryable?: boolean;
   readonly responseHeaders?: Record<string, string>;
-  readonly message?: string;
 }
 
 function asCallError(e: unknown): CallError | undefined {
@@ -112,19 +118,175 @@ function aborted(signal: AbortSignal): TurnwardenError {
   return new TurnwardenError(ErrorCode.TURN_ABORTED, 'the model call was aborted', { cause: signal.reason });
 }
 
-function describe(e: unknown): string {
-  const c = asCallError(e);
-  const status = c?.statusCode === undefined ? '' : `HTTP ${c.statusCode}: `;
-  return `${status}${e instanceof Error ? e.message : String(e)}`;
+/** What a failure says about itself, as far as it can be read. */
+interface Diagnosis {
+  /** The provider's (or the transport's) own words. */
+  readonly message: string;
+  /** The provider's error type (`server_error`, `overloaded_error`), when it named one. */
+  readonly type?: string;
+  /** The HTTP status, where known (an API call error's). */
+  readonly status?: number;
+  /** The provider's error code (`rate_limit_exceeded`, `ECONNRESET`), when it sent one. */
+  readonly code?: string | number;
 }
 
-function modelError(name: string, e: unknown, what: string): TurnwardenError {
+/** A provider's words are kept up to this many characters (an HTML error page is not a message). */
+const MAX_MESSAGE = 500;
+const MAX_DEPTH = 4;
+
+function record(v: unknown): Record<string, unknown> | undefined {
+  return typeof v === 'object' && v !== null && !Array.isArray(v)
+    ? (v as Record<string, unknown>)
+    : undefined;
+}
+
+function text(v: unknown): string | undefined {
+  return typeof v === 'string' && v.trim() !== '' ? v.trim() : undefined;
+}
+
+function int(v: unknown): number | undefined {
+  return typeof v === 'number' && Number.isSafeInteger(v) ? v : undefined;
+}
+
+/**
+ * An HTTP status that says something failed. The provider layer wraps a transport error that
+ * broke a stream in an API call error with the stream's own status (200): that is not the
+ * failure's status.
+ */
+function failedStatus(v: unknown): number | undefined {
+  const n = int(v);
+  return n !== undefined && n >= 400 && n <= 599 ? n : undefined;
+}
+
+function codeOf(v: unknown): string | number | undefined {
+  return text(v) ?? int(v);
+}
+
+function json(v: unknown): string {
+  try {
+    return JSON.stringify(v) ?? String(v);
+  } catch {
+    return String(v); // cyclic
+  }
+}
+
+function parsed(body: unknown): unknown {
+  if (typeof body !== 'string') return undefined;
+  try {
+    return JSON.parse(body);
+  } catch {
+    return undefined;
+  }
+}
+
+/** The innermost error object of an envelope: `{ error: {…} }`, `{ type: 'error', error: {…} }`. */
+function unwrap(o: Record<string, unknown>, depth = 0): Record<string, unknown> {
+  const inner = record(o.error);
+  return inner === undefined || depth >= MAX_DEPTH ? o : unwrap(inner, depth + 1);
+}
+
+/** An API error object (`{ message, type, code }`, at any depth of `{ error: … }`). */
+function fromObject(o: Record<string, unknown>): Diagnosis {
+  const inner = unwrap(o);
+  const type = text(inner.type);
+  const status =
+    failedStatus(inner.status) ??
+    failedStatus(inner.statusCode) ??
+    failedStatus(o.status) ??
+    failedStatus(o.statusCode);
+  const code = codeOf(inner.code);
+  return {
+    // Without a message, the object itself says most (not "[object Object]").
+    message: text(inner.message) ?? json(inner === o ? o : inner),
+    ...(type === undefined ? {} : { type }),
+    ...(status === undefined ? {} : { status }),
+    ...(code === undefined ? {} : { code }),
+  };
+}
+
+/**
+ * Reads any failure the provider layer hands over: the API's error object from an error part
+ * (`{ message, type }`, or an envelope of it), an APICallError (status, the parsed body in `data`
+ * or the body as sent in `responseBody`), a transport error with its cause, or a string. Reads
+ * only the message, type, status and code: never the URL, the request or any headers.
+ */
+function diagnose(e: unknown, depth = 0): Diagnosis {
+  if (typeof e === 'string') return { message: text(e) ?? 'an empty error' };
+  if (e instanceof Error) {
+    const c = e as Error & { statusCode?: unknown; data?: unknown; responseBody?: unknown; code?: unknown };
+    const bodyObject = record(c.data) ?? record(parsed(c.responseBody));
+    const body = bodyObject === undefined ? undefined : fromObject(bodyObject);
+    const cause = e.cause === undefined || depth >= MAX_DEPTH ? undefined : diagnose(e.cause, depth + 1);
+    let message = text(e.message) ?? body?.message ?? e.name;
+    if (cause !== undefined && !message.includes(cause.message))
+      message = `${message} (cause: ${cause.message})`;
+    const type = body?.type ?? cause?.type;
+    const status = failedStatus(c.statusCode) ?? body?.status ?? cause?.status;
+    const code = codeOf(c.code) ?? body?.code ?? cause?.code;
+    return {
+      message,
+      ...(type === undefined ? {} : { type }),
+      ...(status === undefined ? {} : { status }),
+      ...(code === undefined ? {} : { code }),
+    };
+  }
+  const o = record(e);
+  if (o !== undefined) return fromObject(o);
+  return { message: e === undefined ? 'an error without a description' : json(e) };
+}
+
+/** Replaces every secret (the API key) in `s`: an error may quote what the request carried. */
+function redacted(s: string, secrets: readonly string[]): string {
+  let out = s;
+  for (const secret of secrets) if (secret !== '') out = out.split(secret).join('[redacted]');
+  return out;
+}
+
+/** One line (a validation error's JSON spans many), at most MAX_MESSAGE characters. */
+function clipped(s: string): string {
+  const line = s.replace(/\s+/g, ' ').trim();
+  return line.length <= MAX_MESSAGE ? line : `${line.slice(0, MAX_MESSAGE)}…`;
+}
+
+const NO_FINISH = 'the stream ended without a finish reason';
+
+/** Who is failing, for every MODEL_ERROR of one provider. */
+interface Source {
+  readonly name: string;
+  readonly provider: string;
+  readonly secrets: readonly string[];
+}
+
+/**
+ * A MODEL_ERROR whose message carries what the provider said — its status, error type and
+ * message — and whose details carry the same as fields: { model, provider, message, type?,
+ * status?, code? }. The key is never among them (see `redacted`).
+ */
+function modelError(source: Source, e: unknown, what: string): TurnwardenError {
   if (e instanceof TurnwardenError) return e;
-  const status = asCallError(e)?.statusCode;
-  return new TurnwardenError(ErrorCode.MODEL_ERROR, `model ${name}: ${what}: ${describe(e)}`, {
-    cause: e,
-    details: { model: name, ...(status === undefined ? {} : { status }) },
-  });
+  const d = diagnose(e);
+  // Redacted before it is clipped: a clip must not leave part of a key behind.
+  const clean = (s: string) => clipped(redacted(s, source.secrets));
+  const message = clean(d.message);
+  const type = d.type === undefined ? undefined : clean(d.type);
+  const code = typeof d.code === 'string' ? clean(d.code) : d.code;
+  const status = d.status === undefined ? '' : `HTTP ${d.status}: `;
+  const typed = type === undefined || message.startsWith(type) ? '' : `${type}: `;
+  return new TurnwardenError(
+    ErrorCode.MODEL_ERROR,
+    `model ${source.name}: ${what}: ${status}${typed}${message}`,
+    {
+      cause: e,
+      details: {
+        model: source.name,
+        provider: source.provider,
+        message,
+        ...(type === undefined ? {} : { type }),
+        ...(d.status === undefined ? {} : { status: d.status }),
+        ...(code === undefined ? {} : { code }),
+      },
+    },
+  );
 }
 
 /** A ModelProvider streaming `model` (a LanguageModelV3 of any AI SDK provider package). */
@@ -135,17 +297,22 @@ export function driveModel(model: LanguageModelV3, options: DriveOptions): Model
     maxDelayMs: options.maxDelayMs ?? DEFAULT_RETRY.maxDelayMs,
   };
   const { name } = options;
+  const source: Source = {
+    name,
+    provider: options.provider ?? model.provider,
+    secrets: options.secrets ?? [],
+  };
   return {
     name,
     stream(req: ModelRequest, ctx: TurnSignals): AsyncIterable<ModelEvent> {
-      return streamOnce(model, name, req, ctx, retry, options);
+      return streamOnce(model, source, req, ctx, retry, options);
     },
   };
 }
 
 async function open(
   model: LanguageModelV3,
-  name: string,
+  source: Source,
   req: ModelRequest,
   ctx: TurnSignals,
   retry: Required<RetryOptions>,
@@ -166,7 +333,7 @@ async function open(
     } catch (e) {
       if (ctx.signal.aborted) throw aborted(ctx.signal);
       if (attempt > retry.maxRetries || !retryable(e)) {
-        throw modelError(name, e, attempt > 1 ? `refused after ${attempt} attempts` : 'request refused');
+        throw modelError(source, e, attempt > 1 ? `refused after ${attempt} attempts` : 'request refused');
       }
       ctx.heartbeat();
       await sleep(backoff(attempt, e, retry), ctx.signal);
@@ -177,20 +344,20 @@ async function open(
 
 async function* streamOnce(
   model: LanguageModelV3,
-  name: string,
+  source: Source,
   req: ModelRequest,
   ctx: TurnSignals,
   retry: Required<RetryOptions>,
   options: DriveOptions,
 ): AsyncGenerator<ModelEvent> {
-  const stream = await open(model, name, req, ctx, retry, options);
+  const stream = await open(model, source, req, ctx, retry, options);
   const reader = stream.getReader();
   let finished = false;
   try {
     for (;;) {
       const next = await reader.read().catch((e: unknown) => {
         if (ctx.signal.aborted) throw aborted(ctx.signal);
-        throw modelError(name, e, 'the stream failed');
+        throw modelError(source, e, 'the stream failed');
       });
       if (next.done) break;
       const part = next.value;
@@ -209,14 +376,14 @@ async function* streamOnce(
           };
           break;
         case 'error':
-          throw modelError(name, part.error, 'the stream reported an error');
+          throw modelError(source, part.error, 'the stream reported an error');
         case 'finish':
           if (part.finishReason.unified === 'error') {
-            throw modelError(name, new Error('the stream finished with an error'), 'no answer');
+            throw modelError(source, 'the stream finished with an error', 'no answer');
           }
           // A finish the server never stated (the provider layer's placeholder) is no answer.
           if (part.finishReason.raw === undefined) {
-            throw modelError(name, new Error('the stream ended without a finish reason'), 'no answer');
+            throw modelError(source, NO_FINISH, 'no answer');
           }
           finished = true;
           break;
@@ -226,7 +393,9 @@ async function* streamOnce(
     }
     // An aborted request may end its stream quietly: that is not an answer.
     if (ctx.signal.aborted) throw aborted(ctx.signal);
-    if (!finished) throw modelError(name, new Error('the stream ended without a finish reason'), 'no answer');
+    // The server closed the stream before its finish (no finish part: no `message_stop`, or no
+    // finish chunk): whatever streamed is half an answer at most.
+    if (!finished) throw modelError(source, NO_FINISH, 'no answer');
   } finally {
     reader.cancel().catch(() => {});
   }

@@ -152,10 +152,125 @@ describe('the OpenAI-compatible provider', () => {
     expect(e.message).toMatch(/finish reason/);
   });
 
+  it('a stream the server closes after some text, with no finish and no [DONE], is MODEL_ERROR saying so, not an answer', async () => {
+    server.script({ chunks: [{ text: 'half ' }, { text: 'an answer' }] });
+    const events: ModelEvent[] = [];
+    const e = await failure(
+      (async () => {
+        for await (const ev of provider().stream(REQ, signals())) events.push(ev);
+      })(),
+    );
+    expect(e.code).toBe(ErrorCode.MODEL_ERROR);
+    expect(e.message).toMatch(/ended without a finish reason/);
+    expect(e.details).toMatchObject({ model: 'loop', provider: 'openai-compatible' });
+    // The text streamed as it came; the end is what made it no answer.
+    expect(events).toEqual([
+      { type: 'text', text: 'half ' },
+      { type: 'text', text: 'an answer' },
+    ]);
+  });
+
+  it('an error chunk mid-stream is MODEL_ERROR carrying the provider’s message and type', async () => {
+    server.script({
+      chunks: [
+        { text: 'Sure, ' },
+        { error: { error: { message: 'The server had an error while processing', type: 'server_error' } } },
+        // Whatever a server sends after its error is not read: the provider ends the stream at the
+        // error (the connection closes long before this delay is over) and never takes the rest
+        // for an answer.
+        { delayMs: 5_000 },
+        { text: ' never read' },
+        { finish: 'stop' },
+        { done: true },
+      ],
+    });
+    const e = await failure(collect(provider()));
+    expect(e.code).toBe(ErrorCode.MODEL_ERROR);
+    expect(e.message).toBe(
+      'model loop: the stream reported an error: server_error: The server had an error while processing',
+    );
+    expect(e.details).toEqual({
+      model: 'loop',
+      provider: 'openai-compatible',
+      type: 'server_error',
+      message: 'The server had an error while processing',
+    });
+    // The provider stopped reading: the connection is closed, not left to hang.
+    const exchange = await server.exchange(0);
+    await exchange.closed;
+    expect(exchange.closedByClient).toBe(true);
+  });
+
+  it('an error chunk with a code and no type, and one whose shape the provider layer does not know, keep their words', async () => {
+    server.script({
+      chunks: [
+        { error: { error: { message: 'Rate limit reached for tokens', code: 'rate_limit_exceeded' } } },
+      ],
+    });
+    const coded = await failure(collect(provider()));
+    expect(coded.message).toContain('Rate limit reached for tokens');
+    expect(coded.details).toMatchObject({
+      code: 'rate_limit_exceeded',
+      message: 'Rate limit reached for tokens',
+    });
+    // `{"error":"…"}` is no chunk and no error object the layer knows: it reports a validation
+    // error, which quotes what came — the server's words are still in the message.
+    server.script({ chunks: [{ text: 'a' }, { error: { error: 'upstream model crashed' } }] });
+    const odd = await failure(collect(provider()));
+    expect(odd.code).toBe(ErrorCode.MODEL_ERROR);
+    expect(odd.message).toContain('upstream model crashed');
+    expect(odd.message).not.toContain('[object Object]');
+  });
+
+  it('a refused request’s status, type and message are in the error; a key the server quotes back is not', async () => {
+    server.script({
+      status: 503,
+      body: { error: { message: 'Service is overloaded', type: 'server_error' } },
+    });
+    const e = await failure(collect(provider({ maxRetries: 0 })));
+    expect(e.message).toBe('model loop: request refused: HTTP 503: server_error: Service is overloaded');
+    expect(e.details).toEqual({
+      model: 'loop',
+      provider: 'openai-compatible',
+      status: 503,
+      type: 'server_error',
+      message: 'Service is overloaded',
+    });
+    const key = 'sk-loop-secret-424242';
+    process.env.TW_TEST_LOOP_KEY = key;
+    try {
+      server.script({
+        status: 401,
+        body: { error: { message: `Incorrect API key provided: ${key}.`, type: 'invalid_request_error' } },
+      });
+      const refused = await failure(collect(provider({ apiKeyEnv: 'TW_TEST_LOOP_KEY' })));
+      expect((await server.exchange(1)).headers.authorization).toBe(`Bearer ${key}`);
+      expect(refused.message).toBe(
+        'model loop: request refused: HTTP 401: invalid_request_error: Incorrect API key provided: [redacted].',
+      );
+      expect(JSON.stringify(refused.toWire())).not.toContain(key);
+      // Only what the provider said: no URL, no headers, no request.
+      expect(Object.keys(refused.details ?? {}).sort()).toEqual([
+        'message',
+        'model',
+        'provider',
+        'status',
+        'type',
+      ]);
+    } finally {
+      delete process.env.TW_TEST_LOOP_KEY;
+    }
+  });
+
   it('a socket destroyed mid-stream is an error, not an answer', async () => {
     server.script({ chunks: [{ text: 'half' }, { destroy: true }] });
     const e = await failure(collect(provider()));
     expect(e.code).toBe(ErrorCode.MODEL_ERROR);
+    // The transport's words; the stream's own 200 (which the provider layer puts on the error
+    // it wraps the break in) is not the failure's status.
+    expect(e.message).toMatch(/other side closed/);
+    expect(e.message).not.toMatch(/HTTP 200/);
+    expect(e.details).not.toHaveProperty('status');
   });
 
   it('retries 429 and 500 with backoff (honouring retry-after), stamping each retry, then streams', async () => {

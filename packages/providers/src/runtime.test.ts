@@ -23,7 +23,14 @@ afterEach(async () => {
   server = undefined;
 });
 
-async function start(extra: Record<string, unknown> = {}, logs?: string[]) {
+/**
+ * The watchdog's timeout: generous unless the test is about the watchdog, so a loaded machine's
+ * slow worker does not end a turn whose subject is something else. The watchdog's own tests use
+ * WATCHDOG_MS, long enough for the request to be on its way before a stall can be declared.
+ */
+const WATCHDOG_MS = 1_500;
+
+async function start(extra: Record<string, unknown> = {}, logs?: string[], timeoutMs = 10_000) {
   server = await LoopbackServer.start();
   // Workers inherit the environment as it is when they spawn.
   process.env.TURNWARDEN_MODELS = JSON.stringify([
@@ -32,7 +39,7 @@ async function start(extra: Record<string, unknown> = {}, logs?: string[]) {
   tw = await Turnwarden.start({
     model: 'loop',
     pluginModules: [FROM_ENV, SCRIPTED_TOOLS],
-    watchdog: { timeoutMs: 400, pollMs: 25, graceMs: 300 },
+    watchdog: { timeoutMs, pollMs: 25, graceMs: 300 },
     lease: { ttlMs: 3_000, renewMs: 100 },
     pool: { maxWorkers: 2, warmWorkers: 1 },
     logger:
@@ -87,11 +94,14 @@ describe('a real provider in a session worker', () => {
   });
 
   it('L1: a stream that hangs after its first chunks is aborted by the watchdog; the server sees the request cancelled', async () => {
-    const { tw, server, workstreamId } = await start();
+    const { tw, server, workstreamId } = await start({}, undefined, WATCHDOG_MS);
     server.script({ chunks: [{ text: 'I will ' }, { text: 'answer' }, { hang: true }] });
     const result = await (await tw.send({ ...caller, workstreamId, content: 'hi' })).done;
     expect(result).toMatchObject({ status: 'interrupted', abortReason: 'watchdog' });
-    const exchange = await server.exchange(0);
+    // The request had reached the server before the abort (by assertion: waiting for it would
+    // hang if the watchdog had ended the turn first).
+    const exchange = server.exchanges[0];
+    if (exchange === undefined) expect.fail('the request never reached the server');
     await exchange.closed;
     expect(exchange.closedByClient).toBe(true);
     // The half-streamed message never became history.
@@ -100,13 +110,16 @@ describe('a real provider in a session worker', () => {
   });
 
   it('L1: a stream of keep-alive comments alone is a stall: aborted by the watchdog (the hermes-agent shape)', async () => {
-    const { tw, server, workstreamId } = await start();
+    const { tw, server, workstreamId } = await start({}, undefined, WATCHDOG_MS);
     const keepAlives: Chunk[] = [];
     for (let i = 0; i < 200; i++) keepAlives.push({ keepAlive: true }, { delayMs: 20 });
     server.script({ chunks: [...keepAlives, { text: 'too late' }, { finish: 'stop' }, { done: true }] });
     const result = await (await tw.send({ ...caller, workstreamId, content: 'hi' })).done;
     expect(result).toMatchObject({ status: 'interrupted', abortReason: 'watchdog' });
-    const exchange = await server.exchange(0);
+    // The request had reached the server before the abort (by assertion: waiting for it would
+    // hang if the watchdog had ended the turn first).
+    const exchange = server.exchanges[0];
+    if (exchange === undefined) expect.fail('the request never reached the server');
     await exchange.closed;
     expect(exchange.closedByClient).toBe(true);
   });
@@ -157,6 +170,26 @@ describe('a real provider in a session worker', () => {
     const result = await (await tw.send({ ...caller, workstreamId, content: 'hi' })).done;
     expect(result.status).toBe('failed');
     expect(result.error).toMatchObject({ code: 'MODEL_ERROR' });
+    expect((await tw.history({ ...caller, workstreamId })).rows.map((r) => r.message.role)).toEqual(['user']);
+  });
+
+  it('an error chunk mid-stream fails the turn with the provider’s message and type, across the worker; nothing of it is history', async () => {
+    const { tw, server, workstreamId } = await start();
+    server.script({
+      chunks: [{ text: 'Sure' }, { error: { error: { message: 'Model overloaded', type: 'server_error' } } }],
+    });
+    const result = await (await tw.send({ ...caller, workstreamId, content: 'hi' })).done;
+    expect(result.status).toBe('failed');
+    expect(result.error).toMatchObject({
+      code: 'MODEL_ERROR',
+      message: 'model loop: the stream reported an error: server_error: Model overloaded',
+      details: {
+        model: 'loop',
+        provider: 'openai-compatible',
+        type: 'server_error',
+        message: 'Model overloaded',
+      },
+    });
     expect((await tw.history({ ...caller, workstreamId })).rows.map((r) => r.message.role)).toEqual(['user']);
   });
 

@@ -8,7 +8,7 @@ import type { HistoryMessage, JournalRequest, ToolResultMessage, TurnRequest } f
 import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
 import { describe, expect, it } from 'vitest';
 import type { ModelEvent, ModelProvider, Tool } from './contracts.js';
-import { newSession, offer } from './lifecycle.js';
+import { contextOf, newSession, offer, stateNameOf } from './lifecycle.js';
 import { runTurn } from './turn.js';
 
 type Trace = (string | number)[];
@@ -206,6 +206,48 @@ describe('turn loop', () => {
       ['dup', 1, 'n=2'],
       ['dup', 2, 'n=3'],
     ]);
+  });
+
+  it('a model that throws mid-stream ends the turn in force-abandoning (for the supervisor to repair), never idle: failed with its MODEL_ERROR, the half answer not journaled', async () => {
+    const states: string[] = [];
+    const journaled: JournalRequest[] = [];
+    const failure = new TurnwardenError(
+      ErrorCode.MODEL_ERROR,
+      'model m: the stream reported an error: Overloaded',
+      {
+        details: { model: 'm', provider: 'anthropic', type: 'overloaded_error', message: 'Overloaded' },
+      },
+    );
+    const model: ModelProvider = {
+      name: 'stub',
+      async *stream() {
+        yield { type: 'text', text: 'half an ' };
+        throw failure;
+      },
+    };
+    const outcome = await runTurn(request(), {
+      touch: () => true,
+      journal: async (r) => {
+        journaled.push(r);
+        return { seqs: r.entries.map(() => 1) };
+      },
+      emit: (e) => {
+        if (e.t === 'state') states.push(`${e.from} --${e.via}--> ${stateNameOf(e.snapshot)}`);
+      },
+      model,
+      tools: new Map(),
+      abort: new AbortController(),
+      abortReason: () => undefined,
+    });
+    expect(states).toEqual([
+      'claimed --STREAM--> streaming',
+      'streaming --xstate.error.actor.stream--> force-abandoning.pending',
+    ]);
+    expect(stateNameOf(outcome.snapshot)).toBe('force-abandoning.pending');
+    expect(contextOf(outcome.snapshot).abortReason).toBe('failure');
+    // The provider's error reaches the outcome whole: code, message and details.
+    expect(outcome).toMatchObject({ status: 'failed', error: failure.toWire() });
+    expect(journaled).toEqual([]);
   });
 
   it('the model sees the history grow by each journaled row, in order', async () => {

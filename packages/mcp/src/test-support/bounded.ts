@@ -40,6 +40,25 @@ export async function rejection(p: Promise<unknown>, ms: number, what: string): 
   return outcome.error as Error;
 }
 
+/** How `p` settled within `ms` (its value, or its error's message), for one assertion on either. */
+export async function settled<T>(
+  p: Promise<T>,
+  ms: number,
+  what: string,
+): Promise<{ readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: string }> {
+  return within(
+    p.then(
+      (value) => ({ ok: true as const, value }),
+      (error: unknown) => ({
+        ok: false as const,
+        error: error instanceof Error ? error.message : String(error),
+      }),
+    ),
+    ms,
+    what,
+  );
+}
+
 /** Resolves once `condition()` holds (checked every 10 ms), or fails the test after `ms`. */
 export function until(condition: () => boolean, ms: number, what: string): Promise<void> {
   return within(

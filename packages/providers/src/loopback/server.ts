@@ -2,10 +2,11 @@
  * A scripted model server on 127.0.0.1, for tests, benchmarks and the demo: it speaks
  * OpenAI-compatible chat completions (`POST /v1/chat/completions`) and Anthropic messages
  * (`POST /v1/messages`), each rendering the same scripts. Each request takes the next scripted
- * reply (or the fallback): an error status (429 with `retry-after`, 500), or a Server-Sent Events stream of
- * chunks — text deltas, tool-call deltas split however the test likes, a finish reason,
- * `[DONE]`, keep-alive comments, delays, a hang (nothing more is sent; the connection stays open
- * until the client closes it) or a destroyed socket. Every exchange is recorded: the request
+ * reply (or the fallback): an error status (429 with `retry-after`, 500), or a Server-Sent Events
+ * stream of chunks — text deltas, tool-call deltas split however the test likes, a finish reason,
+ * `[DONE]`, a mid-stream error event (its payload as the test writes it), keep-alive comments,
+ * delays, a hang (nothing more is sent; the connection stays open until the client closes it) or
+ * a destroyed socket. Every exchange is recorded: the request
  * body, and whether the client closed the connection before the reply ended (an abort that
  * reached the server).
  */
@@ -24,6 +25,12 @@ export type Chunk =
       };
     }
   | { readonly finish: string }
+  /**
+   * An error event mid-stream, its payload as written: OpenAI-compatible servers send it as a
+   * chunk (`data: {"error":{"message":…,"type":…}}`), Anthropic as `event: error`
+   * (`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`).
+   */
+  | { readonly error: unknown }
   | { readonly done: true }
   | { readonly keepAlive: true }
   | { readonly delayMs: number }
@@ -99,6 +106,7 @@ function openAIFormat(index: number, body: RequestBody): Render {
       });
     }
     if ('finish' in chunk) return data({ delta: {}, finish_reason: chunk.finish });
+    if ('error' in chunk) return `data: ${JSON.stringify(chunk.error)}\n\n`;
     if ('done' in chunk) return 'data: [DONE]\n\n';
     if ('keepAlive' in chunk) return ': keep-alive\n\n';
     return '';
@@ -186,6 +194,7 @@ function anthropicFormat(index: number, body: RequestBody): Render {
       );
     }
     if ('done' in chunk) return out + event('message_stop', {});
+    if ('error' in chunk) return `${out}event: error\ndata: ${JSON.stringify(chunk.error)}\n\n`;
     if ('keepAlive' in chunk) return out + event('ping', {});
     return out;
   };
