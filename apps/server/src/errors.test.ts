@@ -55,6 +55,15 @@ describe('errors over HTTP', () => {
     expect((await statusOf(new TurnwardenError(ErrorCode.QUEUE_FULL, 'full'))).retryAfter).toBe('1');
   });
 
+  it('a retryable 409 with a retry hint carries Retry-After too (a lease held elsewhere until it expires); one without, none', async () => {
+    const leased = await statusOf(
+      new TurnwardenError(ErrorCode.LEASED_ELSEWHERE, 'held', { details: { retryAfterMs: 1_200 } }),
+    );
+    expect([leased.status, leased.retryAfter]).toEqual([409, '2']);
+    const busy = await statusOf(new TurnwardenError(ErrorCode.TURN_IN_PROGRESS, 'busy'));
+    expect([busy.status, busy.retryAfter]).toEqual([409, undefined]);
+  });
+
   it('an unexpected error is 500 INTERNAL and says nothing of its insides', async () => {
     const r = await statusOf(new Error('secret internals'));
     expect(r.status).toBe(500);

@@ -73,7 +73,9 @@ export function errorBody(
 function sendTyped(reply: FastifyReply, e: TurnwardenError): FastifyReply {
   const status = STATUS[e.code as ErrorCode] ?? 500;
   const retryAfterMs = e.details?.retryAfterMs;
-  if (status === 429) {
+  // Over capacity always says when to retry (T4); any other refusal that knows — a lease held
+  // elsewhere until it expires — says it too.
+  if (status === 429 || (typeof retryAfterMs === 'number' && e.retryable)) {
     const seconds = typeof retryAfterMs === 'number' ? Math.max(1, Math.ceil(retryAfterMs / 1000)) : 1;
     reply.header('retry-after', String(seconds));
   }

@@ -263,7 +263,7 @@ describe('the HTTP API on a real port', () => {
       );
     }
     expect((await call('GET', '/v1/workstreams', { token: BOB })).body.items).toEqual([]);
-    expect(follow('/v1/workstreams/secret/events', BOB).done).resolves.toBe(404);
+    await expect(follow('/v1/workstreams/secret/events', BOB).done).resolves.toBe(404);
     expect((await call('GET', '/v1/workstreams/secret', { token: ALICE })).body).toMatchObject({
       status: 'open',
       generation: 0,

@@ -250,6 +250,35 @@ describe('turn loop', () => {
     expect(journaled).toEqual([]);
   });
 
+  it('a model that throws something other than an Error fails the turn with what it threw, not "[object Object]"', async () => {
+    for (const [thrown, said] of [
+      [{ reason: 'rate limited', retryInS: 3 }, '{"reason":"rate limited","retryInS":3}'],
+      [{ message: 'plain object with a message' }, 'plain object with a message'],
+      ['a string', 'a string'],
+    ] as const) {
+      const model: ModelProvider = {
+        name: 'stub',
+        // biome-ignore lint/correctness/useYield: the model fails before its first event
+        async *stream() {
+          throw thrown;
+        },
+      };
+      const outcome = await runTurn(request(), {
+        touch: () => true,
+        journal: async (r) => ({ seqs: r.entries.map(() => 1) }),
+        emit: () => {},
+        model,
+        tools: new Map(),
+        abort: new AbortController(),
+        abortReason: () => undefined,
+      });
+      expect(outcome).toMatchObject({
+        status: 'failed',
+        error: { code: ErrorCode.MODEL_ERROR, message: said },
+      });
+    }
+  });
+
   it('the model sees the history grow by each journaled row, in order', async () => {
     const histories: HistoryMessage[][] = [];
     const model: ModelProvider = {

@@ -68,8 +68,19 @@ export function commitKey(generation: number, step: number, callIndex?: number):
 /** The turn's outcome, before the worker adds its event count. */
 export type LoopOutcome = Omit<TurnOutcome, 'eventsPosted'>;
 
-const asError = (e: unknown): TurnwardenError =>
-  isTurnwardenError(e) ? e : new TurnwardenError(ErrorCode.MODEL_ERROR, (e as Error)?.message ?? String(e));
+/** What a plugin threw, as a typed error: its message, or — a plain object — what it holds. */
+const asError = (e: unknown): TurnwardenError => {
+  if (isTurnwardenError(e)) return e;
+  const message = (e as { message?: unknown } | undefined)?.message;
+  if (typeof message === 'string') return new TurnwardenError(ErrorCode.MODEL_ERROR, message);
+  let text: string;
+  try {
+    text = typeof e === 'object' && e !== null ? JSON.stringify(e) : String(e);
+  } catch {
+    text = String(e); // a cycle
+  }
+  return new TurnwardenError(ErrorCode.MODEL_ERROR, text.length > 500 ? `${text.slice(0, 500)}…` : text);
+};
 
 export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<LoopOutcome> {
   const { generation } = req;

@@ -354,7 +354,7 @@ export async function runHostsDemo(args: HostsArgs): Promise<HostsReport> {
     const audit = mergeAudits(histories.map((rows) => auditHistory(rows)));
     const superseded = histories.reduce((n, rows) => n + supersededRows(rows), 0);
     let mismatched = 0;
-    for (const [k, ws] of plan.workstreams.entries()) {
+    for (const k of plan.workstreams.keys()) {
       const mine = perWorkstream[k] ?? [];
       const sure = mine.filter((t) => t.accepted === 'yes').length;
       const maybe = mine.filter((t) => t.accepted === 'unknown').length;

@@ -23,7 +23,7 @@ Usage:
                    TURNWARDEN_POSTGRES), instead of --db
   --host-id ID     this host's stable id, required with --postgres (also TURNWARDEN_HOST_ID)
   --config FILE    a JSON configuration: host, port, db, postgres, postgresSchema, hostId, tokens [{token, tenantId, principal}],
-                   shutdownGraceMs, bodyLimitBytes, keepAliveMs, logLevel, runtime {…}
+                   shutdownGraceMs, bodyLimitBytes, drainLimitBytes, drainTimeoutMs, keepAliveMs, logLevel, runtime {…}
                    (also TURNWARDEN_CONFIG; TURNWARDEN_HOST/PORT/DB/TOKENS override the file)
 
 The API is under /v1 (every call needs 'Authorization: Bearer <token>'); the OpenAPI document
