@@ -411,9 +411,16 @@ export class Turnwarden {
       throw invalid('incarnation must be the one createWorkstream or getWorkstream returned', 'incarnation');
     }
     const { tenantId, workstreamId, incarnation } = input;
+    // T2: one refusal, word for word, whatever the reason — another tenant's, a pending delete
+    // of another incarnation, or no such workstream — so none of them tells the others apart.
+    const notFound = () =>
+      new TurnwardenError(
+        ErrorCode.WORKSTREAM_NOT_FOUND,
+        `workstream ${workstreamId} (incarnation ${incarnation}) not found`,
+      );
     const pending = this.engine.tombstone(workstreamId);
     if (pending !== undefined && (pending.tenantId !== tenantId || pending.incarnation !== incarnation)) {
-      throw new TurnwardenError(ErrorCode.WORKSTREAM_NOT_FOUND, `workstream ${workstreamId} not found`);
+      throw notFound();
     }
     const ws = await this.store.getWorkstream(workstreamId);
     if (ws === undefined && pending !== undefined) {
@@ -421,12 +428,7 @@ export class Turnwarden {
       await this.engine.probeTombstones();
       return;
     }
-    if (!ws || ws.tenantId !== tenantId || ws.incarnation !== incarnation) {
-      throw new TurnwardenError(
-        ErrorCode.WORKSTREAM_NOT_FOUND,
-        `workstream ${workstreamId} (incarnation ${incarnation}) not found`,
-      );
-    }
+    if (!ws || ws.tenantId !== tenantId || ws.incarnation !== incarnation) throw notFound();
     this.logger.info(
       { workstreamId, tenantId, principal: input.principal, incarnation },
       'workstream delete requested',
