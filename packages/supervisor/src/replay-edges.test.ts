@@ -91,7 +91,7 @@ describe('E1: replay at the ring’s edges', () => {
     const read: TurnwardenEvent[] = [];
     for (let i = 1; i < LIMIT; i++)
       read.push((await within(iterator.next(), 5_000, 'a replayed event')).value);
-    await iterator.return();
+    await iterator.return?.();
     expect(read).toEqual(rt.events.slice(-(LIMIT - 1)));
   });
 });
