@@ -124,7 +124,7 @@ export class TurnEngine {
     this.gate = new JournalGate(this);
     this.aborts = new AbortProtocol(this);
     this.recovery = new Recovery(this);
-    this.sends = new SendQueue(config.limits.maxQueuedSends);
+    this.sends = new SendQueue(config.limits.maxQueuedSends, () => this.admission.oneTurnRetryAfterMs());
     this.admission = new Admission(
       { maxActive: config.pool.maxWorkers, ...config.admission },
       this.timers,

@@ -79,8 +79,8 @@ export interface SendInput extends WorkstreamRef {
   readonly signal?: AbortSignal;
   /**
    * The longest the send waits for a session worker when none is free for its tenant (T4), in
-   * ms; then it is refused with CAPACITY_EXHAUSTED (`details.retryAfterMs`). 0: never wait.
-   * Default `admission.maxWaitMs`. Time spent queued behind the workstream's own running turn
+   * ms; then it is refused with CAPACITY_EXHAUSTED (`details.retryAfterMs`). 0: never wait; at
+   * most 3,600,000 (an hour). Default `admission.maxWaitMs`. Time spent queued behind the workstream's own running turn
    * is not counted.
    */
   readonly maxWaitMs?: number;
