@@ -571,7 +571,8 @@ export class Turnwarden {
     }
     const ticket = this.engine.sends.ticket();
     await this.owned(tenantId, workstreamId);
-    await this.engine.close(workstreamId, waitMs, ticket);
+    // Joined another soft close's CLOSE (C1): that one logs and advertises it, once.
+    if (!(await this.engine.close(workstreamId, waitMs, ticket))) return;
     this.logger.info({ workstreamId, tenantId, principal: input.principal }, 'workstream closed');
     this.engine.lifecycle.closed(tenantId, workstreamId, 'closed');
   }
