@@ -154,6 +154,36 @@ describe('T4: the retry hint', () => {
     expect(await refusedNow()).toBe(50);
   });
 
+  it('T4: stats report how long admitted sends waited (p50, p99, max in ms) and how waits ended', async () => {
+    const { admission, at, expireAll } = admissionAt({
+      maxActive: 1,
+      maxActivePerTenant: 1,
+      maxWaiting: 100,
+      maxWaitingPerTenant: 100,
+    });
+    let held: Permit = admission.tryAcquire('h')!;
+    const granted: Promise<Permit>[] = [];
+    for (let i = 0; i < 10; i++) granted.push(admission.acquire('a', { maxWaitMs: 60_000 }));
+    // Each waiter is admitted 100 ms after the one before it: they waited 100, 200, … 1,000 ms.
+    for (let i = 0; i < 10; i++) {
+      at((i + 1) * 100);
+      held.release();
+      held = await granted[i]!;
+    }
+    const late = admission.acquire('a', { maxWaitMs: 1 });
+    expireAll();
+    expect((await rejected(late)).details?.reason).toBe('wait_timeout');
+    expect(admission.stats()).toEqual({
+      active: 1,
+      waiting: 0,
+      waitingTenants: 0,
+      admittedAfterWait: 10,
+      refusedFull: 0,
+      expired: 1,
+      waitMs: { p50: 500, p99: 1_000, max: 1_000 },
+    });
+  });
+
   it('T4: through the runtime every "retry later" refusal carries a sane hint: QUEUE_FULL, tenant and host queue full, a wait run out; nothing is written', async () => {
     rt = await startRuntime({
       watchdog: { timeoutMs: 10_000, pollMs: 100, graceMs: 250 },

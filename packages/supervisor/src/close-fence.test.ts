@@ -290,18 +290,36 @@ describe('C7: a repeated fence', () => {
 
     const first = await within(r.send(HOLD), 10_000, 'the first turn starts');
     const q1 = (await queued('q1')).sent;
-    // Two cancels, a send made between the two calls (queued behind the turn meanwhile).
+    // Two cancels; sends made just before the first call, between the calls and right after
+    // them, all in the same tick: their ownership checks, like the cancels', still on their way.
+    // What counts is when the host called: the claim and the fence are taken then.
+    const justBefore = r.send('just before the cancels');
+    justBefore.catch(() => undefined);
     const cancel1 = r.tw.cancel(ref);
     const between = r.send('between the cancels');
     between.catch(() => undefined);
     const cancel2 = r.tw.cancel(ref);
+    const justAfter = r.send('right after the cancels');
     expect(await within(Promise.all([cancel1, cancel2]), 10_000, 'both cancels return')).toEqual([
       true,
       true,
     ]);
     expect(await revokedAs(q1)).toEqual([ErrorCode.SEND_REVOKED, 'cancel']);
+    expect(await revokedAs(justBefore)).toEqual([ErrorCode.SEND_REVOKED, 'cancel']);
     expect(await revokedAs(between)).toEqual([ErrorCode.SEND_REVOKED, 'cancel']);
     expect((await within(first.done, 10_000, 'the first turn ends')).abortReason).toBe('cancel');
+    const after = await within(
+      justAfter.then(
+        (handle) => handle,
+        (e: unknown) => e,
+      ),
+      10_000,
+      'the send made after both cancels is answered',
+    );
+    expect(isTurnwardenError(after) ? `${after.code} ${String(after.details?.reason)}` : 'started').toBe(
+      'started',
+    );
+    expect((await within((after as TurnHandle).done, 10_000, 'its turn ends')).status).toBe('completed');
 
     // A fence, a send, a fence: the send after the first runs; the one queued behind it does not.
     const second = await within(r.send(HOLD), 10_000, 'the second turn starts');
@@ -320,6 +338,6 @@ describe('C7: a repeated fence', () => {
     const users = (await r.history())
       .filter((row) => row.message.role === 'user')
       .map((row) => row.message.content);
-    expect(users).toEqual([HOLD, HOLD, HOLD, 'last']);
+    expect(users).toEqual([HOLD, 'right after the cancels', HOLD, HOLD, 'last']);
   });
 });

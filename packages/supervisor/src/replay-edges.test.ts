@@ -96,6 +96,40 @@ describe('E1: replay at the ring’s edges', () => {
   });
 });
 
+describe('E1 E3: replay after idle rings were dropped', () => {
+  it('E1 E3: the least recently active idle rings are dropped beyond maxIdleStreams; a reconnect to a kept one replays, to a dropped one replay_truncated', async () => {
+    rt = await startRuntime({ events: { maxIdleStreams: 2 } });
+    const { tw } = rt;
+    const on = (workstreamId: string) => ({ tenantId: 'tenant-a', principal: 'user-a', workstreamId });
+    const turn = async (workstreamId: string, content: string) =>
+      (await tw.send({ ...on(workstreamId), content })).done;
+    for (const id of ['a', 'b', 'c']) await tw.createWorkstream(on(id));
+    await turn('a', 'first of a');
+    await turn('b', 'first of b');
+    // The stream position now (a history read's handoff holds it): a client of a and b saw up to here.
+    const { p } = JSON.parse(Buffer.from((await tw.history(ref)).handoff, 'base64url').toString()) as {
+      p: number;
+    };
+    // a is active again, so b is now the least recently active; c's ring makes three idle ones.
+    await turn('a', 'second of a');
+    await tw.history(on('c'));
+    const got = async (workstreamId: string) => {
+      const events: TurnwardenEvent[] = [];
+      const off = await tw.subscribe({
+        ...on(workstreamId),
+        lastEventId: p,
+        listener: (e) => events.push(e),
+      });
+      off();
+      return events;
+    };
+    const a = await got('a');
+    expect(a.map((e) => e.type)).toContain('stream_end');
+    expect(a.every((e) => e.id > p && e.workstreamId === 'a')).toBe(true);
+    expect((await got('b')).map((e) => e.type)).toEqual(['replay_truncated']);
+  });
+});
+
 describe('E1: event ids across a restart', () => {
   /** A runtime on a SQLite file that outlives it; its listener saw every event. */
   async function runtimeOn(path: string, existing: boolean) {
