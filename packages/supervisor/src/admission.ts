@@ -4,7 +4,8 @@
  * bounded queue — FIFO within a tenant, round-robin across tenants — until a permit frees up
  * for its tenant, its signal aborts, its deadline passes or a fence revokes it; one that finds
  * the queue full (`admission.maxWaiting` on the host, `admission.maxWaitingPerTenant` for its
- * tenant) is refused at once with CAPACITY_EXHAUSTED, retryable, with a `retryAfterMs` hint.
+ * tenant) is refused at once with CAPACITY_EXHAUSTED, retryable, with a `retryAfterMs` hint
+ * (whole milliseconds from 50 to 60,000).
  *
  * Round-robin: tenants with waiters form a rotation; a freed permit goes to the first tenant in
  * it that is under its own limit, whose head waiter is admitted, and that tenant moves to the
@@ -83,6 +84,11 @@ function quantiles(xs: readonly number[]): AdmissionStats['waitMs'] {
 }
 const MIN_RETRY_MS = 50;
 const MAX_RETRY_MS = 60_000;
+
+/** A retry hint: whole milliseconds, at least MIN_RETRY_MS, at most MAX_RETRY_MS. */
+function retryHint(ms: number): number {
+  return Math.round(Math.min(MAX_RETRY_MS, Math.max(MIN_RETRY_MS, ms)));
+}
 
 export class Admission {
   private active = 0;
@@ -171,6 +177,8 @@ export class Admission {
       const cancelTimer = this.timers.after(options.maxWaitMs, () => {
         if (done) return;
         this.expired++;
+        // Its hint counts the sends waiting besides it, as a new send's would: it leaves first.
+        this.remove(waiter);
         waiter.fail(
           this.exhausted(
             tenantId,
@@ -204,6 +212,14 @@ export class Admission {
       expired: this.expired,
       waitMs: quantiles(this.waits),
     };
+  }
+
+  /**
+   * The retry hint of a refusal that lifts when one turn ends (a workstream's full send queue,
+   * QUEUE_FULL): the smoothed time a turn holds its permit.
+   */
+  oneTurnRetryAfterMs(): number {
+    return retryHint(this.holdMs);
   }
 
   /** Permits the tenant holds. */
@@ -277,9 +293,7 @@ export class Admission {
   private exhausted(tenantId: string, reason: string, message: string): TurnwardenError {
     const perHost = (this.waitingCount + 1) / this.limits.maxActive;
     const perTenant = (this.waitingFor(tenantId) + 1) / this.limits.maxActivePerTenant;
-    const retryAfterMs = Math.round(
-      Math.min(MAX_RETRY_MS, Math.max(MIN_RETRY_MS, this.holdMs * Math.max(perHost, perTenant))),
-    );
+    const retryAfterMs = retryHint(this.holdMs * Math.max(perHost, perTenant));
     return new TurnwardenError(ErrorCode.CAPACITY_EXHAUSTED, message, {
       details: { reason, retryAfterMs, tenantId },
     });

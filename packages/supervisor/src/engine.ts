@@ -186,8 +186,11 @@ export class TurnEngine {
   }
   private readonly bySlot = new Map<number, ActiveTurn>();
   private cancelSweep: (() => void) | undefined;
-  /** Workstreams whose soft close waits on their running turn (C1). */
-  private readonly closeLatches = new Set<string>();
+  /**
+   * Workstreams whose soft closes wait on their running turn (C1): latched while any of them
+   * waits; the first to find the turn ended closes, the others join its close.
+   */
+  private readonly closeLatches = new Map<string, { waiting: number; closed: boolean }>();
   /**
    * D2: deletes under way or left ambiguous — hidden (not listed, gettable or openable), their
    * id not re-creatable, their journal never replayed (D4) — until retired on proof (D3).
@@ -216,7 +219,7 @@ export class TurnEngine {
     this.gate = new JournalGate(this);
     this.aborts = new AbortProtocol(this);
     this.recovery = new Recovery(this);
-    this.sends = new SendQueue(config.limits.maxQueuedSends);
+    this.sends = new SendQueue(config.limits.maxQueuedSends, () => this.admission.oneTurnRetryAfterMs());
     this.admission = new Admission(
       { maxActive: config.pool.maxWorkers, ...config.admission },
       this.timers,
@@ -525,73 +528,96 @@ export class TurnEngine {
    * running turn it refuses at once (`waitMs` 0) or, soft, latches the workstream — no new turn
    * is admitted — and waits up to `waitMs` for the turn to end (its tools finished or repaired),
    * then closes a structurally complete history (C1). On timeout the latch is rolled back, the
-   * turn keeps running and the workstream stays usable; a force cancel repairs it (C2).
+   * turn keeps running and the workstream stays usable; a force cancel repairs it (C2). Soft
+   * closes at once share the latch (it holds until the last of them has ended) and the CLOSE:
+   * one closes, the others — and a close meeting one on its way — resolve with it. Resolves
+   * true when this call closed the workstream, false when it joined another's close.
    */
   async close(
     workstreamId: string,
     waitMs = 0,
     fence: Announced = this.sends.announce(workstreamId),
     routed = false,
-  ): Promise<void> {
+  ): Promise<boolean> {
     try {
-      await this.closeFenced(workstreamId, waitMs, fence, routed);
+      return await this.closeFenced(workstreamId, waitMs, fence, routed);
     } finally {
       fence.done();
     }
   }
 
-  private async closeFenced(workstreamId: string, waitMs: number, fence: Announced, routed: boolean) {
+  private async closeFenced(
+    workstreamId: string,
+    waitMs: number,
+    fence: Announced,
+    routed: boolean,
+  ): Promise<boolean> {
     const { ticket } = fence;
     if (!routed && this.cluster) {
       const r = await this.cluster.route(workstreamId, { op: 'close', waitMs });
       if (r.ran) {
         this.revoke(workstreamId, ticket, 'close');
+        // Joined a close there: that one told the listeners.
+        if (r.result === false) return false;
         this.events.closeWorkstream(workstreamId, { reason: 'closed' });
-        return;
+        return true;
       }
     }
     const running = this.sessions.peek(workstreamId)?.turn;
-    if (running === undefined || waitMs === 0) {
+    let latch = this.closeLatches.get(workstreamId);
+    // At once: a close that will not wait for the running turn (refused by the machine), or one
+    // of an idle workstream no soft close is about to close.
+    if (running !== undefined ? waitMs === 0 : latch === undefined) {
       await this.idle(workstreamId, async (rec) => {
         await closeSession(this, rec);
         this.revoke(workstreamId, ticket, 'close');
       });
     } else {
-      if (this.closeLatches.has(workstreamId)) {
-        throw new TurnwardenError(
-          ErrorCode.TURN_IN_PROGRESS,
-          `a close of ${workstreamId} is already waiting`,
-        );
+      if (latch === undefined) {
+        latch = { waiting: 0, closed: false };
+        this.closeLatches.set(workstreamId, latch);
       }
-      this.closeLatches.add(workstreamId);
+      const mine = latch;
+      mine.waiting++;
       // Latched: sends captured before the close never start, even if the close times out (C7).
       this.revoke(workstreamId, ticket, 'close');
       // A soft close waits for the turn — whose dispatch may be waiting on this call (C7).
       fence.done();
       this.logger.info({ workstreamId, waitMs }, 'soft close waiting for the running turn');
       try {
-        let cancelTimer = () => {};
-        const timedOut = new Promise<true>((resolve) => {
-          cancelTimer = this.timers.after(waitMs, () => resolve(true));
-        });
-        const ended = await Promise.race([running.done.then(() => false as const), timedOut]);
-        cancelTimer();
-        if (ended !== false) {
-          this.logger.warn({ workstreamId, waitMs }, 'soft close timed out; the turn keeps running');
-          throw new TurnwardenError(
-            ErrorCode.TIMEOUT,
-            `soft close of ${workstreamId} timed out after ${waitMs} ms: its turn is still running (cancel() forces it)`,
-            { details: { waitMs } },
-          );
+        if (running !== undefined) {
+          let cancelTimer = () => {};
+          const timedOut = new Promise<true>((resolve) => {
+            cancelTimer = this.timers.after(waitMs, () => resolve(true));
+          });
+          const ended = await Promise.race([running.done.then(() => false as const), timedOut]);
+          cancelTimer();
+          if (ended !== false) {
+            this.logger.warn({ workstreamId, waitMs }, 'soft close timed out; the turn keeps running');
+            throw new TurnwardenError(
+              ErrorCode.TIMEOUT,
+              `soft close of ${workstreamId} timed out after ${waitMs} ms: its turn is still running (cancel() forces it)`,
+              { details: { waitMs } },
+            );
+          }
         }
         // Deleted under the turn (P5), the close's own write is discarded: it succeeds.
-        await this.idle(workstreamId, (rec) => closeSession(this, rec));
+        const closedHere = await this.idle(workstreamId, async (rec) => {
+          if (mine.closed) return false;
+          await closeSession(this, rec);
+          mine.closed = true;
+          return true;
+        });
+        if (!closedHere) return false;
       } finally {
-        this.closeLatches.delete(workstreamId);
+        // The last soft close to end lifts the latch; one that timed out leaves it to the others.
+        if (--mine.waiting === 0 && this.closeLatches.get(workstreamId) === mine)
+          this.closeLatches.delete(workstreamId);
       }
     }
     this.events.closeWorkstream(workstreamId, { reason: 'closed' });
     this.cluster?.ended(workstreamId, 'closed');
+    return true;
   }
 
   closeLatched(workstreamId: string): boolean {

@@ -8,7 +8,9 @@
  * **Replay (E1).** Each workstream's recent events are kept in a bounded ring; the ring knows
  * after which id it is complete. A listener that registers with the last id it saw receives
  * what it missed, then the live stream; when the ring no longer reaches back that far it
- * receives `replay_truncated` instead. Rings of workstreams nobody listens to are dropped, the
+ * receives `replay_truncated` instead. So does one whose id is above any this process issued: a
+ * predecessor's, whose wall clock ran ahead of this one's — what followed it is not known here,
+ * and replaying nothing would tell the client it missed nothing. Rings of workstreams nobody listens to are dropped, the
  * least recently active first, beyond `events.maxIdleStreams`: memory is bounded (E3).
  *
  * **Handoff (E2).** A history read captures the stream's position *before* it reads; a listener
@@ -257,7 +259,7 @@ export class EventHub {
     from: Exclude<StartAt, { kind: 'live' }>,
   ): void {
     const after = from.kind === 'after' ? from.id : from.position;
-    if (after < stream.completeAfter) {
+    if (!this.reaches(stream, after)) {
       const id = this.nextId;
       this.deliver(
         listener,
@@ -275,10 +277,18 @@ export class EventHub {
     for (const event of stream.ring) if (event.id > after) this.deliver(listener, event);
   }
 
+  /**
+   * E1: whether the ring holds every event after `after` — it is complete after an id no later
+   * than `after`, and `after` is an id this process issued (not a predecessor's above ours).
+   */
+  private reaches(stream: Stream, after: number): boolean {
+    return after >= stream.completeAfter && after <= this.nextId;
+  }
+
   /** Whether a replay from `from` delivered the stream's `ws_closed`. */
   private replayed(stream: Stream, from: Exclude<StartAt, { kind: 'live' }>): boolean {
     const after = from.kind === 'after' ? from.id : from.position;
-    return after >= stream.completeAfter && stream.closed !== undefined && stream.closed.id > after;
+    return this.reaches(stream, after) && stream.closed !== undefined && stream.closed.id > after;
   }
 
   private deliver(listener: Listener, event: TurnwardenEvent): void {

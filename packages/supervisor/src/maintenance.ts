@@ -10,6 +10,7 @@ import { offer, stateOf } from '@turnwarden/session';
 import type { AdminStore, CompactInput, CompactResult, Lease, TurnStore } from '@turnwarden/store';
 import type { Logger } from 'pino';
 import { type AbandonHost, type Abandonment, abandon } from './abandon.js';
+import { hostOf } from './cluster.js';
 import { claimRefusal, type SessionRecord } from './sessions.js';
 
 export interface MaintenanceHost extends AbandonHost {

@@ -44,16 +44,23 @@ describe('the worker pool', () => {
     const e1 = await refusal(open.acquire());
     expect(e1.code).toBe(ErrorCode.CAPACITY_EXHAUSTED);
     expect(e1.message).toMatch(/all 1 session workers are busy/);
+    // Like every CAPACITY_EXHAUSTED, a hint: acquireTimeoutMs (0 here), at least 50 ms.
+    expect(e1.details).toEqual({ reason: 'workers_busy', retryAfterMs: 50 });
     open.retire(busy); // exiting: its slot is not free until the thread is gone
     const e2 = await refusal(open.acquire());
     expect(e2.code).toBe(ErrorCode.CAPACITY_EXHAUSTED);
     expect(e2.retryable).toBe(true);
     expect(e2.message).toMatch(/no session worker became free within 0 ms/);
+    expect(e2.details).toEqual({ reason: 'worker_exiting', retryAfterMs: 50 });
   });
 
   it('T4: given time, a claim meeting an exiting worker gets its replacement', async () => {
     open = pool(30_000);
     await open.start();
+    const busy = await open.acquire();
+    // A refusal's hint is acquireTimeoutMs, at most a minute.
+    expect((await refusal(open.acquire())).details).toEqual({ reason: 'workers_busy', retryAfterMs: 30_000 });
+    open.release(busy);
     open.retire(await open.acquire());
     const next = await within(open.acquire(), 20_000, 'the replacement worker is handed out');
     expect(next.state).toBe('busy');

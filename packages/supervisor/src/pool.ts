@@ -135,6 +135,14 @@ export class WorkerPool {
           pending.length === 0
             ? `all ${this.opts.maxWorkers} session workers are busy; retry later`
             : `no session worker became free within ${this.opts.acquireTimeoutMs} ms; retry later`,
+          {
+            // T4: every CAPACITY_EXHAUSTED carries a hint; a worker frees up on the scale of
+            // acquireTimeoutMs (whole ms, 50 to 60,000, as admission's hints).
+            details: {
+              reason: pending.length === 0 ? 'workers_busy' : 'worker_exiting',
+              retryAfterMs: Math.min(60_000, Math.max(50, this.opts.acquireTimeoutMs)),
+            },
+          },
         );
       }
       let timer: NodeJS.Timeout | undefined;

@@ -188,7 +188,7 @@ describe('the send queue (C7)', () => {
     expect(isTurnwardenError(e) ? [e.code, e.retryable, e.details] : e).toEqual([
       ErrorCode.QUEUE_FULL,
       true,
-      { limit: 1 },
+      { limit: 1, retryAfterMs: expect.any(Number) },
     ]);
     hold.disarm();
     hold.release(SeamName.claimCaptureToDispatch);

@@ -450,9 +450,16 @@ export class Turnwarden {
 
   private async deleteOwned(input: DeleteInput, fence: Announced): Promise<void> {
     const { tenantId, workstreamId, incarnation } = input;
+    // T2: one refusal, word for word, whatever the reason — another tenant's, a pending delete
+    // of another incarnation, or no such workstream — so none of them tells the others apart.
+    const notFound = () =>
+      new TurnwardenError(
+        ErrorCode.WORKSTREAM_NOT_FOUND,
+        `workstream ${workstreamId} (incarnation ${incarnation}) not found`,
+      );
     const pending = this.engine.tombstone(workstreamId);
     if (pending !== undefined && (pending.tenantId !== tenantId || pending.incarnation !== incarnation)) {
-      throw new TurnwardenError(ErrorCode.WORKSTREAM_NOT_FOUND, `workstream ${workstreamId} not found`);
+      throw notFound();
     }
     const ws = await this.store.getWorkstream(workstreamId);
     if (ws === undefined && pending !== undefined) {
@@ -460,12 +467,7 @@ export class Turnwarden {
       await this.engine.probeTombstones();
       return;
     }
-    if (!ws || ws.tenantId !== tenantId || ws.incarnation !== incarnation) {
-      throw new TurnwardenError(
-        ErrorCode.WORKSTREAM_NOT_FOUND,
-        `workstream ${workstreamId} (incarnation ${incarnation}) not found`,
-      );
-    }
+    if (!ws || ws.tenantId !== tenantId || ws.incarnation !== incarnation) throw notFound();
     this.logger.info(
       { workstreamId, tenantId, principal: input.principal, incarnation },
       'workstream delete requested',
@@ -608,12 +610,15 @@ export class Turnwarden {
     }
     // C7: announced as the host calls; a dispatch under way waits for the ownership check.
     const fence = this.engine.sends.announce(workstreamId);
+    let closedHere: boolean;
     try {
       await this.owned(tenantId, workstreamId);
-      await this.engine.close(workstreamId, waitMs, fence);
+      closedHere = await this.engine.close(workstreamId, waitMs, fence);
     } finally {
       fence.done();
     }
+    // Joined another soft close's CLOSE (C1): that one logs and advertises it, once.
+    if (!closedHere) return;
     this.logger.info({ workstreamId, tenantId, principal: input.principal }, 'workstream closed');
     this.engine.lifecycle.closed(tenantId, workstreamId, 'closed');
   }

@@ -84,7 +84,11 @@ export class SendQueue {
   /** Fences the host called, not applied or refused yet (`announce`). */
   private readonly announced = new Map<string, Set<Pending>>();
 
-  constructor(private readonly maxPerWorkstream: number) {}
+  constructor(
+    private readonly maxPerWorkstream: number,
+    /** QUEUE_FULL's `retryAfterMs`: how long until a turn ends and frees a place (T4's hold estimate). */
+    private readonly retryAfterMs: () => number,
+  ) {}
 
   /** A ticket for an event that fences (a cancel or close call): take it when the host calls. */
   ticket(): number {
@@ -226,7 +230,7 @@ export class SendQueue {
       throw new TurnwardenError(
         ErrorCode.QUEUE_FULL,
         `${queue.length} sends already wait on ${workstreamId} (limits.maxQueuedSends); retry when its turn ends`,
-        { details: { limit: this.maxPerWorkstream } },
+        { details: { limit: this.maxPerWorkstream, retryAfterMs: this.retryAfterMs() } },
       );
     }
     return new Promise<ClaimedTurn>((resolve, reject) => {

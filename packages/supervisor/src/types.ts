@@ -55,9 +55,11 @@ export interface WorkstreamRef extends Caller {
 /** `close()`'s argument: a workstream and, for a soft close, how long to wait for its turn. */
 export interface CloseInput extends WorkstreamRef {
   /**
-   * 0 (default): refuse at once while a turn runs. More: latch the workstream (no new turn) and
-   * wait up to this many ms for the running turn to end, then close (C1); on timeout the latch
-   * is rolled back and the call fails with TIMEOUT, the workstream still usable (C2).
+   * 0 (default): refuse at once while a turn runs. More (at most 3,600,000, an hour): latch the
+   * workstream (no new turn) and wait up to this many ms for the running turn to end, then close
+   * (C1); on timeout the latch is rolled back and the call fails with TIMEOUT, the workstream
+   * still usable (C2). Soft closes at once share the latch — it holds while any of them waits —
+   * and the close: the workstream is closed once and each of them resolves.
    */
   readonly waitMs?: number;
 }
@@ -79,8 +81,8 @@ export interface SendInput extends WorkstreamRef {
   readonly signal?: AbortSignal;
   /**
    * The longest the send waits for a session worker when none is free for its tenant (T4), in
-   * ms; then it is refused with CAPACITY_EXHAUSTED (`details.retryAfterMs`). 0: never wait.
-   * Default `admission.maxWaitMs`. Time spent queued behind the workstream's own running turn
+   * ms; then it is refused with CAPACITY_EXHAUSTED (`details.retryAfterMs`). 0: never wait; at
+   * most 3,600,000 (an hour). Default `admission.maxWaitMs`. Time spent queued behind the workstream's own running turn
    * is not counted.
    */
   readonly maxWaitMs?: number;
