@@ -7,7 +7,7 @@ import { Worker } from 'node:worker_threads';
 import { SlotStamp } from '@turnwarden/clock';
 import { afterEach, describe, expect, it } from 'vitest';
 import { leaseStore } from './test-support/lease-store.js';
-import { nextEvent, script, startRuntime } from './test-support/runtime.js';
+import { FAST_WATCHDOG, nextEvent, script, startRuntime } from './test-support/runtime.js';
 import { type StallInfo, testControls } from './testing.js';
 
 type Rt = Awaited<ReturnType<typeof startRuntime>>;
@@ -34,7 +34,7 @@ describe('abort commit windows', () => {
   it('L4: activity that resumes while the stall is being surfaced makes the abort decline; the lease keeps renewing', async () => {
     let held = 0;
     const leases = leaseStore();
-    rt = await startRuntime({ hooks, store: leases.store });
+    rt = await startRuntime({ watchdog: FAST_WATCHDOG, hooks, store: leases.store });
     const r = rt;
     // Hold the window open until the resumed turn's stamp has landed (its token event follows the stamp).
     beforeCommit = async () => {
@@ -66,7 +66,7 @@ describe('abort commit windows', () => {
 
   it('L4: activity at the last instant before the commit makes it decline (no separate revalidation window exists)', async () => {
     let injected = 0;
-    rt = await startRuntime({ hooks });
+    rt = await startRuntime({ watchdog: FAST_WATCHDOG, hooks });
     const r = rt;
     beforeCommit = (info) => {
       injected++;
@@ -90,7 +90,7 @@ describe('abort commit windows', () => {
         release = resolve;
       });
     };
-    rt = await startRuntime({ hooks });
+    rt = await startRuntime({ watchdog: FAST_WATCHDOG, hooks });
     const turn = await rt.send(script({ sleep: 600 }, { text: 'alive' }));
     const info = await atSeam;
     // The supervisor is parked between sample and commit; a competing thread stamps the slot.
@@ -125,7 +125,7 @@ describe('abort commit windows', () => {
       raised++;
       throw new Error('synthetic abort publication failure');
     };
-    rt = await startRuntime({ hooks });
+    rt = await startRuntime({ watchdog: FAST_WATCHDOG, hooks });
     const renewalsBefore = rt.tw.stats().leaseRenewals;
     const result = await (await rt.send(script({ sleep: 800 }, { text: 'recovered' }))).done;
     expect(raised).toBeGreaterThanOrEqual(2); // it kept sampling and tried again
@@ -136,7 +136,7 @@ describe('abort commit windows', () => {
 
   it('L7: a rejected commit seam declines fail-closed as well', async () => {
     beforeCommit = () => Promise.reject(new Error('synthetic async failure'));
-    rt = await startRuntime({ hooks });
+    rt = await startRuntime({ watchdog: FAST_WATCHDOG, hooks });
     const result = await (await rt.send(script({ sleep: 450 }, { text: 'recovered' }))).done;
     expectDeclinedAndCompleted(rt, result);
   });

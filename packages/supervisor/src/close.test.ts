@@ -3,6 +3,7 @@ import { ErrorCode, openToolCalls } from '@turnwarden/protocol';
 import { openSqliteStore, type Store } from '@turnwarden/store';
 import { afterEach, describe, expect, it } from 'vitest';
 import { refusal, within } from './test-support/bounded.js';
+import { gate } from './test-support/gate.js';
 import { nextEvent, script, startRuntime } from './test-support/runtime.js';
 
 type Rt = Awaited<ReturnType<typeof startRuntime>>;
@@ -30,15 +31,25 @@ describe('soft close', () => {
   it('C1: with waitMs a close latches the workstream, waits for the tool to finish, and closes a complete history', async () => {
     rt = await startRuntime();
     const ref = { tenantId: 'tenant-a', principal: 'user-a', workstreamId: rt.workstreamId };
-    // A tool long enough that the refused send below comes while it runs, even on a slow store.
-    const turn = await rt.send(toolThen({ name: 'heartbeat', args: { ms: 1_500, everyMs: 20 } }));
-    await nextEvent(rt.tw, rt.workstreamId, 'tool_started');
-    const closing = rt.tw.close({ ...ref, waitMs: 30_000 });
-    // While it waits no new turn is admitted, even once the running one has ended.
-    const refused = await refusal(rt.send('sneaking in'));
-    expect(refused.code).toBe(ErrorCode.TURN_IN_PROGRESS);
-    await within(closing, 10_000, 'the soft close completes once the turn ended');
-    expect((await turn.done).status).toBe('completed');
+    // The tool runs until the test opens its gate: the refused send below comes while it runs
+    // however slowly the machine or the store goes, and the turn then completes on its own.
+    const g = gate();
+    try {
+      const turn = await rt.send(toolThen({ name: 'gated', args: g.args }));
+      await within(g.waiting, 10_000, 'the tool runs');
+      const latched = rt.waitForLog('soft close waiting for the running turn');
+      const closing = rt.tw.close({ ...ref, waitMs: 30_000 });
+      await within(latched, 10_000, 'the close waits on the turn');
+      // While it waits no new turn is admitted: the send is refused, not queued behind the turn.
+      const refused = await within(refusal(rt.send('sneaking in')), 10_000, 'the send is refused at once');
+      expect(refused.code).toBe(ErrorCode.TURN_IN_PROGRESS);
+      expect(refused.message).toMatch(/is closing/);
+      g.open();
+      await within(closing, 10_000, 'the soft close completes once the turn ended');
+      expect((await turn.done).status).toBe('completed');
+    } finally {
+      g.close();
+    }
     const rows = await rt.history();
     expect(openToolCalls(rows)).toEqual([]);
     expect(rows.map((r) => r.message.role)).toEqual(['user', 'assistant', 'tool', 'assistant']);

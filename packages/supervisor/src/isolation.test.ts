@@ -20,9 +20,23 @@ const PLUGINS = [
   new URL('./test-support/isolated-plugin.mjs', import.meta.url).href,
 ];
 
-async function start() {
-  return startRuntime({ pluginModules: PLUGINS, pool: { maxWorkers: 1, warmWorkers: 1 } });
+async function start(options: Parameters<typeof startRuntime>[0] = {}) {
+  return startRuntime({ pluginModules: PLUGINS, pool: { maxWorkers: 1, warmWorkers: 1 }, ...options });
 }
+
+/**
+ * For the tests whose subject is what happens after an abort, not how soon it comes: the session
+ * worker gets a grace it never needs (it only waits on the task's RPC and unwinds as soon as it
+ * hears of the abort, in milliseconds on an idle machine), so a busy machine that delays its
+ * thread by a few hundred ms cannot turn "the worker unwound" into "the worker was terminated".
+ * A grace that is never used costs the test nothing; a worker that did not unwind still fails
+ * the test by assertion (workerTerminated), 10 s later. The lease outlives grace + renewal, as
+ * the configuration requires.
+ */
+const PATIENT_GRACE = {
+  watchdog: { timeoutMs: 1_000, pollMs: 30, graceMs: 10_000 },
+  lease: { ttlMs: 15_000, renewMs: 50 },
+};
 
 const call = (name: string, args: Record<string, unknown> = {}) =>
   script({ tools: [{ name, args }] }, { text: 'done' });
@@ -51,14 +65,19 @@ describe('thread-isolated tools', () => {
   });
 
   it('L2: a task that heartbeats from its pool thread keeps the turn alive past the watchdog timeout', async () => {
-    rt = await start(); // watchdog timeoutMs 300
-    const result = await (await rt.send(call('iso_beat', { ms: 900 }))).done;
+    // The pool's thread is started by a first task, so the silence before the beating task's
+    // first heartbeat is a call over a warm thread, not a thread's start on a busy machine; the
+    // task then beats for three timeouts, which it outlives only by its pool thread's stamps.
+    rt = await start({ watchdog: { timeoutMs: 1_000, pollMs: 30, graceMs: 250 } });
+    expect((await (await rt.send(call('iso_where'))).done).status).toBe('completed');
+    expect(rt.tw.stats().isolation).toMatchObject({ started: 1, threads: 1 });
+    const result = await (await rt.send(call('iso_beat', { ms: 3_000 }))).done;
     expect(result.status).toBe('completed');
     expect(rt.tw.stats().watchdogFired).toBe(0);
   });
 
   it('L3: a wedged isolated tool is reclaimed by terminating its pool thread; the session worker is kept and serves the next turn', async () => {
-    rt = await start();
+    rt = await start(PATIENT_GRACE);
     const started: number[] = [];
     await rt.tw.subscribe({
       tenantId: 'tenant-a',
@@ -84,7 +103,7 @@ describe('thread-isolated tools', () => {
   });
 
   it('a force cancel during an isolated tool terminates its pool thread, not the session worker', async () => {
-    rt = await start();
+    rt = await start(PATIENT_GRACE);
     const toolStarted = nextEvent(rt.tw, rt.workstreamId, 'tool_started');
     const turn = await rt.send(call('iso_beat', { ms: 60_000 }));
     await toolStarted;

@@ -6,7 +6,7 @@ import { openToolCalls } from '@turnwarden/protocol';
 import { openSqliteStore } from '@turnwarden/store';
 import { afterEach, describe, expect, it } from 'vitest';
 import { within } from './test-support/bounded.js';
-import { nextEvent, script, startRuntime } from './test-support/runtime.js';
+import { FAST_WATCHDOG, nextEvent, script, startRuntime } from './test-support/runtime.js';
 import { testControls } from './testing.js';
 
 type Rt = Awaited<ReturnType<typeof startRuntime>>;
@@ -18,7 +18,7 @@ afterEach(async () => {
 
 describe('liveness watchdog', () => {
   it('L1: a silently stalled turn is detected, logged with the workstream and idle time, and ends interrupted; the next message runs', async () => {
-    rt = await startRuntime();
+    rt = await startRuntime({ watchdog: FAST_WATCHDOG });
     const started = nextEvent(rt.tw, rt.workstreamId, 'turn_started');
     const turn = await rt.send(script({ text: 'working' }, { stall: true }));
     const result = await turn.done;
@@ -48,7 +48,7 @@ describe('liveness watchdog', () => {
   });
 
   it('L2: a turn that keeps making progress past timeoutMs is never aborted and its lease keeps renewing', async () => {
-    rt = await startRuntime();
+    rt = await startRuntime({ watchdog: FAST_WATCHDOG });
     const renewalsBefore = rt.tw.stats().leaseRenewals;
     // 3 × timeoutMs of tool heartbeats, then streamed text.
     const result = await (
@@ -64,7 +64,7 @@ describe('liveness watchdog', () => {
 
   it('L3: a wedged turn stops renewing at the commit, is terminated after grace, gets unknown results, and the workstream runs on a fresh worker', async () => {
     const store = openSqliteStore({ path: ':memory:' });
-    rt = await startRuntime({ store });
+    rt = await startRuntime({ watchdog: FAST_WATCHDOG, store });
     const started = nextEvent(rt.tw, rt.workstreamId, 'turn_started');
     const turn = await rt.send(
       script({
@@ -110,7 +110,7 @@ describe('liveness watchdog', () => {
   });
 
   it('L5: the definitive settlement is published only after the commit, and after the observational one', async () => {
-    rt = await startRuntime();
+    rt = await startRuntime({ watchdog: FAST_WATCHDOG });
     const result = await (await rt.send(script({ stall: true }))).done;
     expect(result.status).toBe('interrupted');
     const msgs = rt.logs.map((l) => l.msg);
@@ -134,7 +134,7 @@ describe('liveness watchdog', () => {
   it('L9: idle time between turns never counts — a turn is measured from its own entry', async () => {
     // Injected monotonic time, polled by hand: the bounds below are exact.
     const time = { now: 1_000 };
-    rt = await startRuntime({ now: () => time.now, manualWatchdog: true });
+    rt = await startRuntime({ watchdog: FAST_WATCHDOG, now: () => time.now, manualWatchdog: true });
     await (await rt.send('first')).done;
     time.now += 10 * 300; // idle for ten times timeoutMs between the turns
     testControls(rt.tw).pollWatchdog();
@@ -162,7 +162,7 @@ describe('liveness watchdog', () => {
 
   it('L10: a wall-clock jump forward, on the supervisor and in the worker, does not fire the watchdog', async () => {
     // The default time source, polled by hand, so the poll right after the jump is the one judged.
-    rt = await startRuntime({ manualWatchdog: true });
+    rt = await startRuntime({ watchdog: FAST_WATCHDOG, manualWatchdog: true });
     const realNow = Date.now;
     const turn = await rt.send(
       script(
@@ -187,7 +187,7 @@ describe('liveness watchdog', () => {
   });
 
   it('L10: a wall-clock jump backward, on the supervisor and in the worker, does not hide a stall', async () => {
-    rt = await startRuntime({ manualWatchdog: true });
+    rt = await startRuntime({ watchdog: FAST_WATCHDOG, manualWatchdog: true });
     const realNow = Date.now;
     const turn = await rt.send(
       script(
@@ -228,7 +228,7 @@ describe('liveness watchdog', () => {
   });
 
   it('L12: the watchdog polls only active turns — a thousand idle workstreams add nothing to a poll', async () => {
-    rt = await startRuntime();
+    rt = await startRuntime({ watchdog: FAST_WATCHDOG });
     for (let i = 0; i < 1_000; i++)
       await rt.tw.createWorkstream({ tenantId: 'tenant-a', principal: 'user-a', workstreamId: `idle-${i}` });
     const turn = await rt.send(script({ heartbeat: 200, everyMs: 20 }, { text: 'done' }));
@@ -241,7 +241,7 @@ describe('liveness watchdog', () => {
 
   it('L3: a worker retired after an aborted turn exits and frees its slot for the next turn', async () => {
     // One worker slot: the next turn can only run once the retired worker has exited.
-    rt = await startRuntime({ pool: { maxWorkers: 1, warmWorkers: 1 } });
+    rt = await startRuntime({ watchdog: FAST_WATCHDOG, pool: { maxWorkers: 1, warmWorkers: 1 } });
     const started = nextEvent(rt.tw, rt.workstreamId, 'turn_started');
     const stalled = await (await rt.send(script({ text: 'a' }, { stall: true }))).done;
     expect(stalled).toMatchObject({ status: 'interrupted', workerTerminated: false });

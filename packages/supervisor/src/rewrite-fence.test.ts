@@ -8,7 +8,7 @@ import { openSqliteStore } from '@turnwarden/store';
 import { afterEach, describe, expect, it } from 'vitest';
 import { within } from './test-support/bounded.js';
 import { gatedStore } from './test-support/gated-store.js';
-import { nextEvent, script, startRuntime } from './test-support/runtime.js';
+import { FAST_WATCHDOG, nextEvent, script, startRuntime } from './test-support/runtime.js';
 import { type StallInfo, testControls } from './testing.js';
 
 type Rt = Awaited<ReturnType<typeof startRuntime>>;
@@ -21,7 +21,7 @@ afterEach(async () => {
 describe('history rewrite fence', () => {
   it('L8: an abort waits for a rewrite already in flight and never tears it', async () => {
     const gated = gatedStore(openSqliteStore({ path: ':memory:' }));
-    rt = await startRuntime({ store: gated.store });
+    rt = await startRuntime({ watchdog: FAST_WATCHDOG, store: gated.store });
     await (await rt.send('hello')).done; // rows 1–2 to compact
     const turn = await rt.send(
       script({ tools: [{ name: 'sleep', args: { ms: 60_000, ignoreAbort: true } }] }),
@@ -65,6 +65,7 @@ describe('history rewrite fence', () => {
       seam = resolve;
     });
     rt = await startRuntime({
+      watchdog: FAST_WATCHDOG,
       hooks: {
         beforeCommit: (info) => {
           seam(info);
@@ -111,7 +112,7 @@ describe('history rewrite fence', () => {
   });
 
   it('L8: only a committed abort revokes a rewrite that has not started; the idle workstream admits it again', async () => {
-    rt = await startRuntime();
+    rt = await startRuntime({ watchdog: FAST_WATCHDOG });
     await (await rt.send('hello')).done;
     const turn = await rt.send(script({ tools: [{ name: 'wedge', args: {} }] }));
     await nextEvent(rt.tw, rt.workstreamId, 'turn_aborted');
@@ -145,7 +146,7 @@ describe('history rewrite fence', () => {
 
   it('C6: a force cancel never waits on a history rewrite in flight: it returns once the abort is signalled, and the turn ends after the rewrite', async () => {
     const gated = gatedStore(openSqliteStore({ path: ':memory:' }));
-    rt = await startRuntime({ store: gated.store });
+    rt = await startRuntime({ watchdog: FAST_WATCHDOG, store: gated.store });
     const ref = { tenantId: 'tenant-a', principal: 'user-a', workstreamId: rt.workstreamId };
     await (await rt.send('hello')).done; // rows 1–2 to compact
     const turn = await rt.send(

@@ -37,3 +37,31 @@ tools.push({
     return `wall clock shifted by ${shift} ms`;
   },
 });
+
+// A tool that runs until the test opens its gate (test-support/gate.ts): a test that needs a
+// tool to be running while it does something waits on nothing but its own call, never on how
+// long a tool happens to take. It says it is waiting once it listens, and heartbeats meanwhile.
+tools.push({
+  name: 'gated',
+  description: 'Runs until the test opens the gate named args.gate, heartbeating every 20 ms.',
+  async run(args, ctx) {
+    const gate = String(args.gate);
+    const channel = new BroadcastChannel('turnwarden-test-gates');
+    let beat;
+    try {
+      await new Promise((resolve, reject) => {
+        channel.onmessage = (m) => {
+          if (m.data?.gate === gate && m.data.open === true) resolve();
+        };
+        ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason), { once: true });
+        beat = setInterval(() => ctx.heartbeat(), 20);
+        ctx.heartbeat();
+        channel.postMessage({ gate, waiting: true });
+      });
+      return `gate ${gate} opened`;
+    } finally {
+      clearInterval(beat);
+      channel.close();
+    }
+  },
+});

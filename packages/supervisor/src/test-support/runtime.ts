@@ -55,8 +55,23 @@ export interface LogLine {
 export const PLUGIN = new URL('./plugin.mjs', import.meta.url).href;
 export const SCRIPTED = '@turnwarden/session/scripted';
 
-export const FAST = {
-  watchdog: { timeoutMs: 300, pollMs: 30, graceMs: 250 },
+/**
+ * The watchdog of a test whose subject is the watchdog or what follows an abort it commits (a
+ * stall detected, a wedge terminated after grace): quick to fire. Such a test passes it as
+ * `watchdog: FAST_WATCHDOG`; its turns that must not be aborted stamp well inside timeoutMs.
+ */
+export const FAST_WATCHDOG = { timeoutMs: 300, pollMs: 30, graceMs: 250 } as const;
+
+/**
+ * Every other test's watchdog: a turn that is not about the watchdog is never aborted by it
+ * because a busy machine delayed a thread (a worker's or a pool thread's start, a slow store
+ * write under the turn, a GC pause) for a few hundred ms. No such test waits on it: a turn ends
+ * when it ends, so a patient watchdog costs nothing.
+ */
+const PATIENT_WATCHDOG = { timeoutMs: 10_000, pollMs: 30, graceMs: 2_000 } as const;
+
+const DEFAULTS = {
+  watchdog: PATIENT_WATCHDOG,
   lease: { ttlMs: 3_000, renewMs: 50 },
   pool: { maxWorkers: 4, warmWorkers: 2 },
 } as const;
@@ -66,7 +81,7 @@ export function script(...steps: unknown[]): string {
 }
 
 /**
- * Starts a runtime with fast watchdog settings, capturing logs and events, on workstream ws-1 of
+ * Starts a runtime with a patient watchdog (FAST_WATCHDOG where the test asks for it), fast lease renewal, capturing logs and events, on workstream ws-1 of
  * tenant-a (created, unless `existing`: a store that already has it).
  */
 export async function startRuntime(
@@ -101,7 +116,7 @@ export async function startRuntime(
   const store = await testStore(rest.store);
   const tw = await startForTesting(
     {
-      ...FAST,
+      ...DEFAULTS,
       model: 'scripted',
       ...rest,
       // The offline scripted model and demo tools are a plugin like any other (opt-in).
