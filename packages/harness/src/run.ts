@@ -363,6 +363,14 @@ export class Run {
         (t) =>
           !this.harness.isParked(t) && !(t.startsWith('W') && (this.turnDone || journalHeld || dispatchHeld)),
       );
+      // The host's compact reads the workstream's ownership before it is admitted: until it is
+      // (parked at its seam under the turn) or has ended, it is still on its way, and the next
+      // step waits for it. Otherwise the schedule's "compact, then the turn goes on" held only
+      // while the store answered within two loop turns: on PostgreSQL under load the turn ended
+      // first and the compact ran after it, judged as a rewrite the turn's end did not wait for.
+      if (this.record.rewrite?.outcome === 'pending' && !this.harness.isParked('R') && !this.turnDone) {
+        busy.push('C');
+      }
       if (busy.length === 0) {
         // A worker stays in `running` until its turn is done: parked or blocked, it runs again later.
         if (this.turnDone) this.running.clear();

@@ -730,7 +730,12 @@ export class TurnEngine {
     throughSeq: number,
     summary: { commitKey: string; message: { role: 'system'; content: string } },
   ): Promise<{ removed: number }> {
-    const running = this.sessions.peek(workstreamId)?.turn;
+    // A turn that has begun to settle takes no rewrite: its end no longer waits for one, and its
+    // lease is about to be released (a compact called during the turn whose ownership read came
+    // back only then was written under that released lease and refused FENCED, found by the
+    // harness on PostgreSQL under load). Such a compact runs in the mailbox, after the turn's end.
+    const current = this.sessions.peek(workstreamId)?.turn;
+    const running = current?.finished === true ? undefined : current;
     const result = await (running
       ? compactLive(this, running, throughSeq, summary)
       : this.rewriting(workstreamId, (rec) =>

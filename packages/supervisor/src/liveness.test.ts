@@ -101,8 +101,15 @@ describe('liveness watchdog', () => {
   it('L3: a row the dead turn had in flight after the commit never reaches durable history', async () => {
     // `block` holds the worker thread past timeoutMs (it cannot even receive the abort), then
     // returns; the turn loop then tries to journal the tool result: the supervisor refuses it.
-    rt = await startRuntime({ watchdog: { timeoutMs: 200, pollMs: 20, graceMs: 2_000 } });
-    const result = await (await rt.send(script({ tools: [{ name: 'block', args: { ms: 600 } }] }))).done;
+    // The timeout is far above the turn's silences before the tool (a loaded machine once
+    // stretched one past 200 ms: the abort came before the tool call was journaled), the block
+    // three times the timeout, and the grace far above the block, so the worker returns to be
+    // refused rather than being terminated.
+    rt = await startRuntime({
+      watchdog: { timeoutMs: 1_000, pollMs: 20, graceMs: 10_000 },
+      lease: { ttlMs: 15_000, renewMs: 50 },
+    });
+    const result = await (await rt.send(script({ tools: [{ name: 'block', args: { ms: 3_000 } }] }))).done;
     expect(result).toMatchObject({ status: 'interrupted', abortReason: 'watchdog', workerTerminated: false });
     expect(rt.tw.stats().journalRefusedFenced).toBe(1);
     const tools = (await rt.history()).filter((r) => r.message.role === 'tool').map((r) => r.message);

@@ -4,7 +4,7 @@
  */
 import { SlotStamp } from '@turnwarden/clock';
 import { ErrorCode, isTurnwardenError, openToolCalls } from '@turnwarden/protocol';
-import { openSqliteStore } from '@turnwarden/store';
+import { openSqliteStore, type Store } from '@turnwarden/store';
 import { afterEach, describe, expect, it } from 'vitest';
 import { within } from './test-support/bounded.js';
 import { gatedStore } from './test-support/gated-store.js';
@@ -19,6 +19,64 @@ afterEach(async () => {
 });
 
 describe('history rewrite fence', () => {
+  it('L8: a compact called as the turn ends runs on the idle session after it, never under the ended turn’s released lease', async () => {
+    // The turn's end is held at its lease release (its settle has begun); the store's compaction
+    // waits until that release is done, as a slow store may let it.
+    const inner = openSqliteStore({ path: ':memory:' });
+    let held: { entered: () => void; gate: Promise<void> } | undefined;
+    let released!: () => void;
+    const releaseDone = new Promise<void>((resolve) => {
+      released = resolve;
+    });
+    const store: Store = new Proxy(inner, {
+      get(target, key, receiver) {
+        const value = Reflect.get(target, key, receiver) as unknown;
+        if (typeof value !== 'function') return value;
+        if (key === 'releaseLease' && held !== undefined) {
+          const h = held;
+          held = undefined;
+          return async (...args: Parameters<Store['releaseLease']>) => {
+            h.entered();
+            await h.gate;
+            const ok = await target.releaseLease(...args);
+            released();
+            return ok;
+          };
+        }
+        if (key === 'compactHistory') {
+          return async (...args: Parameters<Store['compactHistory']>) => {
+            await releaseDone;
+            return target.compactHistory(...args);
+          };
+        }
+        return (value as (...a: unknown[]) => unknown).bind(target);
+      },
+    });
+    rt = await startRuntime({ store });
+    await (await rt.send('hello')).done; // rows 1–2 to compact
+    let open!: () => void;
+    let entered!: () => void;
+    const atRelease = new Promise<void>((resolve) => {
+      entered = resolve;
+    });
+    held = { entered, gate: new Promise<void>((resolve) => (open = resolve)) };
+    const turn = await rt.send('again');
+    await within(atRelease, 10_000, 'the turn ends and its settle reaches the lease release');
+    const rewrite = rt.tw.compact({
+      tenantId: 'tenant-a',
+      principal: 'user-a',
+      workstreamId: rt.workstreamId,
+      throughSeq: 2,
+      summary: 'The user said hello.',
+    });
+    open();
+    expect((await turn.done).status).toBe('completed');
+    const outcome = rewrite.catch((e: unknown) => (isTurnwardenError(e) ? e.code : e));
+    expect(await within(outcome, 10_000, 'the compact ends')).toEqual({ removed: 2 });
+    const rows = await rt.history();
+    expect(rows.map((r) => r.message.role)).toEqual(['system', 'user', 'assistant']);
+  });
+
   it('L8: an abort waits for a rewrite already in flight and never tears it', async () => {
     const gated = gatedStore(openSqliteStore({ path: ':memory:' }));
     rt = await startRuntime({ watchdog: FAST_WATCHDOG, store: gated.store });

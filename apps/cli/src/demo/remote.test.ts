@@ -14,6 +14,9 @@ afterEach(async () => {
   server = undefined;
 });
 
+/** As in run.test.ts: the subject is how each turn ends, not how soon a stall is seen. */
+const TIMEOUT_MS = 1_500;
+
 describe('demo against a server', () => {
   it('L1 L3 S1 S2: every turn ends as its kind must and every history read back over HTTP is complete', async () => {
     server = await startServer(
@@ -23,7 +26,7 @@ describe('demo against a server', () => {
         logLevel: 'silent',
         tokens: [{ token: TOKEN, tenantId: 'demo', principal: 'demo-user' }],
         runtime: {
-          watchdog: { timeoutMs: 500, pollMs: 50, graceMs: 150 },
+          watchdog: { timeoutMs: TIMEOUT_MS, pollMs: 50, graceMs: 150 },
           pool: { maxWorkers: 4, warmWorkers: 2 },
         },
       }),
@@ -34,7 +37,7 @@ describe('demo against a server', () => {
       '--workstreams=4',
       '--turns=3',
       '--seed=3',
-      '--timeout-ms=500',
+      `--timeout-ms=${TIMEOUT_MS}`,
     ]);
     const report = await runRemoteDemo({ ...args, server: args.server!, token: args.token! });
     expect(report.checks.filter((c) => !c.ok)).toEqual([]);
