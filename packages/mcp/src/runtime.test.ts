@@ -36,8 +36,18 @@ afterEach(async () => {
 
 const script = (...steps: unknown[]) => JSON.stringify({ script: steps });
 
+/**
+ * The watchdogs here. A test whose subject is not the watchdog gets a patient one: an MCP call's
+ * first answer crosses a process boundary and, on a machine whose other core is busy, can take
+ * longer than a 400 ms watchdog allows (CI saw a false abort on a server's restart). A hang is
+ * detected by a 1.5 s one, and progress must outlive a 1 s one for three times as long.
+ */
+const PATIENT_MS = 10_000;
+const HANG_MS = 1_500;
+const PROGRESS_WATCHDOG_MS = 1_000;
+
 /** Where the MCP tools run: in each session worker (pluginModules) or on the supervisor's thread (hostToolModules). */
-async function start(mode: 'worker' | 'host' = 'worker', timeoutMs = 400) {
+async function start(mode: 'worker' | 'host' = 'worker', timeoutMs = PATIENT_MS) {
   dir = mkdtempSync(join(tmpdir(), 'tw-mcp-rt-'));
   const log = join(dir, 'events.log');
   // Workers inherit the environment as it is when they spawn.
@@ -100,7 +110,7 @@ describe('MCP tools in a session worker', () => {
   });
 
   it('L1: a tool that hangs is aborted by the watchdog and the server sees the cancellation', async () => {
-    const { send, history, events } = await start();
+    const { send, history, events } = await start('worker', HANG_MS);
     const done = await within(
       send(script({ tools: [{ name: 'fx.hang', args: {} }] })),
       15_000,
@@ -111,23 +121,28 @@ describe('MCP tools in a session worker', () => {
     expect(openToolCalls(await history())).toEqual([]);
   });
 
-  it('L2: MCP progress notifications are progress: a 1.2 s tool outlives a 400 ms watchdog', async () => {
-    const { send, history } = await start();
+  it('L2: MCP progress notifications are progress: a 3 s tool outlives a 1 s watchdog', async () => {
+    const { send, history } = await start('worker', PROGRESS_WATCHDOG_MS);
     const done = await within(
-      send(script({ tools: [{ name: 'fx.sleep', args: { ms: 1_200 } }] }, { text: 'rested' })),
+      send(
+        script({ tools: [{ name: 'fx.sleep', args: { ms: 3 * PROGRESS_WATCHDOG_MS } }] }, { text: 'rested' }),
+      ),
       15_000,
       'the turn ends',
     );
     expect(done.status).toBe('completed');
     const rows = await history();
-    expect(rows[2]?.message).toMatchObject({ content: 'slept 1200 ms', effect: 'applied' });
+    expect(rows[2]?.message).toMatchObject({
+      content: `slept ${3 * PROGRESS_WATCHDOG_MS} ms`,
+      effect: 'applied',
+    });
   });
 
   it('S2: a server that dies mid-call is effect unknown; the next call restarts it; shutdown ends the servers', async () => {
     // The restart spawns a process and redoes the handshake without stamping progress: on a
     // loaded machine that outlasts a 400 ms watchdog (CI saw it on Node 22). The subject here is
-    // the effect and the restart, not the watchdog: a generous timeout.
-    const { send, history, events } = await start('worker', 10_000);
+    // the effect and the restart, not the watchdog: the patient one.
+    const { send, history, events } = await start();
     const done = await within(
       send(
         script(
@@ -160,7 +175,7 @@ describe('MCP tools in a session worker', () => {
 
 describe('MCP tools as host tools (hostToolModules: on the supervisor’s thread)', () => {
   it('S2 L1: the same tools, one server for every session; a hang is aborted, the server sees the cancellation, the session worker is kept', async () => {
-    const { tw, send, history, events } = await start('host');
+    const { tw, send, history, events } = await start('host', HANG_MS);
     const first = await within(
       send(
         script(
@@ -204,10 +219,12 @@ describe('MCP tools as host tools (hostToolModules: on the supervisor’s thread
     await until(() => !existsSync(`/proc/${pid}`), 10_000, 'the server process is gone (reaped)');
   });
 
-  it('L2: progress notifications stamp the turn from the supervisor’s thread: a 1.2 s tool outlives a 400 ms watchdog', async () => {
-    const { send } = await start('host');
+  it('L2: progress notifications stamp the turn from the supervisor’s thread: a 3 s tool outlives a 1 s watchdog', async () => {
+    const { send } = await start('host', PROGRESS_WATCHDOG_MS);
     const done = await within(
-      send(script({ tools: [{ name: 'fx.sleep', args: { ms: 1_200 } }] }, { text: 'rested' })),
+      send(
+        script({ tools: [{ name: 'fx.sleep', args: { ms: 3 * PROGRESS_WATCHDOG_MS } }] }, { text: 'rested' }),
+      ),
       15_000,
       'the turn ends',
     );
