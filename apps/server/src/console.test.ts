@@ -35,7 +35,9 @@ describe.skipIf(CHROMIUM === undefined)('the live console in headless Chromium',
         logLevel: 'silent',
         tokens: [{ token: TOKEN, tenantId: 'acme', principal: 'alice' }],
         runtime: {
-          watchdog: { timeoutMs: 500, pollMs: 25, graceMs: 300 },
+          // Quick enough for the stalled turn, and far above the streamed turn's silences on a
+          // machine whose other core is busy.
+          watchdog: { timeoutMs: 1_500, pollMs: 25, graceMs: 300 },
           pool: { maxWorkers: 2, warmWorkers: 1 },
         },
       }),

@@ -37,7 +37,9 @@ async function start(runtime: Record<string, unknown> = {}, extra: Record<string
         { token: BOB, tenantId: 'globex', principal: 'bob' },
       ],
       runtime: {
-        watchdog: { timeoutMs: 400, pollMs: 25, graceMs: 300 },
+        // No test here is about the watchdog (the metrics test asserts it never fired): a
+        // patient one, so a turn on a machine whose other core is busy is no false abort.
+        watchdog: { timeoutMs: 10_000, pollMs: 25, graceMs: 2_000 },
         lease: { ttlMs: 3_000, renewMs: 100 },
         pool: { maxWorkers: 2, warmWorkers: 1 },
         ...runtime,
