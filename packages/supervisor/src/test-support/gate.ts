@@ -23,7 +23,7 @@ export function gate(): Gate {
   channel.unref();
   const waiting = new Promise<void>((resolve) => {
     channel.onmessage = (m) => {
-      const data = (m as MessageEvent<{ gate?: string; waiting?: boolean }>).data;
+      const data = (m as { data?: { gate?: string; waiting?: boolean } }).data;
       if (data?.gate === name && data.waiting === true) resolve();
     };
   });
