@@ -122,10 +122,13 @@ describe.skipIf(skip !== undefined)('several hosts on PostgreSQL', () => {
     };
     await until('h1 ends the turn it lost', 15_000, ended(0));
     // Its repair found h2's call open and tried to answer it with its old token: refused (FENCED).
-    const refused = cluster.logged(
-      0,
-      'repair refused: the lease was lost; the session is left to its holder',
+    // The log line comes over h1's stdout, which a loaded machine may deliver after the status
+    // answer above: waited for, bounded.
+    const repairRefused = 'repair refused: the lease was lost; the session is left to its holder';
+    await until('h1 logs its refused repair', 15_000, async () =>
+      cluster.logged(0, repairRefused).length > 0 ? true : undefined,
     );
+    const refused = cluster.logged(0, repairRefused);
     expect(refused).toHaveLength(1);
     expect(JSON.stringify(refused[0])).toContain('FENCED');
     // h2's turn is untouched: its call is still open — nothing of h1's answered it.
