@@ -42,7 +42,7 @@ export const BUGS = [
   {
     id: 'failed-refresh-renews',
     what: 'a failed lease refresh counts as a renewal: the turn never ends as lease_lost (L3, P6)',
-    file: `${S}/abort-protocol.ts`,
+    file: `${S}/turn/renewal.ts`,
     find: '        if (ok) {',
     replace: '        if (ok || true) {',
     tests: [`${S}/leases.test.ts`],
@@ -118,9 +118,9 @@ export const BUGS = [
   {
     id: 'escalation-no-terminate',
     what: 'grace escalation never terminates the worker (L3)',
-    file: `${S}/abort-protocol.ts`,
-    find: '    void this.host.pool.terminate(turn.worker);\n  }',
-    replace: '  }',
+    file: `${S}/turn/turn.ts`,
+    find: '      LogMessage.graceExpired,\n    );\n    void this.host.pool.terminate(this.worker);',
+    replace: '      LogMessage.graceExpired,\n    );',
     tests: [`${S}/liveness.test.ts`],
     filter: 'L3: a wedged turn',
   },

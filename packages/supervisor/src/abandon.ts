@@ -12,13 +12,13 @@ import { Mutation, mutated } from '@turnwarden/protocol/mutations';
 import { finishAbandoning, stateOf } from '@turnwarden/session';
 import type { Lease, TurnStore } from '@turnwarden/store';
 import type { Logger } from 'pino';
-import type { AbandonReason } from './active-turn.js';
 import type { EventHub } from './events.js';
 import type { JournalGate } from './journal-gate.js';
 import { repairOpenCalls } from './repair.js';
 import { LogMessage } from './reporting.js';
 import type { SessionRecord, Sessions } from './sessions.js';
 import type { RuntimeCounters } from './stats.js';
+import type { AbandonReason } from './turn/types.js';
 
 export interface AbandonHost {
   readonly store: Pick<TurnStore, 'readHistory' | 'appendMessages' | 'saveSession'>;

@@ -7,29 +7,14 @@
  * running turn). The public API (runtime.ts) checks input and tenancy, then calls in here.
  */
 import { ActivityClock, activityName, isFenced, type MonotonicMs } from '@turnwarden/clock';
-import type {
-  AbortReason,
-  HarnessLink,
-  HostApi,
-  SessionSnapshotData,
-  TurnOutcome,
-} from '@turnwarden/protocol';
-import { ErrorCode, SeamName, seam, TurnwardenError, toWire } from '@turnwarden/protocol';
+import type { AbortReason, HarnessLink, HostApi, SessionSnapshotData } from '@turnwarden/protocol';
+import { ErrorCode, SeamName, seam, TurnwardenError } from '@turnwarden/protocol';
 import { sessionWorkerUrl, stateOf } from '@turnwarden/session';
 import type { Store } from '@turnwarden/store';
 import type { Logger } from 'pino';
 import { AbortProtocol } from './abort-protocol.js';
-import type { ActiveTurn } from './active-turn.js';
 import { Admission, type Permit } from './admission.js';
-import {
-  type Admitted,
-  admissionRefusal,
-  admit,
-  type ClaimInput,
-  claimable,
-  newHolder,
-  start,
-} from './claim.js';
+import { admissionRefusal, type ClaimInput, claim as claimTurn, newHolder } from './claim.js';
 import { Cluster, channelOf, type RoutedOp } from './cluster.js';
 import type { SupervisorConfig } from './config.js';
 import { EventHub } from './events.js';
@@ -43,12 +28,12 @@ import { Recovery } from './recovery.js';
 import { compactLive } from './rewrite.js';
 import { type Announced, type SendClaim, SendQueue } from './send-queue.js';
 import { claimRefusal, type SessionRecord, Sessions } from './sessions.js';
-import { settle } from './settle.js';
 import { newCounters } from './stats.js';
 import { nodeTimers, type Timers } from './timers.js';
+import { TurnSlots } from './turn/slots.js';
+import type { Turn } from './turn/turn.js';
 import type { ClaimedTurn, RewindResult, WorkstreamStatus } from './types.js';
 import { Watchdog, type WatchdogHooks } from './watchdog.js';
-import { onWorkerEvent } from './worker-events.js';
 
 export interface EngineOptions {
   readonly config: SupervisorConfig;
@@ -184,7 +169,8 @@ export class TurnEngine {
   get clustered(): boolean {
     return this.cluster !== undefined;
   }
-  private readonly bySlot = new Map<number, ActiveTurn>();
+  /** The running turns by clock slot (turn/slots.ts). */
+  readonly slots = new TurnSlots();
   private cancelSweep: (() => void) | undefined;
   /**
    * Workstreams whose soft closes wait on their running turn (C1): latched while any of them
@@ -286,7 +272,7 @@ export class TurnEngine {
         const rec = this.sessions.record(workstreamId);
         type Step =
           | { readonly queued: Promise<ClaimedTurn> }
-          | { readonly admitted: Admitted }
+          | { readonly turn: Turn }
           | { readonly wait: true };
         let step: Step;
         try {
@@ -294,7 +280,7 @@ export class TurnEngine {
             this.sends.check(claim);
             const busy = rec.turn !== undefined || this.sends.depth(workstreamId) > 0;
             // T3: only the running turn's own principal queues behind it; another's message is an
-            // interjection, refused (TURN_IN_PROGRESS) — as is any send while queueing is off.
+            // interjection, refused (TURN_IN_PROGRESS) by the claim — as is any send while queueing is off.
             const own = rec.turn === undefined || rec.turn.principal === input.principal;
             if (busy && own && this.config.limits.maxQueuedSends > 0) {
               const refused = admissionRefusal(this, workstreamId);
@@ -309,21 +295,14 @@ export class TurnEngine {
               );
               return { queued };
             }
-            // T3, or queueing off: a turn runs (or is still settling, its machine perhaps idle).
-            if (rec.turn !== undefined) throw claimRefusal(workstreamId, rec.state ?? 'streaming', true);
-            if (!busy) {
-              // Refusals first (closing, closed, debt): a send that cannot claim never waits.
-              await claimable(this, rec, workstreamId);
-              permit ??= this.admission.tryAcquire(tenantId);
-              if (permit === undefined) return { wait: true };
-            }
-            if (permit === undefined) {
-              throw new TurnwardenError(
-                ErrorCode.INTERNAL,
-                `a claim on ${workstreamId} reached admission without a permit`,
-              );
-            }
-            return { admitted: await admit(this, rec, input, permit) };
+            // Refusals first (a turn, closing, closed, debt): a send that cannot claim never waits.
+            const turn = await claimTurn(
+              this,
+              rec,
+              input,
+              () => (permit ??= this.admission.tryAcquire(tenantId)),
+            );
+            return turn === undefined ? { wait: true } : { turn };
           });
         } finally {
           this.sessions.release(rec);
@@ -334,7 +313,7 @@ export class TurnEngine {
         }
         if ('queued' in step) return await step.queued;
         permit = undefined; // the turn holds it now; its end releases it
-        return start(this, rec, step.admitted, claim, input.tools);
+        return step.turn.run(claim, input.tools);
       }
     } catch (e) {
       permit?.release();
@@ -368,7 +347,7 @@ export class TurnEngine {
    * revalidated and claimed in the session's mailbox. A refused one is answered with its refusal
    * and the next one tried.
    */
-  private pump(workstreamId: string): void {
+  pump(workstreamId: string): void {
     const head = this.sends.peek(workstreamId);
     if (head === undefined) return;
     const { tenantId } = head.input;
@@ -394,12 +373,12 @@ export class TurnEngine {
         waiting = this.sends.shift(workstreamId);
         if (waiting === undefined) return undefined;
         this.sends.check(waiting.claim);
-        return admit(this, rec, waiting.input, permit);
+        return claimTurn(this, rec, waiting.input, () => permit);
       })
       .then(
-        (admitted) => {
-          if (admitted !== undefined && waiting !== undefined)
-            waiting.resolve(start(this, rec, admitted, waiting.claim, waiting.input.tools));
+        (turn) => {
+          if (turn !== undefined && waiting !== undefined)
+            waiting.resolve(turn.run(waiting.claim, waiting.input.tools));
           else permit.release();
         },
         (err: unknown) => {
@@ -412,7 +391,7 @@ export class TurnEngine {
   }
 
   /** A turn ended poisoned — its history still open: sends captured before it cannot start (C7). */
-  private fenceIfPoisoned(rec: SessionRecord): void {
+  turnEnded(rec: SessionRecord): void {
     const state = rec.state;
     if (state !== undefined && state !== 'idle' && state !== 'closed') {
       const revoked = this.sends.fence(rec.workstreamId, this.sends.ticket(), 'poison');
@@ -451,15 +430,15 @@ export class TurnEngine {
     const running = this.sessions.peek(workstreamId)?.turn;
     if (running) {
       this.revoke(workstreamId, ticket, 'cancel');
-      this.aborts.abort(running, 'cancel');
+      running.abort('cancel');
       // Committed: a dispatch waiting on this call sees the abort (C7); the cancel waits on.
       fence.done();
       // C6: a history rewrite in flight cannot be abandoned and the turn's end waits for it (L8);
       // the cancel does not. It returns once the abort is committed and signalled; the turn
       // finishes — results synthesized, stream_end, idle — when the rewrite is done.
-      if (running.rewrites.size > 0) {
+      if (running.rewritesInFlight > 0) {
         this.logger.info(
-          { workstreamId, rewrites: running.rewrites.size },
+          { workstreamId, rewrites: running.rewritesInFlight },
           'cancel returns before a history rewrite in flight; the turn ends after it',
         );
         return true;
@@ -486,7 +465,7 @@ export class TurnEngine {
     return this.idle(workstreamId, async (rec) => {
       if (rec.turn) {
         this.revoke(workstreamId, ticket, 'cancel');
-        this.aborts.abort(rec.turn, 'cancel');
+        rec.turn.abort('cancel');
         return true;
       }
       return this.repairIdle(rec, ticket);
@@ -513,7 +492,7 @@ export class TurnEngine {
     const running = this.sessions.peek(workstreamId)?.turn;
     if (running && running.done === turn) {
       this.revoke(workstreamId, this.sends.ticket(), 'cancel');
-      this.aborts.abort(running, 'cancel');
+      running.abort('cancel');
     }
   }
 
@@ -680,7 +659,7 @@ export class TurnEngine {
     const rec = this.sessions.peek(workstreamId);
     const turn = rec?.turn;
     if (turn !== undefined) {
-      this.aborts.abort(turn, 'workstream_gone');
+      turn.abort('workstream_gone');
       fence.done(); // committed: a dispatch waiting on this call sees the abort (C7)
       await turn.done;
     }
@@ -735,7 +714,7 @@ export class TurnEngine {
     // back only then was written under that released lease and refused FENCED, found by the
     // harness on PostgreSQL under load). Such a compact runs in the mailbox, after the turn's end.
     const current = this.sessions.peek(workstreamId)?.turn;
-    const running = current?.finished === true ? undefined : current;
+    const running = current?.ending === true ? undefined : current;
     const result = await (running
       ? compactLive(this, running, throughSeq, summary)
       : this.rewriting(workstreamId, (rec) =>
@@ -819,13 +798,13 @@ export class TurnEngine {
         generation: turn.generation,
         idleMs: Math.round(this.clock.nowMs() - turn.watched.lastChangeAt),
         lastActivity: activityName(this.clock.lastCode(turn.worker.slot)),
-        ...(turn.abort ? { abortReason: turn.abort.reason } : {}),
+        ...(turn.aborted ? { abortReason: turn.aborted.reason } : {}),
       },
     };
   }
 
   activeTurns(): number {
-    return this.bySlot.size;
+    return this.slots.size;
   }
 
   /** Aborts every running turn and lets every queued command (claims included) settle. */
@@ -833,7 +812,7 @@ export class TurnEngine {
     for (;;) {
       const records = this.sessions.all();
       const turns = records.flatMap((r) => (r.turn ? [r.turn] : []));
-      for (const turn of turns) this.aborts.abort(turn, reason);
+      for (const turn of turns) turn.abort(reason);
       await Promise.all([...turns.map((t) => t.done), ...records.map((r) => r.run(async () => {}))]);
       if (!this.sessions.all().some((r) => r.turn !== undefined)) return;
     }
@@ -893,15 +872,15 @@ export class TurnEngine {
     this.cluster?.journaled(workstreamId, first, last);
   }
 
-  turnOnSlot(slot: number): ActiveTurn | undefined {
-    return this.bySlot.get(slot);
+  turnOnSlot(slot: number): Turn | undefined {
+    return this.slots.on(slot);
   }
 
-  turnOf(workstreamId: string): ActiveTurn | undefined {
+  turnOf(workstreamId: string): Turn | undefined {
     return this.sessions.peek(workstreamId)?.turn;
   }
 
-  fenced(turn: ActiveTurn): boolean {
+  fenced(turn: Turn): boolean {
     return isFenced(this.clock.sample(turn.worker.slot));
   }
 
@@ -927,60 +906,7 @@ export class TurnEngine {
     this.events.emit(workstreamId, 'history_resync', undefined, { reason: 'workstream_gone' });
     const revoked = this.sends.fence(workstreamId, this.sends.ticket(), 'gone');
     if (revoked > 0) this.logger.info({ workstreamId, revoked, reason: 'gone' }, 'queued sends revoked');
-    if (turn !== undefined && turn.abort === undefined) this.aborts.abort(turn, 'workstream_gone');
-  }
-
-  attach(turn: ActiveTurn): void {
-    const rec = this.sessions.peek(turn.workstreamId)!;
-    this.bySlot.set(turn.worker.slot, turn);
-    turn.worker.onEvent = (event) => onWorkerEvent(this, rec, turn, event);
-  }
-
-  detach(turn: ActiveTurn): void {
-    if (this.bySlot.get(turn.worker.slot) === turn) this.bySlot.delete(turn.worker.slot);
-  }
-
-  startRenewal(turn: ActiveTurn): void {
-    this.aborts.startRenewal(turn);
-  }
-
-  stopRenewal(turn: ActiveTurn): void {
-    this.aborts.stopRenewal(turn);
-  }
-
-  abandoning(turn: ActiveTurn, reason: AbortReason): void {
-    const rec = this.sessions.peek(turn.workstreamId);
-    if (rec?.turn === turn) this.sessions.apply(rec, { type: 'ABORT', reason }, turn.generation);
-  }
-
-  settleLater(rec: SessionRecord, turn: ActiveTurn, outcome: TurnOutcome | undefined, err: unknown): void {
-    // In the session's mailbox, on a loop turn of its own: an abort storm's turn ends do not
-    // block the watchdog's timer (L12).
-    rec
-      .run(async () => {
-        await settle(this, rec, turn, outcome, err);
-        this.fenceIfPoisoned(rec);
-      })
-      .catch((e: unknown) => {
-        // Never leave `done` (and so shutdown) hanging on an unexpected failure while finishing.
-        turn.log.error({ err: e }, 'turn finish failed');
-        this.detach(turn);
-        if (rec.turn === turn) rec.turn = undefined;
-        turn.permit.release(); // idempotent: settle may have released it already
-        this.fenceIfPoisoned(rec);
-        turn.resolve({
-          workstreamId: turn.workstreamId,
-          generation: turn.generation,
-          status: 'failed',
-          error: toWire(e),
-          synthesized: 0,
-          workerTerminated: turn.workerTerminated,
-        });
-      })
-      .finally(() => {
-        this.sessions.release(rec);
-        this.pump(turn.workstreamId);
-      });
+    turn?.abort('workstream_gone');
   }
 
   // ── internals ──────────────────────────────────────────────────────────────

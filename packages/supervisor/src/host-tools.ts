@@ -15,11 +15,11 @@ import { Activity, SlotStamp } from '@turnwarden/clock';
 import { ErrorCode, type HostToolRequest, type HostToolSpec, TurnwardenError } from '@turnwarden/protocol';
 import { declaredEffect, raceAbort, type Tool, type ToolContext } from '@turnwarden/session';
 import type { Logger } from 'pino';
-import type { ActiveTurn } from './active-turn.js';
+import type { Turn } from './turn/turn.js';
 import { TurnTasks } from './turn-tasks.js';
 
 export interface HostToolsHost {
-  turnOf(workstreamId: string): ActiveTurn | undefined;
+  turnOf(workstreamId: string): Turn | undefined;
   readonly clock: SharedArrayBuffer;
   readonly logger: Logger;
 }
@@ -128,7 +128,7 @@ export class HostTools {
   }
 
   /** The turn ended (settle): its calls still running are aborted. */
-  cancelTurn(turn: ActiveTurn): void {
+  cancelTurn(turn: Turn): void {
     this.tasks.cancelTurn(turn);
   }
 

@@ -11,7 +11,7 @@ import { ErrorCode, type IsolatedRequest, TurnwardenError } from '@turnwarden/pr
 import { isolatedRunnerUrl } from '@turnwarden/session';
 import type { Logger } from 'pino';
 import { Piscina } from 'piscina';
-import type { ActiveTurn } from './active-turn.js';
+import type { Turn } from './turn/turn.js';
 import { TurnTasks } from './turn-tasks.js';
 
 export interface IsolationConfig {
@@ -36,7 +36,7 @@ export interface IsolationStats {
 
 export interface IsolationHost {
   /** The running turn of a workstream, if any. */
-  turnOf(workstreamId: string): ActiveTurn | undefined;
+  turnOf(workstreamId: string): Turn | undefined;
   readonly clock: SharedArrayBuffer;
   readonly logger: Logger;
 }
@@ -91,7 +91,7 @@ export class IsolatedPool {
   }
 
   /** Cancels every task of a turn that has ended (settle). */
-  cancelTurn(turn: ActiveTurn): void {
+  cancelTurn(turn: Turn): void {
     this.tasks.cancelTurn(turn);
   }
 

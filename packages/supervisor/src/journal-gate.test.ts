@@ -10,11 +10,11 @@ import {
 } from '@turnwarden/protocol';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import type { ActiveTurn } from './active-turn.js';
 import { DEFAULT_CONFIG } from './config.js';
 import { EventHub, type TurnwardenEvent } from './events.js';
 import { type GateHost, JournalGate } from './journal-gate.js';
 import { nodeTimers } from './timers.js';
+import type { Turn } from './turn/turn.js';
 
 type Deferred = { resolve: (seqs: number[]) => void; reject: (e: unknown) => void; input: JournalRequest };
 
@@ -24,7 +24,7 @@ function world(level: 'debug' | 'info' = 'debug') {
   const events: TurnwardenEvent[] = [];
   const hub = new EventHub(pino({ level: 'silent' }));
   hub.subscribe('ws', (e) => events.push(e));
-  let turn: Partial<ActiveTurn> | undefined = { generation: 3, abort: undefined };
+  let turn: Partial<Turn> | undefined = { generation: 3, aborted: undefined };
   let fenced = false;
   let refused = 0;
   const host: GateHost = {
@@ -35,7 +35,7 @@ function world(level: 'debug' | 'info' = 'debug') {
         ),
     },
     events: hub,
-    turnOf: (id) => (id === 'ws' ? (turn as ActiveTurn | undefined) : undefined),
+    turnOf: (id) => (id === 'ws' ? (turn as Turn | undefined) : undefined),
     fenced: () => fenced,
     refused: () => void refused++,
     workstreamGone: () => {},
@@ -58,7 +58,7 @@ function world(level: 'debug' | 'info' = 'debug') {
     events,
     req,
     refusedCount: () => refused,
-    setTurn: (t: Partial<ActiveTurn> | undefined) => {
+    setTurn: (t: Partial<Turn> | undefined) => {
       turn = t;
     },
     setFenced: (f: boolean) => {
@@ -92,7 +92,7 @@ describe('journal gate', () => {
     const cases: [string, (w: ReturnType<typeof world>) => void, number][] = [
       ['no turn', (w) => w.setTurn(undefined), 3],
       ['another generation', () => {}, 2],
-      ['abort committed', (w) => w.setTurn({ generation: 3, abort: { reason: 'cancel', at: 0 } }), 3],
+      ['abort committed', (w) => w.setTurn({ generation: 3, aborted: { reason: 'cancel', at: 0 } }), 3],
       ['slot fenced', (w) => w.setFenced(true), 3],
     ];
     for (const [name, arrange, generation] of cases) {
@@ -154,7 +154,7 @@ describe('journal gate', () => {
     const w = world();
     const asked: number[] = [];
     let release!: () => void;
-    const caughtUp = (_t: ActiveTurn, n: number) => {
+    const caughtUp = (_t: Turn, n: number) => {
       asked.push(n);
       return new Promise<void>((r) => {
         release = r;

@@ -43,19 +43,19 @@ import { ErrorCode, isTurnwardenError, SeamName, seam, TurnwardenError, toWire }
 import { Mutation, mutated } from '@turnwarden/protocol/mutations';
 import type { AppendInput, AppendOutcome, TurnStore } from '@turnwarden/store';
 import type { Logger } from 'pino';
-import type { ActiveTurn } from './active-turn.js';
 import type { JournalConfig } from './config.js';
 import type { EventHub } from './events.js';
 import type { CancelTimer, Timers } from './timers.js';
+import type { Turn } from './turn/turn.js';
 import type { PersistenceStatus } from './types.js';
 
 export interface GateHost {
   readonly store: Pick<TurnStore, 'appendMessages' | 'appendMany'>;
   readonly events: EventHub;
   /** The running turn of a workstream, if any. */
-  turnOf(workstreamId: string): ActiveTurn | undefined;
+  turnOf(workstreamId: string): Turn | undefined;
   /** Whether the turn's clock slot carries a committed fence. */
-  fenced(turn: ActiveTurn): boolean;
+  fenced(turn: Turn): boolean;
   /** Counts a refused row. */
   refused(): void;
   /** P5: a write found the workstream deleted (the store refused it with WORKSTREAM_NOT_FOUND). */
@@ -358,10 +358,7 @@ export class JournalGate {
   }
 
   /** A worker's journal request (HostApi.journal). */
-  journal(
-    req: JournalRequest,
-    caughtUp: (turn: ActiveTurn, n: number) => Promise<void>,
-  ): Promise<JournalAck> {
+  journal(req: JournalRequest, caughtUp: (turn: Turn, n: number) => Promise<void>): Promise<JournalAck> {
     const { eventsPosted, ...append } = req;
     const turn = this.host.turnOf(req.workstreamId);
     // The turn's earlier events (tokens) reach listeners before the row they make up.
@@ -393,7 +390,7 @@ export class JournalGate {
     const fenced =
       turn === undefined ||
       turn.generation !== req.generation ||
-      turn.abort !== undefined ||
+      turn.aborted !== undefined ||
       this.host.fenced(turn);
     if (fenced && !mutated(Mutation.admitFencedJournal)) {
       this.host.refused();

@@ -8,8 +8,8 @@ import { ErrorCode, SeamName, seam, TurnwardenError } from '@turnwarden/protocol
 // Harness-only switches: stripped from dist/ by scripts/build.mjs (see protocol/src/mutations.ts).
 import { Mutation, mutated } from '@turnwarden/protocol/mutations';
 import type { CompactResult, TurnStore } from '@turnwarden/store';
-import type { ActiveTurn } from './active-turn.js';
 import type { JournalGate } from './journal-gate.js';
+import type { Turn } from './turn/turn.js';
 
 export interface RewriteHost {
   readonly store: Pick<TurnStore, 'compactHistory'>;
@@ -18,15 +18,15 @@ export interface RewriteHost {
 
 export async function compactLive(
   host: RewriteHost,
-  turn: ActiveTurn,
+  turn: Turn,
   throughSeq: number,
   summary: { commitKey: string; message: { role: 'system'; content: string } },
 ): Promise<CompactResult> {
   const { workstreamId, generation } = turn;
-  if (turn.abort && !mutated(Mutation.rewriteIgnoresAbort)) {
+  if (turn.aborted && !mutated(Mutation.rewriteIgnoresAbort)) {
     throw new TurnwardenError(
       ErrorCode.FENCED,
-      `history rewrite of ${workstreamId} revoked: the turn's abort (${turn.abort.reason}) has committed`,
+      `history rewrite of ${workstreamId} revoked: the turn's abort (${turn.aborted.reason}) has committed`,
     );
   }
   // Admitted: from here the rewrite is in flight and the turn's end waits for it.
@@ -41,11 +41,5 @@ export async function compactLive(
         summary,
       }),
     );
-  const rewrite = held === undefined ? write() : held.then(write);
-  turn.rewrites.add(rewrite);
-  try {
-    return await rewrite;
-  } finally {
-    turn.rewrites.delete(rewrite);
-  }
+  return turn.holdEndFor(held === undefined ? write() : held.then(write));
 }

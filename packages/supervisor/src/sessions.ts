@@ -21,15 +21,15 @@ import {
 } from '@turnwarden/session';
 import type { TurnStore } from '@turnwarden/store';
 import type { Logger } from 'pino';
-import type { ActiveTurn } from './active-turn.js';
 import type { EventHub } from './events.js';
+import type { Turn } from './turn/turn.js';
 import { LoopTurns } from './turns.js';
 
 export class SessionRecord {
   /** The machine's latest snapshot (undefined until loaded from the store). */
   snapshot: SessionSnapshotData | undefined;
   /** The running turn, from dispatch until it settled. */
-  turn: ActiveTurn | undefined;
+  turn: Turn | undefined;
   /** History rewrites of the idle session (compact, rewind) queued or in flight (C6). */
   rewrites = 0;
   /**

@@ -1,15 +1,15 @@
 /**
  * Work a turn handed to the supervisor's side — a thread-isolated task (isolation.ts) or a host
  * tool call (host-tools.ts) — tracked per workstream and task id, so that the tool's abort
- * (`cancel`) or the turn's end (`cancelTurn`, from settle) can abort it. Cancelling marks the turn
- * `workReclaimed`: its session worker was only waiting on this work, and is kept.
+ * (`cancel`) or the turn's end (`cancelTurn`, at the turn's end) can abort it. Cancelling marks the turn
+ * its work reclaimed (`reclaimWork`): its session worker was only waiting on this work, and is kept.
  */
 import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
-import type { ActiveTurn } from './active-turn.js';
+import type { Turn } from './turn/turn.js';
 
 interface Task {
   readonly taskId: string;
-  readonly turn: ActiveTurn;
+  readonly turn: Turn;
   readonly controller: AbortController;
 }
 
@@ -17,20 +17,18 @@ export class TurnTasks {
   private readonly byWorkstream = new Map<string, Map<string, Task>>();
 
   /** `onCancel` runs once per task cancelled (counters, a log line), before its signal aborts. */
-  constructor(
-    private readonly onCancel: (turn: ActiveTurn, taskId: string, why: string) => void = () => {},
-  ) {}
+  constructor(private readonly onCancel: (turn: Turn, taskId: string, why: string) => void = () => {}) {}
 
   /**
    * Registers a task of the workstream's running turn of `generation`; its signal aborts when
    * it is cancelled. A turn that has ended (or another generation) is refused: TURN_ABORTED.
    */
   start(
-    turn: ActiveTurn | undefined,
+    turn: Turn | undefined,
     req: { readonly workstreamId: string; readonly generation: number; readonly taskId: string },
     what: string,
-  ): { readonly turn: ActiveTurn; readonly signal: AbortSignal; end(): void } {
-    if (turn === undefined || turn.generation !== req.generation || turn.finished) {
+  ): { readonly turn: Turn; readonly signal: AbortSignal; end(): void } {
+    if (turn === undefined || turn.generation !== req.generation || turn.ending) {
       throw new TurnwardenError(ErrorCode.TURN_ABORTED, `the turn that asked for the ${what} has ended`);
     }
     const controller = new AbortController();
@@ -56,7 +54,7 @@ export class TurnTasks {
   }
 
   /** The turn ended: its tasks still running are cancelled. */
-  cancelTurn(turn: ActiveTurn): void {
+  cancelTurn(turn: Turn): void {
     for (const task of this.byWorkstream.get(turn.workstreamId)?.values() ?? []) {
       if (task.turn === turn) this.abort(task, 'its turn ended');
     }
@@ -76,7 +74,7 @@ export class TurnTasks {
 
   private abort(task: Task, why: string): void {
     if (task.controller.signal.aborted) return;
-    task.turn.workReclaimed = true;
+    task.turn.reclaimWork();
     this.onCancel(task.turn, task.taskId, why);
     task.controller.abort();
   }

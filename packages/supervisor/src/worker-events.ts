@@ -7,10 +7,10 @@
  */
 import type { WorkerEvent } from '@turnwarden/protocol';
 import type { TurnStore } from '@turnwarden/store';
-import type { ActiveTurn } from './active-turn.js';
 import type { EventHub } from './events.js';
 import type { JournalGate } from './journal-gate.js';
 import type { SessionRecord, Sessions } from './sessions.js';
+import type { Turn } from './turn/turn.js';
 
 export interface WorkerEventHost {
   readonly store: Pick<TurnStore, 'saveSession'>;
@@ -22,14 +22,14 @@ export interface WorkerEventHost {
 export function onWorkerEvent(
   host: WorkerEventHost,
   rec: SessionRecord,
-  turn: ActiveTurn,
+  turn: Turn,
   event: WorkerEvent,
 ): void {
-  if (!('generation' in event) || event.generation !== turn.generation || turn.finished) return;
+  if (!('generation' in event) || event.generation !== turn.generation || turn.ending) return;
   const { workstreamId, generation } = turn;
   switch (event.t) {
     case 'state': {
-      if (turn.abort) return;
+      if (turn.aborted) return;
       const { snapshot } = event;
       host.sessions.set(rec, snapshot, generation, { from: event.from, via: event.via });
       host.gate

@@ -1,0 +1,200 @@
+/**
+ * One armed turn (turn/turn.ts) on a stub host — a real clock, a real event hub, manual timers,
+ * a worker whose `runTurn` the test answers — and the watchdog's delegate over it
+ * (abort-protocol.ts): what each stage reports and in which order, what a commit stops.
+ */
+import { ActivityClock } from '@turnwarden/clock';
+import type { AbortReason, TurnOutcome } from '@turnwarden/protocol';
+import { newSession, type SessionEvent } from '@turnwarden/session';
+import { pino } from 'pino';
+import { type AbortHost, AbortProtocol } from '../abort-protocol.js';
+import { resolveConfig } from '../config.js';
+import { EventHub, type TurnwardenEvent } from '../events.js';
+import { SessionRecord } from '../sessions.js';
+import { newCounters } from '../stats.js';
+import type { CancelTimer, Timers } from '../timers.js';
+import { TurnSlots } from '../turn/slots.js';
+import { Turn } from '../turn/turn.js';
+import type { TurnHost } from '../turn/types.js';
+import { LoopTurns } from '../turns.js';
+import { type StallInfo, WatchedTurn } from '../watchdog.js';
+
+export class Timeline implements Timers {
+  private t = 0;
+  private readonly due: { at: number; every?: number; fn: () => void; id: number }[] = [];
+  private next = 0;
+  every(ms: number, fn: () => void): CancelTimer {
+    return this.add({ at: this.t + ms, every: ms, fn, id: this.next++ });
+  }
+  after(ms: number, fn: () => void): CancelTimer {
+    return this.add({ at: this.t + ms, fn, id: this.next++ });
+  }
+  get pending() {
+    return this.due.length;
+  }
+  run(ms: number) {
+    const until = this.t + ms;
+    for (;;) {
+      this.due.sort((a, b) => a.at - b.at || a.id - b.id);
+      const d = this.due[0];
+      if (!d || d.at > until) break;
+      this.t = d.at;
+      if (d.every) d.at += d.every;
+      else this.due.shift();
+      d.fn();
+    }
+    this.t = until;
+  }
+  private add(d: { at: number; every?: number; fn: () => void; id: number }): CancelTimer {
+    this.due.push(d);
+    return () => {
+      const i = this.due.indexOf(d);
+      if (i >= 0) this.due.splice(i, 1);
+    };
+  }
+}
+
+export function turnWorld(options: { refresh?: () => Promise<boolean> } = {}) {
+  const logs: { level: number; msg: string; [k: string]: unknown }[] = [];
+  const logger = pino({ level: 'debug' }, { write: (s: string) => void logs.push(JSON.parse(s)) });
+  const events: TurnwardenEvent[] = [];
+  const hub = new EventHub(logger);
+  hub.subscribe('ws', (e) => events.push(e));
+  const clock = ActivityClock.create(2, () => 0);
+  const timers = new Timeline();
+  const posted: unknown[] = [];
+  const terminated: number[] = [];
+  const retired: number[] = [];
+  const abandoned: AbortReason[] = [];
+  const refreshes: number[] = [];
+  const config = resolveConfig({
+    model: 'scripted',
+    watchdog: { timeoutMs: 1_000, pollMs: 100, graceMs: 500 },
+    lease: { ttlMs: 5_000, renewMs: 200 },
+  });
+  const counters = newCounters();
+  const slots = new TurnSlots();
+  const rec = new SessionRecord('ws', new LoopTurns());
+  rec.snapshot = newSession('ws');
+  let answer!: (outcome: TurnOutcome) => void;
+  const worker = {
+    id: 12,
+    slot: 1,
+    control: { postMessage: (m: unknown) => posted.push(m) },
+    api: { runTurn: () => new Promise<TurnOutcome>((r) => (answer = r)) },
+    caughtUp: () => Promise.resolve(),
+    onEvent: undefined,
+  };
+  const host = {
+    config,
+    clock,
+    events: hub,
+    counters,
+    logger,
+    holder: 'me',
+    timers,
+    slots,
+    pool: {
+      terminate: async (w: { id: number }) => void terminated.push(w.id),
+      release: () => {},
+      retire: (w: { id: number }) => void retired.push(w.id),
+    },
+    store: {
+      refreshLease: async (...args: unknown[]) => {
+        refreshes.push(args[2] as number);
+        return options.refresh ? options.refresh() : true;
+      },
+      releaseLease: async () => true,
+      saveSession: async () => {},
+    },
+    sessions: {
+      apply: (_rec: SessionRecord, event: SessionEvent) =>
+        void (event.type === 'ABORT' && abandoned.push(event.reason as AbortReason)),
+      set: () => {},
+      release: () => {},
+      logTransition: () => {},
+    },
+    gate: { write: async () => undefined },
+    watchdog: {
+      watch: (t: { slot: number; workstreamId: string; tenantId: string; generation: number }) =>
+        new WatchedTurn(t.slot, t.workstreamId, t.tenantId, t.generation, 0, clock.sample(t.slot)),
+      unwatch: () => {},
+    },
+    isolation: { cancelTurn: () => {} },
+    hostTools: { cancelTurn: () => {} },
+    sends: { announcedAfter: () => undefined },
+    turnEnded: () => {},
+    pump: () => {},
+  } as unknown as TurnHost;
+  let released = 0;
+  const turn = new Turn(host, rec, {
+    tenantId: 't',
+    principal: 'user',
+    permit: { tenantId: 't', release: () => void released++ },
+    generation: 4,
+    lease: { workstreamId: 'ws', holder: 'me', token: 9, acquiredAt: 0, expiresAt: 1e12, released: false },
+    worker: worker as never,
+    history: [],
+    user: { role: 'user', content: 'hi', principal: 'user' },
+    claimed: newSession('ws'),
+  });
+  const protocolHost: AbortHost = {
+    config,
+    events: hub,
+    counters,
+    logger,
+    turnOnSlot: (slot) => slots.on(slot),
+  };
+  const protocol = new AbortProtocol(protocolHost);
+  const info = (bound: StallInfo['bound'] = 'idle'): StallInfo => ({
+    workstreamId: 'ws',
+    tenantId: 't',
+    generation: 4,
+    slot: 1,
+    bound,
+    idleMs: 1_234,
+    lastActivity: 'toolStart',
+    sampledVersion: clock.sample(1),
+  });
+  /** Dispatches the turn; `finish` answers its worker (completed, back at idle) and waits for its end. */
+  const run = () => {
+    turn.run({ workstreamId: 'ws', ticket: 0 }, undefined);
+    return {
+      finish: async () => {
+        await new Promise((r) => setImmediate(r));
+        answer({
+          generation: 4,
+          status: 'completed',
+          finalText: 'ok',
+          startedCalls: [],
+          modelSteps: 1,
+          eventsPosted: 0,
+          snapshot: newSession('ws'),
+        });
+        return turn.done;
+      },
+    };
+  };
+  const msgs = () => logs.map((l) => l.msg);
+  return {
+    protocol,
+    turn,
+    rec,
+    slots,
+    watched: turn.watched,
+    logs,
+    msgs,
+    events,
+    timers,
+    posted,
+    terminated,
+    retired,
+    abandoned,
+    refreshes,
+    counters,
+    clock,
+    info,
+    run,
+    released: () => released,
+  };
+}

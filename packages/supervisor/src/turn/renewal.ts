@@ -1,0 +1,77 @@
+/**
+ * A turn's lease renewal: the lease is refreshed every `lease.renewMs` until the turn's abort
+ * commits or its end begins. Renewal is never progress — it does not touch the clock (L2) — and
+ * it stops the moment an abort commits (L3). A refresh the store refuses is a lost lease: the
+ * turn is aborted (`lease_lost`, P6); one that fails (the store is down) is retried at the next
+ * period.
+ */
+// Harness-only switches: stripped from dist/ by scripts/build.mjs (see protocol/src/mutations.ts).
+import { Mutation, mutated } from '@turnwarden/protocol/mutations';
+import type { Lease, TurnStore } from '@turnwarden/store';
+import type { Logger } from 'pino';
+import type { SupervisorConfig } from '../config.js';
+import { LogMessage } from '../reporting.js';
+import type { RuntimeCounters } from '../stats.js';
+import type { CancelTimer, Timers } from '../timers.js';
+
+export interface RenewalHost {
+  readonly config: Pick<SupervisorConfig, 'lease'>;
+  readonly store: Pick<TurnStore, 'refreshLease'>;
+  readonly counters: RuntimeCounters;
+  readonly holder: string;
+  readonly timers: Timers;
+}
+
+/** What renewal reads of its turn, and the one thing it can do to it. */
+export interface RenewedTurn {
+  readonly workstreamId: string;
+  readonly lease: Lease;
+  readonly log: Logger;
+  /** An abort has committed. */
+  readonly aborted: unknown;
+  /** The turn's end has begun. */
+  readonly ending: boolean;
+  abort(reason: 'lease_lost'): boolean;
+}
+
+export class LeaseRenewal {
+  private cancel: CancelTimer | undefined;
+
+  constructor(
+    private readonly host: RenewalHost,
+    private readonly turn: RenewedTurn,
+  ) {}
+
+  /** Starts renewing every renewMs until `stop`. */
+  start(): void {
+    this.cancel = this.host.timers.every(this.host.config.lease.renewMs, () => this.renew());
+  }
+
+  stop(): void {
+    this.cancel?.();
+    this.cancel = undefined;
+  }
+
+  get running(): boolean {
+    return this.cancel !== undefined;
+  }
+
+  /** One refresh of the lease. */
+  renew(): void {
+    const { turn, host } = this;
+    if ((turn.aborted && !mutated(Mutation.renewAfterAbort)) || turn.ending) return;
+    host.store
+      .refreshLease(turn.workstreamId, host.holder, turn.lease.token, host.config.lease.ttlMs)
+      .then((ok) => {
+        if ((turn.aborted && !mutated(Mutation.renewAfterAbort)) || turn.ending) return;
+        if (ok) {
+          host.counters.leaseRenewals++;
+          return;
+        }
+        host.counters.leaseLosses++;
+        turn.log.error({ token: turn.lease.token }, LogMessage.leaseLost);
+        turn.abort('lease_lost');
+      })
+      .catch((err: unknown) => turn.log.warn({ err }, 'lease renewal failed; will retry'));
+  }
+}

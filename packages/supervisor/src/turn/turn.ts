@@ -1,0 +1,300 @@
+/**
+ * A turn on the supervisor's side: the one owner of its lifecycle, from claim to outcome. It
+ * holds the admission permit, the lease and its renewal, the worker, the clock slot and the
+ * watchdog's watch, the grace timer; its phase (types.ts) says what may happen next:
+ *   admitted ─run─▶ running ─(worker returned)─▶ settling ─▶ done
+ *      └────abort────┴─▶ aborting ─(returned, died or never ran)─┘
+ * `abort` is the one way an abort commits — watchdog, cancel, shutdown, lease loss, delete, the
+ * worker's death (T7) — once. The end runs in the session's mailbox: the machine to idle
+ * (settle.ts, abandon.ts), the lease released, the worker back or retired, the permit freed,
+ * `stream_end` and `idle`, then `done` and `outcome`. A failing end still ends (`failed`):
+ * `done` never hangs, and shutdown waits on it.
+ */
+import { type TurnOutcome, toWire } from '@turnwarden/protocol';
+// Harness-only switches: stripped from dist/ by scripts/build.mjs (see protocol/src/mutations.ts).
+import { Mutation, mutated } from '@turnwarden/protocol/mutations';
+import type { Lease } from '@turnwarden/store';
+import type { Logger } from 'pino';
+import type { Permit } from '../admission.js';
+import type { WorkerHandle } from '../pool.js';
+import { LogMessage } from '../reporting.js';
+import type { SendClaim } from '../send-queue.js';
+import type { SessionRecord } from '../sessions.js';
+import { settle } from '../settle.js';
+import type { CancelTimer } from '../timers.js';
+import type { ClaimedTurn, TurnResult } from '../types.js';
+import type { WatchedTurn } from '../watchdog.js';
+import { onWorkerEvent } from '../worker-events.js';
+import { announceAbort } from './abort.js';
+import { dispatch } from './dispatch.js';
+import { LeaseRenewal } from './renewal.js';
+import {
+  type AbandonReason,
+  type AbortInfo,
+  type AbortRecord,
+  endOf,
+  PHASE_STEPS,
+  type TurnEnd,
+  type TurnHost,
+  type TurnInit,
+  type TurnPhase,
+} from './types.js';
+
+function deferred<T>(): { promise: Promise<T>; resolve: (v: T) => void } {
+  let resolve!: (v: T) => void;
+  const promise = new Promise<T>((r) => {
+    resolve = r;
+  });
+  return { promise, resolve };
+}
+
+export class Turn {
+  readonly workstreamId: string;
+  readonly tenantId: string;
+  readonly principal: string;
+  readonly permit: Permit;
+  readonly generation: number;
+  readonly lease: Lease;
+  readonly worker: WorkerHandle;
+  readonly watched: WatchedTurn;
+  readonly log: Logger;
+  readonly done: Promise<TurnResult>;
+  readonly outcome: Promise<TurnEnd>;
+  private current: TurnPhase = 'admitted';
+  private abortRecord: AbortRecord | undefined;
+  private readonly renewal: LeaseRenewal;
+  private cancelGrace: CancelTimer | undefined;
+  private terminated = false;
+  private reclaimed = false;
+  private readonly rewrites = new Set<Promise<unknown>>();
+  private readonly resolveDone: (result: TurnResult) => void;
+  private readonly resolveOutcome: (end: TurnEnd) => void;
+
+  /** Arms the turn: the clock slot at its generation, the watchdog's watch, the slot, renewal. */
+  constructor(
+    private readonly host: TurnHost,
+    private readonly rec: SessionRecord,
+    private readonly init: TurnInit,
+  ) {
+    const { workstreamId } = rec;
+    const { tenantId, principal, generation, worker } = init;
+    this.workstreamId = workstreamId;
+    this.tenantId = tenantId;
+    this.principal = principal;
+    this.permit = init.permit;
+    this.generation = generation;
+    this.lease = init.lease;
+    this.worker = worker;
+    host.clock.arm(worker.slot, generation);
+    this.watched = host.watchdog.watch({ slot: worker.slot, workstreamId, tenantId, generation });
+    this.log = host.logger.child({ workstreamId, tenantId, principal, generation });
+    const done = deferred<TurnResult>();
+    const outcome = deferred<TurnEnd>();
+    this.done = done.promise;
+    this.resolveDone = done.resolve;
+    this.outcome = outcome.promise;
+    this.resolveOutcome = outcome.resolve;
+    // The one place a turn is attached: its session, its slot, its worker's events.
+    rec.turn = this;
+    host.slots.attach(this);
+    worker.onEvent = (event) => onWorkerEvent(host, rec, this, event);
+    host.counters.turnsStarted++;
+    this.renewal = new LeaseRenewal(host, this);
+    this.renewal.start();
+  }
+
+  get phase(): TurnPhase {
+    return this.current;
+  }
+
+  /** The committed abort, if any. */
+  get aborted(): AbortRecord | undefined {
+    return this.abortRecord;
+  }
+
+  /** The turn's end has begun: no task, event or renewal of it counts any more. */
+  get ending(): boolean {
+    return this.current === 'settling' || this.current === 'done';
+  }
+
+  get renewing(): boolean {
+    return this.renewal.running;
+  }
+
+  /** The worker was terminated after the grace period (L3). */
+  get workerTerminated(): boolean {
+    return this.terminated;
+  }
+
+  /** History rewrites in flight under the turn's lease: its end waits for them (L8). */
+  get rewritesInFlight(): number {
+    return this.rewrites.size;
+  }
+
+  /** Sends the turn to its worker (dispatch.ts); its end follows in the session's mailbox. */
+  run(claim: SendClaim, tools: readonly string[] | undefined): ClaimedTurn {
+    const { history, user, claimed } = this.init;
+    dispatch(this.host, this, { claim, tools, history, user, claimed })
+      .then(
+        // Every event the worker posted before returning is delivered before the turn ends.
+        (outcome) => this.worker.caughtUp(outcome.eventsPosted).then(() => this.end(outcome, undefined)),
+        (err: unknown) => this.end(undefined, err),
+      )
+      .catch((err: unknown) => this.fail(err, 'turn dispatch failed'));
+    return { workstreamId: this.workstreamId, generation: this.generation, done: this.done };
+  }
+
+  /** The dispatch is sending the turn to its worker. */
+  dispatched(): void {
+    this.to('running');
+  }
+
+  /**
+   * Commits the turn's abort, once; returns whether this call committed it. The watchdog's CAS
+   * has set the fence already (`info.stall`); any other reason sets it unconditionally. Order
+   * matters: renewal stops first (L3), then the definitive stage (L5, abort.ts), then the grace
+   * timer. A dead worker has nothing to tell and nothing to wait for: it is terminated (T7).
+   * Once the turn's end has begun, nothing is aborted any more.
+   */
+  abort(reason: AbandonReason, info: AbortInfo = {}): boolean {
+    if (this.abortRecord !== undefined || !PHASE_STEPS[this.current].includes('aborting')) return false;
+    const fenced = info.stall !== undefined || this.host.clock.fence(this.worker.slot);
+    if (!fenced && reason !== 'crash') return false;
+    this.abortRecord = { reason, at: this.host.clock.nowMs() };
+    this.to('aborting');
+    if (!mutated(Mutation.renewAfterAbort)) this.renewal.stop();
+    if (reason === 'crash') {
+      this.host.counters.workersCrashed++;
+      this.log.error({ err: info.error }, LogMessage.workerDied);
+      void this.host.pool.terminate(this.worker);
+      return true;
+    }
+    this.host.counters.abortsCommitted++;
+    announceAbort(this.host, this.rec, this, reason, info.stall);
+    this.cancelGrace = this.host.timers.after(this.host.config.watchdog.graceMs, () => this.escalate());
+    return true;
+  }
+
+  /** L3: the turn did not unwind within graceMs — terminate its worker. */
+  escalate(): void {
+    if (this.ending) return;
+    this.terminated = true;
+    this.host.counters.workersTerminated++;
+    this.log.warn(
+      { graceMs: this.host.config.watchdog.graceMs, workerId: this.worker.id },
+      LogMessage.graceExpired,
+    );
+    void this.host.pool.terminate(this.worker);
+  }
+
+  /** Work it handed elsewhere (an isolated task, a host tool call) was cancelled, or it never reached its worker: the worker holds no leaked work and is kept. */
+  reclaimWork(): void {
+    this.reclaimed = true;
+  }
+
+  /** A history rewrite admitted under the turn's lease: its end waits for it (L8). */
+  holdEndFor<T>(rewrite: Promise<T>): Promise<T> {
+    this.rewrites.add(rewrite);
+    return rewrite.finally(() => this.rewrites.delete(rewrite));
+  }
+
+  /** The rewrites in flight now, settled. */
+  rewritesSettled(): Promise<unknown> {
+    return Promise.allSettled([...this.rewrites]);
+  }
+
+  private to(next: TurnPhase): void {
+    if (!PHASE_STEPS[this.current].includes(next)) {
+      throw new Error(
+        `turn ${this.generation} of ${this.workstreamId}: ${this.current} → ${next} is not a step`,
+      );
+    }
+    this.current = next;
+  }
+
+  /** In the session's mailbox, on a loop turn of its own: an abort storm's ends do not block the watchdog's timer (L12). */
+  private end(outcome: TurnOutcome | undefined, err: unknown): void {
+    const { rec, host } = this;
+    rec
+      .run(async () => {
+        await this.settle(outcome, err);
+        host.turnEnded(rec);
+      })
+      .catch((e: unknown) => {
+        this.fail(e, 'turn finish failed');
+        host.turnEnded(rec);
+      })
+      .finally(() => {
+        host.sessions.release(rec);
+        host.pump(this.workstreamId);
+      });
+  }
+
+  private async settle(outcome: TurnOutcome | undefined, err: unknown): Promise<void> {
+    const { host, log } = this;
+    const workerGone = outcome === undefined;
+    // T7: the worker died under a live turn — a committed abort like any other.
+    if (workerGone) this.abort('crash', { error: err });
+    this.to('settling');
+    this.renewal.stop();
+    this.cancelGrace?.();
+    // Work handed to the supervisor's side ends with the turn (isolated tasks' threads terminated).
+    host.isolation.cancelTurn(this);
+    host.hostTools.cancelTurn(this);
+    host.watchdog.unwatch(this.watched);
+    const { status, synthesized } = await settle(host, this.rec, this, outcome);
+    await host.store.releaseLease(this.workstreamId, host.holder, this.lease.token).catch((e: unknown) => {
+      log.warn({ err: e }, 'lease release failed; it will expire');
+      return false;
+    });
+    this.detach();
+    if (!workerGone && !this.terminated) {
+      // Only a worker whose turn completed goes back to the pool; one that was aborted or failed
+      // may hold leaked work and is retired (replaced in the background) — unless the turn's
+      // work was reclaimed (it was only waiting on an isolated task or a host tool, now cancelled).
+      if (status === 'completed' || this.reclaimed) host.pool.release(this.worker);
+      else host.pool.retire(this.worker);
+    }
+    // T4: the permit frees only now: the next turn admitted finds the worker back (or retiring).
+    this.permit.release();
+    if (status === 'completed') host.counters.turnsCompleted++;
+    else if (status === 'interrupted') host.counters.turnsInterrupted++;
+    else host.counters.turnsFailed++;
+    // C3: stream_end then idle, before any successor turn can publish.
+    host.events.emit(this.workstreamId, 'stream_end', this.generation, { status });
+    host.events.emit(this.workstreamId, 'idle', this.generation, {});
+    const error = outcome?.error ?? (err === undefined ? undefined : toWire(err));
+    const abortReason = this.abortRecord?.reason ?? outcome?.abortReason;
+    const workerTerminated = this.terminated || workerGone;
+    log.info({ status, synthesized, workerTerminated }, 'turn finished');
+    this.finish({
+      status,
+      ...(outcome?.finalText === undefined ? {} : { finalText: outcome.finalText }),
+      ...(abortReason === undefined ? {} : { abortReason }),
+      ...(error === undefined ? {} : { error }),
+      synthesized,
+      workerTerminated,
+    });
+  }
+
+  /** The turn's end failed unexpectedly: it is ended all the same — `done` never hangs, nor its permit. */
+  private fail(err: unknown, message: string): void {
+    if (this.current === 'done') return;
+    this.log.error({ err }, message);
+    this.detach();
+    this.permit.release(); // idempotent: the end may have released it already
+    this.finish({ status: 'failed', error: toWire(err), synthesized: 0, workerTerminated: this.terminated });
+  }
+
+  private detach(): void {
+    this.host.slots.detach(this);
+    if (this.rec.turn === this) this.rec.turn = undefined;
+  }
+
+  private finish(end: Omit<TurnResult, 'workstreamId' | 'generation'>): void {
+    this.to('done');
+    const result: TurnResult = { workstreamId: this.workstreamId, generation: this.generation, ...end };
+    this.resolveDone(result);
+    this.resolveOutcome(endOf(result, this.abortRecord?.reason === 'crash'));
+  }
+}
