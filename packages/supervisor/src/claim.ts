@@ -41,7 +41,10 @@ export interface ClaimInput {
  * Why no turn may be admitted on the workstream now — shutdown, or a soft close's latch (C1) —
  * or undefined. Checked where a claim is admitted and where a send would queue.
  */
-export function admissionRefusal(host: ClaimHost, workstreamId: string): TurnwardenError | undefined {
+export function admissionRefusal(
+  host: Pick<ClaimHost, 'closing' | 'closeLatched'>,
+  workstreamId: string,
+): TurnwardenError | undefined {
   if (host.closing) return new TurnwardenError(ErrorCode.SHUTTING_DOWN, 'turnwarden is shutting down');
   if (host.closeLatched(workstreamId)) {
     return new TurnwardenError(

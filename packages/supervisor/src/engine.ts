@@ -1,43 +1,55 @@
 /**
- * The turn engine's composition: it owns the parts — the activity clock, the watchdog and the
- * abort protocol, the worker pool, the session actors, the journal gate — and wires them
- * together through the narrow host interfaces each part declares. The work itself lives in
- * the parts: claim.ts (claim and dispatch), journal-gate.ts, worker-events.ts, settle.ts (a
- * turn's end), abandon.ts (force-abandoning and repair), maintenance.ts (sessions without a
- * running turn). The public API (runtime.ts) checks input and tenancy, then calls in here.
+ * (Over 300 lines on purpose: the composition root and its prelude — the two halves of a start,
+ * which hand each other the clock, the pool and the host tools.)
+ *
+ * The composition root. It builds the parts — the activity clock, the watchdog and its abort
+ * delegate, the worker pool, the session actors, the journal gate, the send queue, admission,
+ * the cluster — and the commands over them (commands/: sends, cancels, closes, deletes,
+ * rewrites, workstreams; a turn's own lifecycle is turn/), wires each through the narrow
+ * interface it declares, and owns start and stop in one order. The public facade (runtime.ts)
+ * checks input and tenancy, then calls the `Commands` this answers with.
  */
-import { ActivityClock, activityName, isFenced, type MonotonicMs } from '@turnwarden/clock';
+import { ActivityClock, isFenced, type MonotonicMs } from '@turnwarden/clock';
 import type { AbortReason, HarnessLink, HostApi, SessionSnapshotData } from '@turnwarden/protocol';
-import { ErrorCode, SeamName, seam, TurnwardenError } from '@turnwarden/protocol';
-import { sessionWorkerUrl, stateOf } from '@turnwarden/session';
+import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+import { sessionWorkerUrl } from '@turnwarden/session';
 import type { Store } from '@turnwarden/store';
 import type { Logger } from 'pino';
 import { AbortProtocol } from './abort-protocol.js';
-import { Admission, type Permit } from './admission.js';
-import { admissionRefusal, type ClaimInput, claim as claimTurn, newHolder } from './claim.js';
+import { Admission } from './admission.js';
+import { type ClaimHost, type ClaimInput, newHolder } from './claim.js';
 import { Cluster, channelOf, type RoutedOp } from './cluster.js';
+import { Cancels } from './commands/cancels.js';
+import { Closes } from './commands/closes.js';
+import { Deletes, type Tombstone } from './commands/deletes.js';
+import type { Commands } from './commands/index.js';
+import { Rewrites, type Summary } from './commands/rewrites.js';
+import { Sends } from './commands/sends.js';
+import { type ListQuery, Workstreams } from './commands/workstreams.js';
 import type { SupervisorConfig } from './config.js';
-import { EventHub } from './events.js';
+import { EventHub, type Listener, type StartAt } from './events.js';
 import { HostTools } from './host-tools.js';
 import { IsolatedPool } from './isolation.js';
 import { JournalGate } from './journal-gate.js';
-import { LifecycleFeed } from './lifecycle-feed.js';
-import { closeSession, compactIdle, leftover, repairLeftover, rewindIdle } from './maintenance.js';
+import { LifecycleFeed, type LifecycleListener } from './lifecycle-feed.js';
+import { leftover, repairLeftover } from './maintenance.js';
 import { WorkerPool } from './pool.js';
 import { Recovery } from './recovery.js';
-import { compactLive } from './rewrite.js';
+import type { TestControls } from './runtime.js';
 import { type Announced, type SendClaim, SendQueue } from './send-queue.js';
-import { claimRefusal, type SessionRecord, Sessions } from './sessions.js';
-import { newCounters } from './stats.js';
+import { Sessions } from './sessions.js';
+import { newCounters, type RuntimeStats } from './stats.js';
 import { nodeTimers, type Timers } from './timers.js';
 import { TurnSlots } from './turn/slots.js';
 import type { Turn } from './turn/turn.js';
-import type { ClaimedTurn, RewindResult, WorkstreamStatus } from './types.js';
+import type { ClaimedTurn, HistoryRead, RewindResult, WorkstreamInfo, WorkstreamStatus } from './types.js';
 import { Watchdog, type WatchdogHooks } from './watchdog.js';
 
 export interface EngineOptions {
   readonly config: SupervisorConfig;
   readonly store: Store;
+  /** The store was opened by the runtime (not given by the host): stop closes it. */
+  readonly ownsStore: boolean;
   readonly logger: Logger;
   /** The clock, the host tools and the worker pool, started before the store was opened. */
   readonly prelude: Prelude;
@@ -134,793 +146,416 @@ export class Prelude {
   }
 }
 
-export class TurnEngine {
+export class TurnEngine implements Commands {
   readonly config: SupervisorConfig;
-  readonly clock: ActivityClock;
-  readonly events: EventHub;
-  /** Tenants' workstream lifecycle feeds (D5). */
-  readonly lifecycle: LifecycleFeed;
-  readonly watchdog: Watchdog;
-  readonly pool: WorkerPool;
-  readonly counters = newCounters();
+  /** This process's lease holder (claim.ts `newHolder`). */
   readonly holder: string;
-  /** `<hostId>:` — leases an earlier process of this host left are taken over at once (S7). */
-  readonly predecessors: string | undefined;
-  readonly store: Store;
-  readonly logger: Logger;
-  readonly timers: Timers;
-  readonly aborts: AbortProtocol;
+  readonly clock: ActivityClock;
   readonly sessions: Sessions;
   readonly gate: JournalGate;
-  readonly leaseTtlMs: number;
-  readonly recovery: Recovery;
-  /** Claims, fences and the sends waiting behind running turns (C7). */
-  readonly sends: SendQueue;
-  /** Permits for turns, per host and per tenant, and the fair queue for them (T4). */
-  readonly admission: Admission;
-  /** The shared thread pool of thread-isolated tools. */
   readonly isolation: IsolatedPool;
-  /** Tools that run on this thread (`hostToolModules`), offered to every worker. */
-  readonly hostTools: HostTools;
-  /** Shutdown began: claims still queued are refused. */
-  closing = false;
-  /** Several hosts on one store (cluster.ts): on when the store has a channel and the host an id. */
-  readonly cluster: Cluster | undefined;
-  get clustered(): boolean {
-    return this.cluster !== undefined;
-  }
-  /** The running turns by clock slot (turn/slots.ts). */
-  readonly slots = new TurnSlots();
+  readonly watchdog: Watchdog;
+  private readonly store: Store;
+  private readonly ownsStore: boolean;
+  private readonly logger: Logger;
+  private readonly timers: Timers;
+  private readonly counters = newCounters();
+  private readonly events: EventHub;
+  private readonly lifecycle: LifecycleFeed;
+  private readonly pool: WorkerPool;
+  private readonly hostTools: HostTools;
+  private readonly slots = new TurnSlots();
+  private readonly queue: SendQueue;
+  private readonly admission: Admission;
+  private readonly recovery: Recovery;
+  private readonly cluster: Cluster | undefined;
+  private readonly sends: Sends;
+  private readonly cancels: Cancels;
+  private readonly closes: Closes;
+  private readonly deletes: Deletes;
+  private readonly rewrites: Rewrites;
+  private readonly workstreams: Workstreams;
+  /** What a claim, its turn and the work on idle sessions need (claim.ts, turn/, maintenance.ts). */
+  private readonly maintenance: ClaimHost;
+  private shuttingDown = false;
   private cancelSweep: (() => void) | undefined;
-  /**
-   * Workstreams whose soft closes wait on their running turn (C1): latched while any of them
-   * waits; the first to find the turn ended closes, the others join its close.
-   */
-  private readonly closeLatches = new Map<string, { waiting: number; closed: boolean }>();
-  /**
-   * D2: deletes under way or left ambiguous — hidden (not listed, gettable or openable), their
-   * id not re-creatable, their journal never replayed (D4) — until retired on proof (D3).
-   */
-  private readonly tombstones = new Map<
-    string,
-    { readonly tenantId: string; readonly incarnation: string }
-  >();
 
   constructor(options: EngineOptions) {
-    const { config } = options;
+    const { config, prelude } = options;
     this.config = config;
     this.holder = newHolder(config.hostId);
-    this.predecessors = config.hostId === undefined ? undefined : `${config.hostId}:`;
-    this.store = options.store;
-    this.logger = options.logger;
-    this.timers = options.timers ?? nodeTimers;
-    this.leaseTtlMs = config.lease.ttlMs;
-    const { prelude } = options;
-    this.clock = prelude.clock;
-    this.hostTools = prelude.hostTools;
-    this.pool = prelude.pool;
-    this.events = new EventHub(this.logger, config.events);
-    this.lifecycle = new LifecycleFeed(this.logger);
-    this.sessions = new Sessions(this.store, this.events, this.logger);
-    this.gate = new JournalGate(this);
-    this.aborts = new AbortProtocol(this);
-    this.recovery = new Recovery(this);
-    this.sends = new SendQueue(config.limits.maxQueuedSends, () => this.admission.oneTurnRetryAfterMs());
+    const predecessors = config.hostId === undefined ? undefined : `${config.hostId}:`;
+    const store = options.store;
+    const logger = options.logger;
+    const timers = options.timers ?? nodeTimers;
+    this.store = store;
+    this.ownsStore = options.ownsStore;
+    this.logger = logger;
+    this.timers = timers;
+    const { clock, hostTools, pool } = prelude;
+    this.clock = clock;
+    this.hostTools = hostTools;
+    this.pool = pool;
+    const { counters, slots, holder } = this;
+    const events = new EventHub(logger, config.events);
+    const lifecycle = new LifecycleFeed(logger);
+    const sessions = new Sessions(store, events, logger);
+    this.events = events;
+    this.lifecycle = lifecycle;
+    this.sessions = sessions;
+    const turnOf = (workstreamId: string) => sessions.peek(workstreamId)?.turn;
+    this.gate = new JournalGate({
+      store,
+      events,
+      logger,
+      timers,
+      config,
+      turnOf,
+      fenced: (turn) => isFenced(clock.sample(turn.worker.slot)),
+      refused: () => void counters.journalRefusedFenced++,
+      workstreamGone: (workstreamId) => this.deletes.gone(workstreamId),
+      deleting: (workstreamId) => this.deletes.tombstone(workstreamId) !== undefined,
+      // Rows became durable: other hosts following the workstream read them (cluster.ts).
+      journaled: (workstreamId, first, last) => this.cluster?.journaled(workstreamId, first, last),
+    });
+    const aborts = new AbortProtocol({
+      config,
+      events,
+      counters,
+      logger,
+      turnOnSlot: (slot) => slots.on(slot),
+    });
+    this.watchdog = new Watchdog(clock, config.watchdog, aborts, logger, options.hooks);
+    this.queue = new SendQueue(config.limits.maxQueuedSends, () => this.admission.oneTurnRetryAfterMs());
     this.admission = new Admission(
       { maxActive: config.pool.maxWorkers, ...config.admission },
-      this.timers,
+      timers,
       () => performance.now(),
       (tenantId, waitedMs) =>
-        this.logger.debug(
+        logger.debug(
           { tenantId, waitedMs: Math.round(waitedMs) },
           'send admitted after waiting for a worker',
         ),
     );
-    this.watchdog = new Watchdog(this.clock, config.watchdog, this.aborts, this.logger, options.hooks);
-    this.isolation = new IsolatedPool(config.isolation, {
-      turnOf: (workstreamId) => this.sessions.peek(workstreamId)?.turn,
-      clock: this.clock.buffer,
-      logger: this.logger,
-    });
-    const channel = channelOf(this.store);
+    this.isolation = new IsolatedPool(config.isolation, { turnOf, clock: clock.buffer, logger });
+    const channel = channelOf(store);
     this.cluster =
       channel === undefined || config.hostId === undefined
         ? undefined
         : new Cluster(
             {
-              store: this.store,
-              holder: this.holder,
+              store,
+              holder,
               hostId: config.hostId,
-              predecessors: this.predecessors,
-              events: this.events,
-              timers: this.timers,
-              logger: this.logger,
+              predecessors,
+              events,
+              timers,
+              logger,
               lease: config.lease,
-              runsHere: (workstreamId) => this.sessions.peek(workstreamId)?.turn !== undefined,
+              runsHere: (workstreamId) => turnOf(workstreamId) !== undefined,
               runLocally: (workstreamId, op) => this.runRouted(workstreamId, op),
               repairIfLeft: (workstreamId) => this.repairIfLeft(workstreamId),
             },
             channel,
           );
+    const { cluster, gate, watchdog, isolation, queue } = this;
+    const engine = this;
+    const claims: ClaimHost = {
+      config,
+      store,
+      logger,
+      timers,
+      holder,
+      predecessors,
+      leaseTtlMs: config.lease.ttlMs,
+      clock,
+      events,
+      counters,
+      pool,
+      sessions,
+      gate,
+      watchdog,
+      isolation,
+      hostTools,
+      slots,
+      sends: queue,
+      get closing() {
+        return engine.shuttingDown;
+      },
+      closeLatched: (workstreamId) => this.closes.latched(workstreamId),
+      turnEnded: (rec) => this.sends.turnEnded(rec),
+      pump: (workstreamId) => this.sends.pump(workstreamId),
+    };
+    this.maintenance = claims;
+    this.recovery = new Recovery({
+      store,
+      timers,
+      logger,
+      clustered: cluster !== undefined,
+      repairIfLeft: (workstreamId) => this.repairIfLeft(workstreamId),
+    });
+    const { admission } = this;
+    this.sends = new Sends({ config, logger, sessions, queue, admission, claims });
+    this.cancels = new Cancels({ logger, sessions, queue, cluster, maintenance: claims });
+    this.closes = new Closes({
+      logger,
+      timers,
+      sessions,
+      queue,
+      cluster,
+      events,
+      lifecycle,
+      maintenance: claims,
+    });
+    this.deletes = new Deletes({ logger, store, events, lifecycle, sessions, queue, cluster });
+    this.rewrites = new Rewrites({
+      sessions,
+      events,
+      queue,
+      cluster,
+      maintenance: claims,
+      admission: claims,
+    });
+    this.workstreams = new Workstreams({
+      store,
+      events,
+      lifecycle,
+      logger,
+      deletes: this.deletes,
+      sessions,
+      gate,
+      queue,
+      clock,
+    });
     prelude.bind(this);
   }
 
-  // ── the public operations (runtime.ts) ────────────────────────────────────
+  // ── start and stop ─────────────────────────────────────────────────────────
 
   /**
-   * A send (input and ownership already checked; its claim captured when the host called).
-   * With no turn running and none waiting, the turn is claimed and dispatched now — once it holds
-   * a permit (T4): when none is free for its tenant it waits for one in the fair admission queue,
-   * out of the session's mailbox, then tries again. While a turn runs, the send waits in the
-   * workstream's queue instead (QUEUE_FULL when full) and its turn is claimed when the turns
-   * before it have ended. Either way the claim is revalidated in the session's mailbox, where it
-   * would enqueue or start: one captured before a fence is revoked (C7), waiting or not.
+   * S7 first: sessions a crashed process left mid-turn or unrepaired are repaired, each under a
+   * lease of its own (one another holder still holds is left for its expiry, recovery.ts); then
+   * the watchdog's timer (unless a test polls it), the journal's sweep (P4) and the cluster.
    */
-  async send(
-    claim: SendClaim,
-    input: ClaimInput,
-    signal: AbortSignal | undefined,
-    maxWaitMs: number = this.config.admission.maxWaitMs,
-  ): Promise<ClaimedTurn> {
-    const { workstreamId, tenantId } = input;
-    let permit: Permit | undefined;
-    try {
-      const held = seam(SeamName.sendCaptureToEnqueue, { workstreamId });
-      if (held !== undefined) await held;
-      for (;;) {
-        // Taken anew each time: a record left passive while the send waited was let go.
-        const rec = this.sessions.record(workstreamId);
-        type Step =
-          | { readonly queued: Promise<ClaimedTurn> }
-          | { readonly turn: Turn }
-          | { readonly wait: true };
-        let step: Step;
-        try {
-          step = await rec.run(async (): Promise<Step> => {
-            this.sends.check(claim);
-            const busy = rec.turn !== undefined || this.sends.depth(workstreamId) > 0;
-            // T3: only the running turn's own principal queues behind it; another's message is an
-            // interjection, refused (TURN_IN_PROGRESS) by the claim — as is any send while queueing is off.
-            const own = rec.turn === undefined || rec.turn.principal === input.principal;
-            if (busy && own && this.config.limits.maxQueuedSends > 0) {
-              const refused = admissionRefusal(this, workstreamId);
-              if (refused) throw refused;
-              // A turn started while this send waited for a permit: it queues, the permit goes back.
-              permit?.release();
-              permit = undefined;
-              const queued = this.sends.enqueue(claim, input, signal);
-              this.logger.debug(
-                { workstreamId, depth: this.sends.depth(workstreamId) },
-                'send queued behind the running turn',
-              );
-              return { queued };
-            }
-            // Refusals first (a turn, closing, closed, debt): a send that cannot claim never waits.
-            const turn = await claimTurn(
-              this,
-              rec,
-              input,
-              () => (permit ??= this.admission.tryAcquire(tenantId)),
-            );
-            return turn === undefined ? { wait: true } : { turn };
-          });
-        } finally {
-          this.sessions.release(rec);
-        }
-        if ('wait' in step) {
-          permit = await this.waitForPermit(claim, tenantId, signal, maxWaitMs);
-          continue;
-        }
-        if ('queued' in step) return await step.queued;
-        permit = undefined; // the turn holds it now; its end releases it
-        return step.turn.run(claim, input.tools);
-      }
-    } catch (e) {
-      permit?.release();
-      throw e;
-    } finally {
-      this.sends.settled(claim);
-    }
-  }
-
-  /** T4: waits in the fair admission queue; a fence revokes the wait as it would a queued send (C7). */
-  private async waitForPermit(
-    claim: SendClaim,
-    tenantId: string,
-    signal: AbortSignal | undefined,
-    maxWaitMs: number,
-  ): Promise<Permit> {
-    const { workstreamId } = claim;
-    this.logger.debug(
-      { workstreamId, tenantId, ...this.admission.stats() },
-      'send waits for a session worker',
-    );
-    return this.admission.acquire(tenantId, {
-      signal,
-      maxWaitMs,
-      revocable: (revoke) => this.sends.park(claim, revoke),
-    });
-  }
-
-  /**
-   * The next waiting send of a workstream whose turn has ended: given a permit (T4), then
-   * revalidated and claimed in the session's mailbox. A refused one is answered with its refusal
-   * and the next one tried.
-   */
-  pump(workstreamId: string): void {
-    const head = this.sends.peek(workstreamId);
-    if (head === undefined) return;
-    const { tenantId } = head.input;
-    // Its sends were accepted into the workstream's queue already: the wait is not capped again.
-    this.admission.acquire(tenantId, { maxWaitMs: this.config.admission.maxWaitMs, accepted: true }).then(
-      (permit) => this.pumpWith(workstreamId, permit),
-      (err: unknown) => {
-        // No permit for it (the queue full, the wait run out, shutdown): the head send is answered.
-        const waiting = this.sends.shift(workstreamId);
-        waiting?.reject(err);
-        if (waiting !== undefined) this.pump(workstreamId);
-      },
+  async start({ watchdogTimer = true }: { readonly watchdogTimer?: boolean } = {}): Promise<void> {
+    const repaired = await this.recovery.atStart();
+    if (repaired > 0) this.logger.warn({ repaired }, 'sessions left mid-turn by an earlier process repaired');
+    if (watchdogTimer) this.watchdog.start();
+    this.startSweep();
+    await this.cluster?.start();
+    this.logger.info(
+      { holder: this.holder, workers: this.config.pool.maxWorkers, watchdog: this.config.watchdog },
+      'turnwarden supervisor started',
     );
   }
 
-  private pumpWith(workstreamId: string, permit: Permit): void {
-    const rec = this.sessions.record(workstreamId);
-    let waiting: ReturnType<SendQueue['shift']>;
-    rec
-      .run(async () => {
-        // A turn started meanwhile: its end pumps again.
-        if (rec.turn !== undefined) return undefined;
-        waiting = this.sends.shift(workstreamId);
-        if (waiting === undefined) return undefined;
-        this.sends.check(waiting.claim);
-        return claimTurn(this, rec, waiting.input, () => permit);
-      })
-      .then(
-        (turn) => {
-          if (turn !== undefined && waiting !== undefined)
-            waiting.resolve(turn.run(waiting.claim, waiting.input.tools));
-          else permit.release();
-        },
-        (err: unknown) => {
-          permit.release();
-          waiting?.reject(err);
-          this.pump(workstreamId);
-        },
-      )
-      .finally(() => this.sessions.release(rec));
-  }
-
-  /** A turn ended poisoned — its history still open: sends captured before it cannot start (C7). */
-  turnEnded(rec: SessionRecord): void {
-    const state = rec.state;
-    if (state !== undefined && state !== 'idle' && state !== 'closed') {
-      const revoked = this.sends.fence(rec.workstreamId, this.sends.ticket(), 'poison');
-      if (revoked > 0)
-        this.logger.warn(
-          { workstreamId: rec.workstreamId, revoked },
-          'queued sends revoked: the turn ended poisoned',
-        );
-    }
-  }
-
   /**
-   * Force cancel. A running turn: the abort commits unconditionally, results are synthesized
-   * before the slot is released; resolves once the session is idle. Without one: debt is
-   * repaired (true), or it is a silent no-op (false).
+   * The one shutdown order: nothing new is admitted (recovery, takeovers, queued and waiting
+   * sends refused); the calls already on their way (`inFlight`) finish their admission; every
+   * running turn is aborted (`shutdown`) and settled, histories complete; then the timers, the
+   * cluster, the workers, the isolated pool, the host tools and — if the runtime opened it — the
+   * store stop.
    */
-  async cancel(
-    workstreamId: string,
-    fence: Announced = this.sends.announce(workstreamId),
-    routed = false,
-  ): Promise<boolean> {
-    try {
-      return await this.cancelFenced(workstreamId, fence, routed);
-    } finally {
-      fence.done();
-    }
+  async stop(inFlight: () => Promise<unknown>): Promise<void> {
+    this.shuttingDown = true;
+    this.recovery.stop();
+    // No more takeovers of other hosts' workstreams; routed calls are answered SHUTTING_DOWN.
+    this.cluster?.beginShutdown();
+    // Sends waiting behind a turn never start now.
+    const down = () =>
+      new TurnwardenError(ErrorCode.SHUTTING_DOWN, 'turnwarden shut down before the send could start');
+    this.queue.rejectAll(down);
+    this.admission.rejectAll(down);
+    // Sends already on their way finish their admission (or are refused) before turns are aborted.
+    await inFlight();
+    await this.abortAll('shutdown');
+    await this.cluster?.stop();
+    this.watchdog.stop();
+    this.stopSweep();
+    await this.pool.close();
+    await this.isolation.close();
+    await this.hostTools.close();
+    if (this.ownsStore) await this.store.close();
+    this.logger.info({ ...this.counters }, 'turnwarden supervisor stopped');
   }
 
-  private async cancelFenced(workstreamId: string, fence: Announced, routed: boolean): Promise<boolean> {
-    const { ticket } = fence;
-    if (!routed && this.cluster) {
-      // The turn runs on another host: the cancel is its to carry out (cluster.ts).
-      const r = await this.cluster.route(workstreamId, { op: 'cancel' });
-      if (r.ran) return r.result === true;
-    }
-    const running = this.sessions.peek(workstreamId)?.turn;
-    if (running) {
-      this.revoke(workstreamId, ticket, 'cancel');
-      running.abort('cancel');
-      // Committed: a dispatch waiting on this call sees the abort (C7); the cancel waits on.
-      fence.done();
-      // C6: a history rewrite in flight cannot be abandoned and the turn's end waits for it (L8);
-      // the cancel does not. It returns once the abort is committed and signalled; the turn
-      // finishes — results synthesized, stream_end, idle — when the rewrite is done.
-      if (running.rewritesInFlight > 0) {
-        this.logger.info(
-          { workstreamId, rewrites: running.rewritesInFlight },
-          'cancel returns before a history rewrite in flight; the turn ends after it',
-        );
-        return true;
-      }
-      await running.done;
-      return true;
-    }
-    const rewriting = this.sessions.peek(workstreamId)?.rewrites ?? 0;
-    if (rewriting > 0) {
-      // C6: a history rewrite of the idle session is queued or in flight in its mailbox. One
-      // that has begun cannot be abandoned, and the cancel does not wait for it: it fences the
-      // workstream — a rewrite that has not begun is revoked, as are earlier sends — and
-      // returns. Debt (C5) is looked for after the rewrite, without the caller waiting.
-      this.revoke(workstreamId, ticket, 'cancel');
-      this.logger.info(
-        { workstreamId, rewrites: rewriting },
-        'cancel returns before a history rewrite of the idle workstream; it completes unless it had not begun',
-      );
-      this.idle(workstreamId, (rec) =>
-        rec.turn ? Promise.resolve(false) : this.repairIdle(rec, ticket),
-      ).catch((err: unknown) => this.logger.warn({ err, workstreamId }, 'repair after a cancel failed'));
-      return true;
-    }
-    return this.idle(workstreamId, async (rec) => {
-      if (rec.turn) {
-        this.revoke(workstreamId, ticket, 'cancel');
-        rec.turn.abort('cancel');
-        return true;
-      }
-      return this.repairIdle(rec, ticket);
-    });
+  get closing(): boolean {
+    return this.shuttingDown;
   }
 
-  /** C5: an idle session's debt is repaired (true); an idle clean one is a silent no-op (false). */
-  private async repairIdle(rec: SessionRecord, ticket: number): Promise<boolean> {
-    const { workstreamId } = rec;
-    const rows = rec.state === 'idle' ? await this.store.readHistory(workstreamId) : undefined;
-    // Sends on their way to a clean workstream are left alone.
-    if (!leftover(rec, rows)) return false;
-    this.revoke(workstreamId, ticket, 'cancel');
-    await repairLeftover(this, rec, 'cancelled');
-    return true;
+  /** What tests and the harness reach (`testControls`). */
+  controls(): TestControls {
+    const { watchdog, gate, clock } = this;
+    return {
+      pollWatchdog: () => watchdog.poll(),
+      sweepJournal: () => gate.sweep(),
+      probeTombstones: () => this.deletes.probe(),
+      clockBuffer: clock.buffer,
+    };
   }
 
-  /**
-   * Force-cancels one turn, named by its `done` promise — the turn's identity: a later turn on
-   * the workstream is left alone (C4), and so is a turn of a workstream created again under the
-   * id, whose generations start over (D4).
-   */
-  cancelTurn(workstreamId: string, turn: Promise<unknown>): void {
-    const running = this.sessions.peek(workstreamId)?.turn;
-    if (running && running.done === turn) {
-      this.revoke(workstreamId, this.sends.ticket(), 'cancel');
-      running.abort('cancel');
-    }
+  // ── the commands (commands/index.ts), each a part's ───────────────────────
+
+  capture(workstreamId: string): SendClaim {
+    return this.queue.capture(workstreamId);
   }
 
-  /** Fences the workstream's earlier claims (C7) and says so when waiting sends were dropped. */
-  private revoke(workstreamId: string, ticket: number, reason: 'cancel' | 'close' | 'gone'): void {
-    const revoked = this.sends.fence(workstreamId, ticket, reason);
-    if (revoked > 0) this.logger.info({ workstreamId, revoked, reason }, 'queued sends revoked');
+  announce(workstreamId: string): Announced {
+    return this.queue.announce(workstreamId);
   }
 
-  /**
-   * Closes a session: the machine's CLOSE; listeners receive `ws_closed` and are removed. With a
-   * running turn it refuses at once (`waitMs` 0) or, soft, latches the workstream — no new turn
-   * is admitted — and waits up to `waitMs` for the turn to end (its tools finished or repaired),
-   * then closes a structurally complete history (C1). On timeout the latch is rolled back, the
-   * turn keeps running and the workstream stays usable; a force cancel repairs it (C2). Soft
-   * closes at once share the latch (it holds until the last of them has ended) and the CLOSE:
-   * one closes, the others — and a close meeting one on its way — resolve with it. Resolves
-   * true when this call closed the workstream, false when it joined another's close.
-   */
-  async close(
-    workstreamId: string,
-    waitMs = 0,
-    fence: Announced = this.sends.announce(workstreamId),
-    routed = false,
-  ): Promise<boolean> {
-    try {
-      return await this.closeFenced(workstreamId, waitMs, fence, routed);
-    } finally {
-      fence.done();
-    }
+  settled(claim: SendClaim): void {
+    this.queue.settled(claim);
   }
 
-  private async closeFenced(
-    workstreamId: string,
-    waitMs: number,
-    fence: Announced,
-    routed: boolean,
-  ): Promise<boolean> {
-    const { ticket } = fence;
-    if (!routed && this.cluster) {
-      const r = await this.cluster.route(workstreamId, { op: 'close', waitMs });
-      if (r.ran) {
-        this.revoke(workstreamId, ticket, 'close');
-        // Joined a close there: that one told the listeners.
-        if (r.result === false) return false;
-        this.events.closeWorkstream(workstreamId, { reason: 'closed' });
-        return true;
-      }
-    }
-    const running = this.sessions.peek(workstreamId)?.turn;
-    let latch = this.closeLatches.get(workstreamId);
-    // At once: a close that will not wait for the running turn (refused by the machine), or one
-    // of an idle workstream no soft close is about to close.
-    if (running !== undefined ? waitMs === 0 : latch === undefined) {
-      await this.idle(workstreamId, async (rec) => {
-        await closeSession(this, rec);
-        this.revoke(workstreamId, ticket, 'close');
-      });
-    } else {
-      if (latch === undefined) {
-        latch = { waiting: 0, closed: false };
-        this.closeLatches.set(workstreamId, latch);
-      }
-      const mine = latch;
-      mine.waiting++;
-      // Latched: sends captured before the close never start, even if the close times out (C7).
-      this.revoke(workstreamId, ticket, 'close');
-      // A soft close waits for the turn — whose dispatch may be waiting on this call (C7).
-      fence.done();
-      this.logger.info({ workstreamId, waitMs }, 'soft close waiting for the running turn');
-      try {
-        if (running !== undefined) {
-          let cancelTimer = () => {};
-          const timedOut = new Promise<true>((resolve) => {
-            cancelTimer = this.timers.after(waitMs, () => resolve(true));
-          });
-          const ended = await Promise.race([running.done.then(() => false as const), timedOut]);
-          cancelTimer();
-          if (ended !== false) {
-            this.logger.warn({ workstreamId, waitMs }, 'soft close timed out; the turn keeps running');
-            throw new TurnwardenError(
-              ErrorCode.TIMEOUT,
-              `soft close of ${workstreamId} timed out after ${waitMs} ms: its turn is still running (cancel() forces it)`,
-              { details: { waitMs } },
-            );
-          }
-        }
-        // Deleted under the turn (P5), the close's own write is discarded: it succeeds.
-        const closedHere = await this.idle(workstreamId, async (rec) => {
-          if (mine.closed) return false;
-          await closeSession(this, rec);
-          mine.closed = true;
-          return true;
-        });
-        if (!closedHere) return false;
-      } finally {
-        // The last soft close to end lifts the latch; one that timed out leaves it to the others.
-        if (--mine.waiting === 0 && this.closeLatches.get(workstreamId) === mine)
-          this.closeLatches.delete(workstreamId);
-      }
-    }
-    this.events.closeWorkstream(workstreamId, { reason: 'closed' });
-    this.cluster?.ended(workstreamId, 'closed');
-    return true;
+  createWorkstream(id: string, tenantId: string, principal: string): Promise<WorkstreamInfo> {
+    return this.workstreams.create(id, tenantId, principal);
   }
 
-  closeLatched(workstreamId: string): boolean {
-    return this.closeLatches.has(workstreamId);
+  listWorkstreams(query: ListQuery): ReturnType<Workstreams['list']> {
+    return this.workstreams.list(query);
   }
 
-  /** The tombstone of a delete under way or left ambiguous (D2), if any. */
-  tombstone(workstreamId: string): { readonly tenantId: string; readonly incarnation: string } | undefined {
-    return this.tombstones.get(workstreamId);
+  tombstone(workstreamId: string): Tombstone | undefined {
+    return this.deletes.tombstone(workstreamId);
   }
 
-  deleting(workstreamId: string): boolean {
-    return this.tombstones.has(workstreamId);
-  }
-
-  /**
-   * Deletes one incarnation of a workstream (D1; the caller checked tenant and incarnation).
-   * The tombstone goes up first: the workstream is hidden and takes no new turn, its waiting
-   * sends are revoked, a running turn is aborted and has settled before the store deletes. An
-   * ambiguous store failure (an error, a lost acknowledgement) leaves the tombstone (D2) and
-   * rejects; a retry finishes. The tombstone retires only on proof — the row deleted, missing,
-   * or another incarnation's (D3) — and then listeners get `ws_closed` (`deleted`), once (D6).
-   */
-  async deleteWorkstream(
-    workstreamId: string,
-    tenantId: string,
-    incarnation: string,
-    {
-      fence = this.sends.announce(workstreamId),
-      routed = false,
-    }: { readonly fence?: Announced; readonly routed?: boolean } = {},
-  ): Promise<void> {
-    try {
-      await this.deleteFenced(workstreamId, tenantId, incarnation, fence, routed);
-    } finally {
-      fence.done();
-    }
-  }
-
-  private async deleteFenced(
+  deleteWorkstream(
     workstreamId: string,
     tenantId: string,
     incarnation: string,
     fence: Announced,
-    routed: boolean,
   ): Promise<void> {
-    if (!this.tombstones.has(workstreamId)) {
-      this.tombstones.set(workstreamId, { tenantId, incarnation });
-      this.logger.info({ workstreamId, incarnation }, 'workstream deleting');
-    }
-    this.revoke(workstreamId, fence.ticket, 'gone');
-    if (!routed && this.cluster) {
-      // Its turn runs on another host, which aborts it and deletes; an error leaves the tombstone (D2).
-      const r = await this.cluster.route(workstreamId, { op: 'delete', tenantId, incarnation });
-      if (r.ran) {
-        this.retire(workstreamId, 'deleted');
-        return;
-      }
-    }
-    const rec = this.sessions.peek(workstreamId);
-    const turn = rec?.turn;
-    if (turn !== undefined) {
-      turn.abort('workstream_gone');
-      fence.done(); // committed: a dispatch waiting on this call sees the abort (C7)
-      await turn.done;
-    }
-    // Whatever was queued on the session (a repair, a rewrite) has run.
-    if (rec !== undefined) {
-      await rec.run(async () => {}).finally(() => this.sessions.release(rec));
-    }
-    try {
-      await this.store.deleteWorkstream(workstreamId, incarnation);
-    } catch (err) {
-      this.logger.warn(
-        { err, workstreamId, incarnation },
-        'workstream delete ambiguous: hidden until a retry or the sweep proves it gone',
-      );
-      throw err;
-    }
-    this.retire(workstreamId, 'deleted');
+    return this.deletes.delete(workstreamId, tenantId, incarnation, { fence });
   }
 
-  /** D3: a tombstone proven gone — its row missing or another incarnation's — retires; listeners are closed once. */
-  private retire(workstreamId: string, how: 'deleted' | 'proven'): void {
-    const t = this.tombstones.get(workstreamId);
-    if (t === undefined) return;
-    this.tombstones.delete(workstreamId);
-    this.logger.info({ workstreamId, how }, 'workstream deleted');
-    this.events.closeWorkstream(workstreamId, { reason: 'deleted' });
-    this.cluster?.ended(workstreamId, 'deleted');
-    this.lifecycle.closed(t.tenantId, workstreamId, 'deleted');
+  probeTombstones(): Promise<void> {
+    return this.deletes.probe();
   }
 
-  /**
-   * D3: the sweep's look at each tombstone. Retired when the store proves its incarnation gone;
-   * kept when the row is still that incarnation's, or the store cannot say. It never deletes,
-   * and never writes a row (D4): the explicit retry finishes a delete.
-   */
-  async probeTombstones(): Promise<void> {
-    for (const [workstreamId, t] of [...this.tombstones]) {
-      const row = await this.store.getWorkstream(workstreamId).catch(() => 'unknown' as const);
-      if (row === 'unknown' || row?.incarnation === t.incarnation) continue;
-      this.retire(workstreamId, 'proven');
-    }
+  subscribeWorkstreams(tenantId: string, listener: LifecycleListener): () => void {
+    return this.lifecycle.subscribe(tenantId, listener);
   }
 
-  /** See `Turnwarden.compact`. */
-  async compact(
-    workstreamId: string,
-    throughSeq: number,
-    summary: { commitKey: string; message: { role: 'system'; content: string } },
-  ): Promise<{ removed: number }> {
-    // A turn that has begun to settle takes no rewrite: its end no longer waits for one, and its
-    // lease is about to be released (a compact called during the turn whose ownership read came
-    // back only then was written under that released lease and refused FENCED, found by the
-    // harness on PostgreSQL under load). Such a compact runs in the mailbox, after the turn's end.
-    const current = this.sessions.peek(workstreamId)?.turn;
-    const running = current?.ending === true ? undefined : current;
-    const result = await (running
-      ? compactLive(this, running, throughSeq, summary)
-      : this.rewriting(workstreamId, (rec) =>
-          rec.turn
-            ? compactLive(this, rec.turn, throughSeq, summary)
-            : compactIdle(this, rec, { workstreamId, throughSeq, summary }),
-        ));
-    if (result.removed > 0) this.rewritten(workstreamId);
-    return result;
+  history(workstreamId: string): Promise<HistoryRead> {
+    return this.workstreams.history(workstreamId);
   }
 
-  /** A rewrite committed: what listeners hold of the history, and every handoff token before it, is stale (E2). */
-  private rewritten(workstreamId: string): void {
-    this.events.emit(workstreamId, 'history_resync', undefined, { reason: 'rewritten' });
-    this.cluster?.rewritten(workstreamId);
-  }
-
-  /**
-   * See `Turnwarden.rewind`: drops the last `turns` turns of an idle session (TURN_IN_PROGRESS
-   * while a turn runs; the machine must be idle). The claim was captured when the host called:
-   * a cancel after it revokes the rewind unless its write has begun (C6).
-   */
-  async rewind(claim: SendClaim, turns: number, ifLastSeq: number | undefined): Promise<RewindResult> {
-    const { workstreamId } = claim;
-    try {
-      const result = await this.rewriting(workstreamId, async (rec) => {
-        if (rec.turn !== undefined) {
-          throw new TurnwardenError(
-            ErrorCode.TURN_IN_PROGRESS,
-            `rewind of ${workstreamId} refused: a turn is running (cancel it or wait for its end)`,
-            { details: { workstreamId } },
-          );
-        }
-        const refused = admissionRefusal(this, workstreamId);
-        if (refused) throw refused;
-        const state = rec.state!;
-        if (state !== 'idle') throw claimRefusal(workstreamId, state, false);
-        return rewindIdle(this, rec, {
-          turns,
-          ifLastSeq,
-          revokedBy: () => this.sends.fencedSince(claim),
-        });
-      });
-      if (result.removed > 0) this.rewritten(workstreamId);
-      return result;
-    } finally {
-      this.sends.settled(claim);
-    }
-  }
-
-  /** An idle-session command that rewrites history: counted while queued or in flight (C6). */
-  private async rewriting<T>(workstreamId: string, command: (rec: SessionRecord) => Promise<T>): Promise<T> {
-    const rec = this.sessions.record(workstreamId);
-    rec.rewrites++;
-    try {
-      return await this.idle(workstreamId, command);
-    } finally {
-      rec.rewrites--;
-    }
-  }
-
-  /** The live part of a session's status; `durable` is the stored snapshot of a passive one. */
   status(
     workstreamId: string,
     durable: SessionSnapshotData | undefined,
   ): Pick<WorkstreamStatus, 'state' | 'cleanupPending' | 'persistence' | 'queuedSends' | 'activeTurn'> {
-    const rec = this.sessions.peek(workstreamId);
-    const snapshot = rec?.snapshot ?? durable;
-    const state = snapshot === undefined ? 'idle' : stateOf(snapshot);
-    const turn = rec?.turn;
-    const cleanupPending = turn === undefined && state !== 'idle' && state !== 'closed';
-    const persistence = this.gate.status(workstreamId);
-    const queuedSends = this.sends.depth(workstreamId);
-    if (!turn) return { state, cleanupPending, persistence, queuedSends };
+    return this.workstreams.status(workstreamId, durable);
+  }
+
+  close(workstreamId: string, tenantId: string, waitMs: number, fence: Announced): Promise<boolean> {
+    return this.closes.close(workstreamId, { waitMs, fence, tenantId });
+  }
+
+  listen(workstreamId: string, listener: Listener, from: StartAt): () => void {
+    return this.events.subscribe(workstreamId, listener, from);
+  }
+
+  position(workstreamId: string): number {
+    return this.events.position(workstreamId);
+  }
+
+  get listenerBuffer(): number {
+    return this.events.listenerBuffer;
+  }
+
+  tools(): readonly string[] | undefined {
+    return this.pool.catalogue?.tools;
+  }
+
+  send(
+    claim: SendClaim,
+    input: ClaimInput,
+    signal: AbortSignal | undefined,
+    maxWaitMs?: number,
+  ): Promise<ClaimedTurn> {
+    return this.sends.send(claim, input, signal, maxWaitMs);
+  }
+
+  cancel(workstreamId: string, fence: Announced): Promise<boolean> {
+    return this.cancels.cancel(workstreamId, fence);
+  }
+
+  cancelTurn(workstreamId: string, done: Promise<unknown>): void {
+    this.cancels.cancelTurn(workstreamId, done);
+  }
+
+  compact(workstreamId: string, throughSeq: number, summary: Summary): Promise<{ removed: number }> {
+    return this.rewrites.compact(workstreamId, throughSeq, summary);
+  }
+
+  rewind(claim: SendClaim, turns: number, ifLastSeq: number | undefined): Promise<RewindResult> {
+    return this.rewrites.rewind(claim, turns, ifLastSeq);
+  }
+
+  stats(): RuntimeStats {
     return {
-      state,
-      cleanupPending,
-      persistence,
-      queuedSends,
-      activeTurn: {
-        generation: turn.generation,
-        idleMs: Math.round(this.clock.nowMs() - turn.watched.lastChangeAt),
-        lastActivity: activityName(this.clock.lastCode(turn.worker.slot)),
-        ...(turn.aborted ? { abortReason: turn.aborted.reason } : {}),
-      },
+      ...this.counters,
+      activeTurns: this.slots.size,
+      watchdog: this.watchdog.stats(),
+      pool: this.pool.stats(),
+      admission: this.admission.stats(),
+      isolation: this.isolation.stats(),
+      journal: this.gate.stats(),
+      events: this.events.stats(),
+      ...(this.cluster ? { cluster: this.cluster.stats() } : {}),
     };
-  }
-
-  activeTurns(): number {
-    return this.slots.size;
-  }
-
-  /** Aborts every running turn and lets every queued command (claims included) settle. */
-  async abortAll(reason: AbortReason): Promise<void> {
-    for (;;) {
-      const records = this.sessions.all();
-      const turns = records.flatMap((r) => (r.turn ? [r.turn] : []));
-      for (const turn of turns) turn.abort(reason);
-      await Promise.all([...turns.map((t) => t.done), ...records.map((r) => r.run(async () => {}))]);
-      if (!this.sessions.all().some((r) => r.turn !== undefined)) return;
-    }
-  }
-
-  /**
-   * S7: sessions a crashed process left mid-turn or unrepaired are repaired at start, each under
-   * a lease of its own; one whose lease another holder still holds is left for its next claim.
-   */
-  /** P4: the journal's maintenance sweep, every `journal.sweepMs` while the runtime runs. */
-  startSweep(): void {
-    this.stopSweep();
-    this.cancelSweep = this.timers.every(this.config.journal.sweepMs, () => {
-      const woken = this.gate.sweep();
-      if (woken.length > 0) this.logger.info({ workstreams: woken }, 'journal sweep retried writes now');
-      if (this.tombstones.size > 0) {
-        this.probeTombstones().catch((err: unknown) => this.logger.warn({ err }, 'tombstone probe failed'));
-      }
-    });
-  }
-
-  stopSweep(): void {
-    this.cancelSweep?.();
-    this.cancelSweep = undefined;
-  }
-
-  /** S7 at start: see recovery.ts. */
-  recoverLeftovers(): Promise<number> {
-    return this.recovery.atStart();
-  }
-
-  /** A session without a running turn that holds debt is repaired (recovery's host). */
-  repairIfLeft(workstreamId: string): Promise<boolean> {
-    return this.idle(workstreamId, async (rec) => {
-      if (rec.turn !== undefined || !leftover(rec, undefined)) return false;
-      await repairLeftover(this, rec, 'interrupted by a crash');
-      return true;
-    });
-  }
-
-  // ── hosts of the parts ─────────────────────────────────────────────────────
-
-  /** A call another host routed here (cluster.ts): run as if called on this host. */
-  private runRouted(workstreamId: string, op: RoutedOp): Promise<unknown> {
-    switch (op.op) {
-      case 'cancel':
-        return this.cancel(workstreamId, this.sends.announce(workstreamId), true);
-      case 'close':
-        return this.close(workstreamId, op.waitMs, this.sends.announce(workstreamId), true);
-      case 'delete':
-        return this.deleteWorkstream(workstreamId, op.tenantId, op.incarnation, { routed: true });
-    }
-  }
-
-  /** Rows became durable: other hosts following the workstream read them (cluster.ts). */
-  journaled(workstreamId: string, first: number, last: number): void {
-    this.cluster?.journaled(workstreamId, first, last);
-  }
-
-  turnOnSlot(slot: number): Turn | undefined {
-    return this.slots.on(slot);
-  }
-
-  turnOf(workstreamId: string): Turn | undefined {
-    return this.sessions.peek(workstreamId)?.turn;
-  }
-
-  fenced(turn: Turn): boolean {
-    return isFenced(this.clock.sample(turn.worker.slot));
-  }
-
-  refused(): void {
-    this.counters.journalRefusedFenced++;
-  }
-
-  /**
-   * P5: the workstream was deleted under its session. Latched once per session: listeners get
-   * one `history_resync` (reason `workstream_gone`), waiting sends are revoked, a running turn
-   * is aborted (`workstream_gone`) and its finalizers run with their writes discarded; no turn
-   * or rewrite is admitted again. Nothing is an error: the deletion is what happened.
-   */
-  workstreamGone(workstreamId: string): void {
-    const rec = this.sessions.peek(workstreamId);
-    if (rec === undefined || rec.gone) return;
-    rec.gone = true;
-    const turn = rec.turn;
-    this.logger.warn(
-      { workstreamId, ...(turn ? { generation: turn.generation } : {}) },
-      'workstream deleted under its session: its writes are discarded and no new turn is admitted',
-    );
-    this.events.emit(workstreamId, 'history_resync', undefined, { reason: 'workstream_gone' });
-    const revoked = this.sends.fence(workstreamId, this.sends.ticket(), 'gone');
-    if (revoked > 0) this.logger.info({ workstreamId, revoked, reason: 'gone' }, 'queued sends revoked');
-    turn?.abort('workstream_gone');
   }
 
   // ── internals ──────────────────────────────────────────────────────────────
 
-  /** Runs a command in the session's mailbox, on its loaded machine; passivates it afterwards. */
-  private async idle<T>(workstreamId: string, command: (rec: SessionRecord) => Promise<T>): Promise<T> {
-    const rec = this.sessions.record(workstreamId);
-    try {
-      return await rec.run(async () => {
-        await this.sessions.load(rec);
-        return command(rec);
-      });
-    } finally {
-      this.sessions.release(rec);
+  /** Aborts every running turn and lets every queued command (claims included) settle. */
+  private async abortAll(reason: AbortReason): Promise<void> {
+    for (;;) {
+      const records = this.sessions.all();
+      const turns = records.flatMap((r) => (r.turn ? [r.turn] : []));
+      for (const turn of turns) turn.abort(reason);
+      await Promise.all([...turns.map((t: Turn) => t.done), ...records.map((r) => r.run(async () => {}))]);
+      if (!this.sessions.all().some((r) => r.turn !== undefined)) return;
+    }
+  }
+
+  /** P4: the journal's maintenance sweep, every `journal.sweepMs` while the runtime runs. */
+  private startSweep(): void {
+    this.stopSweep();
+    this.cancelSweep = this.timers.every(this.config.journal.sweepMs, () => {
+      const woken = this.gate.sweep();
+      if (woken.length > 0) this.logger.info({ workstreams: woken }, 'journal sweep retried writes now');
+      if (this.deletes.pending > 0) {
+        this.deletes.probe().catch((err: unknown) => this.logger.warn({ err }, 'tombstone probe failed'));
+      }
+    });
+  }
+
+  private stopSweep(): void {
+    this.cancelSweep?.();
+    this.cancelSweep = undefined;
+  }
+
+  /** A session without a running turn that holds debt is repaired (recovery's and the cluster's). */
+  private repairIfLeft(workstreamId: string): Promise<boolean> {
+    return this.sessions.idle(workstreamId, async (rec) => {
+      if (rec.turn !== undefined || !leftover(rec, undefined)) return false;
+      await repairLeftover(this.maintenance, rec, 'interrupted by a crash');
+      return true;
+    });
+  }
+
+  /** A call another host routed here (cluster.ts): run as if called on this host. */
+  private runRouted(workstreamId: string, op: RoutedOp): Promise<unknown> {
+    const fence = this.queue.announce(workstreamId);
+    switch (op.op) {
+      case 'cancel':
+        return this.cancels.cancel(workstreamId, fence, true);
+      case 'close':
+        return this.closes.close(workstreamId, { waitMs: op.waitMs, fence, routed: true });
+      case 'delete':
+        return this.deletes.delete(workstreamId, op.tenantId, op.incarnation, { fence, routed: true });
     }
   }
 }

@@ -35,9 +35,9 @@ export type { IsolationStats } from './isolation.js';
 export type { JournalStats } from './journal-gate.js';
 export type { LifecycleListener, WorkstreamLifecycleEvent } from './lifecycle-feed.js';
 export type { PoolStats } from './pool.js';
-export type { RuntimeStats, TurnwardenOptions } from './runtime.js';
+export type { TurnwardenOptions } from './runtime.js';
 export { Turnwarden } from './runtime.js';
-export type { RuntimeCounters } from './stats.js';
+export type { RuntimeCounters, RuntimeStats } from './stats.js';
 export type {
   Caller,
   CloseInput,

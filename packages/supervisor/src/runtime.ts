@@ -1,15 +1,16 @@
 /**
  * (Over 300 lines on purpose: this is the whole public API in one class, each method with the
  * contract a host reads, plus the test seams' way in (startForTesting, testControls), which need
- * the class's private start. The work is elsewhere — engine.ts and the parts it wires.)
+ * the class's private start. The work is elsewhere — the commands the engine answers with.)
  *
  * Turnwarden's embedded API: the supervisor a host runs on its main thread. This facade checks
- * input (T5) and tenancy (T2) and delegates the turn lifecycle to the engine (engine.ts).
+ * input (T5), the caller (T1) and tenancy (T2), then calls one operation of the command
+ * interface (commands/index.ts); start and stop are the engine's (engine.ts), in one order.
  *
- * A turn: claim (worker from the warm pool, lease with a fresh fencing token, durable user
- * row, clock armed at a new generation) → the worker runs the turn loop and journals rows
- * through the engine's journal gate → the watchdog watches the slot → finish (structural repair
- * if needed, lease released, worker back to the pool, `stream_end` then `idle`).
+ * A turn (turn/turn.ts): claim (worker from the warm pool, lease with a fresh fencing token,
+ * durable user row, clock armed at a new generation) → the worker runs the turn loop and
+ * journals rows through the journal gate → the watchdog watches the slot → its end (structural
+ * repair if needed, lease released, worker back to the pool, `stream_end` then `idle`).
  */
 import { randomUUID } from 'node:crypto';
 import type { MonotonicMs } from '@turnwarden/clock';
@@ -25,8 +26,7 @@ import {
 import { Mutation, mutated } from '@turnwarden/protocol/mutations';
 import { openPostgresStore, openSqliteStore, type Store } from '@turnwarden/store';
 import { type Level, type Logger, pino } from 'pino';
-import type { AdmissionStats } from './admission.js';
-import type { ClusterStats } from './cluster.js';
+import type { Commands } from './commands/index.js';
 import {
   checkPluginModules,
   resolveConfig,
@@ -34,7 +34,7 @@ import {
   type SupervisorConfigInput,
 } from './config.js';
 import { Prelude, TurnEngine } from './engine.js';
-import type { EventStats, Listener, StartAt, TurnwardenEvent } from './events.js';
+import type { Listener, StartAt, TurnwardenEvent } from './events.js';
 import {
   checkCaller,
   checkCompactInput,
@@ -44,13 +44,10 @@ import {
   checkSendInput,
   invalid,
 } from './input.js';
-import type { IsolationStats } from './isolation.js';
-import type { JournalStats } from './journal-gate.js';
 import type { LifecycleListener } from './lifecycle-feed.js';
-import type { PoolStats } from './pool.js';
 import type { Announced } from './send-queue.js';
-import type { RuntimeCounters } from './stats.js';
-import { EventIterator, handoffToken, startAt } from './streams.js';
+import type { RuntimeStats } from './stats.js';
+import { EventIterator, startAt } from './streams.js';
 import type { Timers } from './timers.js';
 import type {
   Caller,
@@ -72,7 +69,7 @@ import type {
   WorkstreamRef,
   WorkstreamStatus,
 } from './types.js';
-import type { WatchdogHooks, WatchdogStats } from './watchdog.js';
+import type { WatchdogHooks } from './watchdog.js';
 
 export interface TurnwardenOptions extends SupervisorConfigInput {
   /** A store, or where to open the SQLite one (default `:memory:`). */
@@ -127,29 +124,7 @@ export function startForTesting(options: TurnwardenOptions, seams: TestSeams = {
 export function testControls(tw: Turnwarden): TestControls {
   const engine = engines.get(tw);
   if (!engine) throw new TypeError('not a Turnwarden instance');
-  return {
-    pollWatchdog: () => engine.watchdog.poll(),
-    sweepJournal: () => engine.gate.sweep(),
-    probeTombstones: () => engine.probeTombstones(),
-    get clockBuffer() {
-      return engine.clock.buffer;
-    },
-  };
-}
-
-export interface RuntimeStats extends RuntimeCounters {
-  readonly activeTurns: number;
-  readonly watchdog: WatchdogStats;
-  readonly pool: PoolStats;
-  /** Fair admission (T4): permits out, sends waiting for a worker, refusals. */
-  readonly admission: AdmissionStats;
-  /** Thread-isolated tool tasks: started, cancelled (threads terminated), failed, running. */
-  readonly isolation: IsolationStats;
-  /** The journals (P3): rows not yet durable, journals retrying or in conflict. */
-  readonly journal: JournalStats;
-  readonly events: EventStats;
-  /** Several hosts on one store: calls routed out and in, fallbacks, failovers, rows followed. */
-  readonly cluster?: ClusterStats;
+  return engine.controls();
 }
 
 function aborted(): TurnwardenError {
@@ -214,30 +189,35 @@ function isStore(value: unknown): value is Store {
 
 export class Turnwarden {
   readonly config: SupervisorConfig;
-  private readonly engine: TurnEngine;
-  private closing = false;
+  /** The operations, each a part's (commands/index.ts). */
+  private readonly commands: Commands;
+  /** Start and stop: the engine's, in one order. */
+  private readonly engine: Pick<TurnEngine, 'start' | 'stop'>;
   private readonly inFlight = new Set<Promise<unknown>>();
   private shutdownPromise: Promise<void> | undefined;
 
   private constructor(
     config: SupervisorConfig,
     private readonly store: Store,
-    private readonly ownsStore: boolean,
+    ownsStore: boolean,
     private readonly logger: Logger,
     private readonly harness: HarnessLink | undefined,
     seams: TestSeams,
     prelude: Prelude,
   ) {
     this.config = config;
-    this.engine = new TurnEngine({
+    const engine = new TurnEngine({
       config,
       store,
+      ownsStore,
       logger,
       prelude,
       ...(seams.hooks ? { hooks: seams.hooks } : {}),
       ...(seams.timers ? { timers: seams.timers } : {}),
     });
-    engines.set(this, this.engine);
+    this.commands = engine;
+    this.engine = engine;
+    engines.set(this, engine);
   }
 
   static {
@@ -301,24 +281,11 @@ export class Turnwarden {
     }
     const tw = new Turnwarden(config, store, given === undefined, logger, harness, seams, prelude);
     try {
-      const repaired = await tw.engine.recoverLeftovers();
-      if (repaired > 0) logger.warn({ repaired }, 'sessions left mid-turn by an earlier process repaired');
+      await tw.engine.start({ watchdogTimer: !manualWatchdog });
     } catch (e) {
       await tw.shutdown();
       throw e;
     }
-    if (!manualWatchdog) tw.engine.watchdog.start();
-    tw.engine.startSweep();
-    try {
-      await tw.engine.cluster?.start();
-    } catch (e) {
-      await tw.shutdown();
-      throw e;
-    }
-    logger.info(
-      { holder: tw.engine.holder, workers: config.pool.maxWorkers, watchdog: config.watchdog },
-      'turnwarden supervisor started',
-    );
     return tw;
   }
 
@@ -330,33 +297,7 @@ export class Turnwarden {
     checkCaller(input, 'createWorkstream', ['workstreamId']);
     const id = input.workstreamId ?? `ws-${randomUUID()}`;
     checkId(id, 'workstreamId');
-    if (this.engine.tombstone(id) !== undefined) {
-      // D2: a delete of this id is not finished; it cannot be created again until it is.
-      throw new TurnwardenError(ErrorCode.WORKSTREAM_EXISTS, `workstream ${id} is being deleted`, {
-        details: { workstreamId: id, reason: 'deleting' },
-      });
-    }
-    let rec: Awaited<ReturnType<Store['createWorkstream']>>;
-    try {
-      rec = await this.store.createWorkstream({ id, tenantId: input.tenantId });
-    } catch (e) {
-      // D5: the store may have committed it; unconfirmed, it is never advertised.
-      if (isTurnwardenError(e, ErrorCode.STORE_ERROR)) this.engine.lifecycle.unconfirmed(id);
-      throw e;
-    }
-    // A predecessor's closed stream does not close the new incarnation's listeners (D6).
-    if (!mutated(Mutation.successorSharesStream)) this.engine.events.reopen(id);
-    this.logger.info(
-      {
-        workstreamId: id,
-        tenantId: input.tenantId,
-        principal: input.principal,
-        incarnation: rec.incarnation,
-      },
-      'workstream created',
-    );
-    this.engine.lifecycle.created(rec.tenantId, rec.id, rec.incarnation);
-    return { workstreamId: rec.id, tenantId: rec.tenantId, incarnation: rec.incarnation };
+    return this.commands.createWorkstream(id, input.tenantId, input.principal);
   }
 
   /**
@@ -367,7 +308,7 @@ export class Turnwarden {
   subscribeWorkstreams(input: Caller & { readonly listener: LifecycleListener }): () => void {
     checkCaller(input, 'subscribeWorkstreams', ['listener']);
     if (typeof input.listener !== 'function') throw invalid('listener must be a function', 'listener');
-    return this.engine.lifecycle.subscribe(input.tenantId, input.listener);
+    return this.commands.subscribeWorkstreams(input.tenantId, input.listener);
   }
 
   /** One workstream of the tenant (WORKSTREAM_NOT_FOUND for another tenant's, or one being deleted). */
@@ -399,23 +340,13 @@ export class Turnwarden {
         throw invalid('cursor must be a nextCursor returned by listWorkstreams', 'cursor');
       }
     }
-    const items: WorkstreamDetails[] = [];
-    let last: string | undefined;
-    // Hidden tombstones are skipped; a page is refilled from the store until full or exhausted.
-    for (;;) {
-      const rows = await this.store.listWorkstreams({
-        tenantId: input.tenantId,
-        ...(input.status === undefined ? {} : { status: input.status }),
-        ...(afterId === undefined ? {} : { afterId }),
-        limit: limit - items.length,
-      });
-      for (const row of rows) {
-        last = row.id;
-        if (this.engine.tombstone(row.id) === undefined) items.push(details(row));
-      }
-      if (rows.length === 0 || items.length === limit) break;
-      afterId = last;
-    }
+    const { rows, last } = await this.commands.listWorkstreams({
+      tenantId: input.tenantId,
+      status: input.status,
+      afterId,
+      limit,
+    });
+    const items = rows.map(details);
     const full = items.length === limit && last !== undefined;
     return full ? { items, nextCursor: Buffer.from(last!).toString('base64url') } : { items };
   }
@@ -440,7 +371,7 @@ export class Turnwarden {
       throw invalid('incarnation must be the one createWorkstream or getWorkstream returned', 'incarnation');
     }
     // C7: announced as the host calls, like a cancel.
-    const fence = this.engine.sends.announce(input.workstreamId);
+    const fence = this.commands.announce(input.workstreamId);
     try {
       await this.deleteOwned(input, fence);
     } finally {
@@ -457,14 +388,14 @@ export class Turnwarden {
         ErrorCode.WORKSTREAM_NOT_FOUND,
         `workstream ${workstreamId} (incarnation ${incarnation}) not found`,
       );
-    const pending = this.engine.tombstone(workstreamId);
+    const pending = this.commands.tombstone(workstreamId);
     if (pending !== undefined && (pending.tenantId !== tenantId || pending.incarnation !== incarnation)) {
       throw notFound();
     }
     const ws = await this.store.getWorkstream(workstreamId);
     if (ws === undefined && pending !== undefined) {
       // The retry of an ambiguous delete that had happened: proven, the tombstone retires (D3).
-      await this.engine.probeTombstones();
+      await this.commands.probeTombstones();
       return;
     }
     if (!ws || ws.tenantId !== tenantId || ws.incarnation !== incarnation) throw notFound();
@@ -472,7 +403,7 @@ export class Turnwarden {
       { workstreamId, tenantId, principal: input.principal, incarnation },
       'workstream delete requested',
     );
-    await this.engine.deleteWorkstream(workstreamId, tenantId, incarnation, { fence });
+    await this.commands.deleteWorkstream(workstreamId, tenantId, incarnation, fence);
   }
 
   /**
@@ -512,7 +443,7 @@ export class Turnwarden {
       throw invalid('signal must be an AbortSignal', 'signal');
     }
     const from = startAt(input);
-    const iterator = new EventIterator(this.engine.events.listenerBuffer, input.signal);
+    const iterator = new EventIterator(this.commands.listenerBuffer, input.signal);
     iterator.attach(this.follow(input, iterator.push, from));
     return iterator;
   }
@@ -530,7 +461,7 @@ export class Turnwarden {
       }
     };
     let closed = false;
-    const off = this.engine.events.subscribe(
+    const off = this.commands.listen(
       String(workstreamId),
       (event) => {
         if (refused) return;
@@ -548,7 +479,7 @@ export class Turnwarden {
         if (ws.status === 'closed' && !closed && !mutated(Mutation.lateListenerKept)) {
           off();
           deliver({
-            id: this.engine.events.position(workstreamId),
+            id: this.commands.position(workstreamId),
             workstreamId,
             type: 'ws_closed',
             data: { reason: 'closed' },
@@ -574,11 +505,7 @@ export class Turnwarden {
     checkRef(input, 'history');
     const { tenantId, workstreamId } = input;
     await this.owned(tenantId, workstreamId);
-    // The position is taken before the read: a row durable before it is in the rows; one that
-    // becomes durable after it is announced after it (and filtered out if the read saw it).
-    const position = this.engine.events.position(workstreamId);
-    const rows = await this.store.readHistory(workstreamId);
-    return { rows, handoff: handoffToken(workstreamId, position, rows.at(-1)?.seq ?? 0) };
+    return this.commands.history(workstreamId);
   }
 
   /** The session machine's state (idle, claimed, streaming, tool-debt, force-abandoning, closed). */
@@ -590,7 +517,7 @@ export class Turnwarden {
       workstreamId,
       tenantId,
       generation: ws.generation,
-      ...this.engine.status(workstreamId, ws.session),
+      ...this.commands.status(workstreamId, ws.session),
     };
   }
 
@@ -609,18 +536,17 @@ export class Turnwarden {
       throw invalid('waitMs must be an integer from 0 to 3600000', 'waitMs');
     }
     // C7: announced as the host calls; a dispatch under way waits for the ownership check.
-    const fence = this.engine.sends.announce(workstreamId);
+    const fence = this.commands.announce(workstreamId);
     let closedHere: boolean;
     try {
       await this.owned(tenantId, workstreamId);
-      closedHere = await this.engine.close(workstreamId, waitMs, fence);
+      closedHere = await this.commands.close(workstreamId, tenantId, waitMs, fence);
     } finally {
       fence.done();
     }
-    // Joined another soft close's CLOSE (C1): that one logs and advertises it, once.
-    if (!closedHere) return;
-    this.logger.info({ workstreamId, tenantId, principal: input.principal }, 'workstream closed');
-    this.engine.lifecycle.closed(tenantId, workstreamId, 'closed');
+    // Joined another soft close's CLOSE (C1): that one logs it (and advertised it), once.
+    if (closedHere)
+      this.logger.info({ workstreamId, tenantId, principal: input.principal }, 'workstream closed');
   }
 
   // ── turns ──────────────────────────────────────────────────────────────────
@@ -638,18 +564,18 @@ export class Turnwarden {
   send(input: SendInput): Promise<TurnHandle> {
     return this.tracked(async () => {
       this.assertOpen();
-      checkSendInput(input, this.config.limits, this.engine.pool.catalogue?.tools);
+      checkSendInput(input, this.config.limits, this.commands.tools());
       // C7: the claim is captured now, as the host calls — before anything is awaited.
-      const claim = this.engine.sends.capture(input.workstreamId);
+      const claim = this.commands.capture(input.workstreamId);
       const { signal, maxWaitMs, ...rest } = input;
       try {
         await this.owned(input.tenantId, input.workstreamId);
         if (signal?.aborted) throw aborted();
       } catch (e) {
-        this.engine.sends.settled(claim);
+        this.commands.settled(claim);
         throw e;
       }
-      return this.handle(await this.engine.send(claim, rest, signal, maxWaitMs), signal);
+      return this.handle(await this.commands.send(claim, rest, signal, maxWaitMs), signal);
     });
   }
 
@@ -663,11 +589,11 @@ export class Turnwarden {
     const { tenantId, workstreamId } = input;
     // C7: sends the host made before this call cannot start after it — not even one whose
     // dispatch is under way while this call's ownership check is still on its way to the store.
-    const fence = this.engine.sends.announce(workstreamId);
+    const fence = this.commands.announce(workstreamId);
     try {
       await this.owned(tenantId, workstreamId);
       this.logger.info({ workstreamId, tenantId, principal: input.principal }, 'cancel requested');
-      return await this.engine.cancel(workstreamId, fence);
+      return await this.commands.cancel(workstreamId, fence);
     } finally {
       fence.done();
     }
@@ -683,7 +609,7 @@ export class Turnwarden {
     checkCompactInput(input, this.config.limits);
     const { tenantId, workstreamId } = input;
     await this.owned(tenantId, workstreamId);
-    return this.engine.compact(workstreamId, input.throughSeq, {
+    return this.commands.compact(workstreamId, input.throughSeq, {
       commitKey: input.commitKey ?? `compact:${randomUUID()}`,
       message: { role: 'system', content: input.summary },
     });
@@ -702,28 +628,18 @@ export class Turnwarden {
     checkRewindInput(input);
     const { tenantId, workstreamId } = input;
     // Captured as the host calls: a cancel after this call revokes the rewind if it has not begun.
-    const claim = this.engine.sends.capture(workstreamId);
+    const claim = this.commands.capture(workstreamId);
     try {
       await this.owned(tenantId, workstreamId);
     } catch (e) {
-      this.engine.sends.settled(claim);
+      this.commands.settled(claim);
       throw e;
     }
-    return this.engine.rewind(claim, input.turns, input.ifLastSeq);
+    return this.commands.rewind(claim, input.turns, input.ifLastSeq);
   }
 
   stats(): RuntimeStats {
-    return {
-      ...this.engine.counters,
-      activeTurns: this.engine.activeTurns(),
-      watchdog: this.engine.watchdog.stats(),
-      pool: this.engine.pool.stats(),
-      admission: this.engine.admission.stats(),
-      isolation: this.engine.isolation.stats(),
-      journal: this.engine.gate.stats(),
-      events: this.engine.events.stats(),
-      ...(this.engine.cluster ? { cluster: this.engine.cluster.stats() } : {}),
-    };
+    return this.commands.stats();
   }
 
   /** Aborts running turns (reason `shutdown`), waits for them to settle, stops the pool and store. */
@@ -741,35 +657,15 @@ export class Turnwarden {
   // ── internals ──────────────────────────────────────────────────────────────
 
   private async doShutdown(): Promise<void> {
-    this.closing = true;
-    this.engine.closing = true;
-    this.engine.recovery.stop();
-    // No more takeovers of other hosts' workstreams; routed calls are answered SHUTTING_DOWN.
-    this.engine.cluster?.beginShutdown();
-    // Sends waiting behind a turn never start now.
-    const down = () =>
-      new TurnwardenError(ErrorCode.SHUTTING_DOWN, 'turnwarden shut down before the send could start');
-    this.engine.sends.rejectAll(down);
-    this.engine.admission.rejectAll(down);
-    // Sends already on their way finish their admission (or are refused) before turns are aborted.
-    await Promise.allSettled([...this.inFlight]);
-    await this.engine.abortAll('shutdown');
-    await this.engine.cluster?.stop();
-    this.engine.watchdog.stop();
-    this.engine.stopSweep();
-    await this.engine.pool.close();
-    await this.engine.isolation.close();
-    await this.engine.hostTools.close();
-    if (this.ownsStore) await this.store.close();
+    await this.engine.stop(() => Promise.allSettled([...this.inFlight]));
     if (this.harness) detachSeamController(this.harness.controller);
-    this.logger.info({ ...this.engine.counters }, 'turnwarden supervisor stopped');
   }
 
   /** The host's handle on a claimed turn: `cancel()`, and the send's signal wired to it. */
   private handle(claimed: ClaimedTurn, signal: AbortSignal | undefined): TurnHandle {
     const { workstreamId, generation, done } = claimed;
     const cancel = (): Promise<TurnResult> => {
-      this.engine.cancelTurn(workstreamId, done);
+      this.commands.cancelTurn(workstreamId, done);
       return done;
     };
     if (signal) {
@@ -791,7 +687,9 @@ export class Turnwarden {
   }
 
   private assertOpen(): void {
-    if (this.closing) throw new TurnwardenError(ErrorCode.SHUTTING_DOWN, 'turnwarden is shutting down');
+    if (this.commands.closing) {
+      throw new TurnwardenError(ErrorCode.SHUTTING_DOWN, 'turnwarden is shutting down');
+    }
   }
 
   /** T2: another tenant's workstream is simply not found. */
@@ -802,7 +700,11 @@ export class Turnwarden {
   private async owned(tenantId: string, workstreamId: string, { deleting = false } = {}) {
     // The ids were checked with the call's input (checkRef, checkSendInput, checkCompactInput).
     const ws = await this.store.getWorkstream(workstreamId);
-    if (!ws || ws.tenantId !== tenantId || (!deleting && this.engine.tombstone(workstreamId) !== undefined)) {
+    if (
+      !ws ||
+      ws.tenantId !== tenantId ||
+      (!deleting && this.commands.tombstone(workstreamId) !== undefined)
+    ) {
       throw new TurnwardenError(ErrorCode.WORKSTREAM_NOT_FOUND, `workstream ${workstreamId} not found`);
     }
     return ws;

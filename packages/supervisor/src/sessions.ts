@@ -155,6 +155,22 @@ export class Sessions {
     return next;
   }
 
+  /**
+   * Runs a command in the session's mailbox, on its loaded machine (claims and turn ends go
+   * through `rec.run` themselves); the session is passivated afterwards if it can be.
+   */
+  async idle<T>(workstreamId: string, command: (rec: SessionRecord) => Promise<T>): Promise<T> {
+    const rec = this.record(workstreamId);
+    try {
+      return await rec.run(async () => {
+        await this.load(rec);
+        return command(rec);
+      });
+    } finally {
+      this.release(rec);
+    }
+  }
+
   /** Forgets a session that no longer needs memory (passivation). */
   release(rec: SessionRecord): void {
     if (rec.passive && this.records.get(rec.workstreamId) === rec) this.records.delete(rec.workstreamId);

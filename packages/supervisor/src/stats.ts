@@ -1,3 +1,11 @@
+import type { AdmissionStats } from './admission.js';
+import type { ClusterStats } from './cluster.js';
+import type { EventStats } from './events.js';
+import type { IsolationStats } from './isolation.js';
+import type { JournalStats } from './journal-gate.js';
+import type { PoolStats } from './pool.js';
+import type { WatchdogStats } from './watchdog.js';
+
 /** Counters an operator (and the demo's summary) reads. */
 export interface RuntimeCounters {
   turnsStarted: number;
@@ -31,4 +39,20 @@ export function newCounters(): RuntimeCounters {
     leaseLosses: 0,
     journalRefusedFenced: 0,
   };
+}
+
+/** What `Turnwarden.stats()` answers: the counters and each part's figures. */
+export interface RuntimeStats extends RuntimeCounters {
+  readonly activeTurns: number;
+  readonly watchdog: WatchdogStats;
+  readonly pool: PoolStats;
+  /** Fair admission (T4): permits out, sends waiting for a worker, refusals. */
+  readonly admission: AdmissionStats;
+  /** Thread-isolated tool tasks: started, cancelled (threads terminated), failed, running. */
+  readonly isolation: IsolationStats;
+  /** The journals (P3): rows not yet durable, journals retrying or in conflict. */
+  readonly journal: JournalStats;
+  readonly events: EventStats;
+  /** Several hosts on one store: calls routed out and in, fallbacks, failovers, rows followed. */
+  readonly cluster?: ClusterStats;
 }

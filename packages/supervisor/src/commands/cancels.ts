@@ -1,0 +1,115 @@
+/**
+ * Force cancel (C4–C7): a running turn's abort commits unconditionally and the cancel waits for
+ * its end (not for a history rewrite in flight, C6); without a turn, debt is repaired (C5) or it
+ * is a silent no-op. A turn running on another host is that host's to cancel (cluster.ts).
+ */
+import type { Logger } from 'pino';
+import type { Cluster } from '../cluster.js';
+import { leftover, type MaintenanceHost, repairLeftover } from '../maintenance.js';
+import type { Announced, SendQueue } from '../send-queue.js';
+import type { SessionRecord, Sessions } from '../sessions.js';
+import { revoke } from './revoke.js';
+
+export interface CancelsDeps {
+  readonly logger: Logger;
+  readonly sessions: Sessions;
+  readonly queue: Pick<SendQueue, 'fence' | 'ticket'>;
+  readonly cluster: Pick<Cluster, 'route'> | undefined;
+  /** Repairs of sessions without a running turn (maintenance.ts). */
+  readonly maintenance: MaintenanceHost;
+}
+
+export class Cancels {
+  constructor(private readonly deps: CancelsDeps) {}
+
+  /**
+   * Force cancel. A running turn: the abort commits unconditionally, results are synthesized
+   * before the slot is released; resolves once the session is idle. Without one: debt is
+   * repaired (true), or it is a silent no-op (false).
+   */
+  async cancel(workstreamId: string, fence: Announced, routed = false): Promise<boolean> {
+    try {
+      return await this.cancelFenced(workstreamId, fence, routed);
+    } finally {
+      fence.done();
+    }
+  }
+
+  /**
+   * Force-cancels one turn, named by its `done` promise — the turn's identity: a later turn on
+   * the workstream is left alone (C4), and so is a turn of a workstream created again under the
+   * id, whose generations start over (D4).
+   */
+  cancelTurn(workstreamId: string, turn: Promise<unknown>): void {
+    const running = this.deps.sessions.peek(workstreamId)?.turn;
+    if (running && running.done === turn) {
+      revoke(this.deps, workstreamId, this.deps.queue.ticket(), 'cancel');
+      running.abort('cancel');
+    }
+  }
+
+  private async cancelFenced(workstreamId: string, fence: Announced, routed: boolean): Promise<boolean> {
+    const { sessions, cluster, logger } = this.deps;
+    const { ticket } = fence;
+    if (!routed && cluster) {
+      // The turn runs on another host: the cancel is its to carry out (cluster.ts).
+      const r = await cluster.route(workstreamId, { op: 'cancel' });
+      if (r.ran) return r.result === true;
+    }
+    const running = sessions.peek(workstreamId)?.turn;
+    if (running) {
+      revoke(this.deps, workstreamId, ticket, 'cancel');
+      running.abort('cancel');
+      // Committed: a dispatch waiting on this call sees the abort (C7); the cancel waits on.
+      fence.done();
+      // C6: a history rewrite in flight cannot be abandoned and the turn's end waits for it (L8);
+      // the cancel does not. It returns once the abort is committed and signalled; the turn
+      // finishes — results synthesized, stream_end, idle — when the rewrite is done.
+      if (running.rewritesInFlight > 0) {
+        logger.info(
+          { workstreamId, rewrites: running.rewritesInFlight },
+          'cancel returns before a history rewrite in flight; the turn ends after it',
+        );
+        return true;
+      }
+      await running.done;
+      return true;
+    }
+    const rewriting = sessions.peek(workstreamId)?.rewrites ?? 0;
+    if (rewriting > 0) {
+      // C6: a history rewrite of the idle session is queued or in flight in its mailbox. One
+      // that has begun cannot be abandoned, and the cancel does not wait for it: it fences the
+      // workstream — a rewrite that has not begun is revoked, as are earlier sends — and
+      // returns. Debt (C5) is looked for after the rewrite, without the caller waiting.
+      revoke(this.deps, workstreamId, ticket, 'cancel');
+      logger.info(
+        { workstreamId, rewrites: rewriting },
+        'cancel returns before a history rewrite of the idle workstream; it completes unless it had not begun',
+      );
+      sessions
+        .idle(workstreamId, (rec) => (rec.turn ? Promise.resolve(false) : this.repairIdle(rec, ticket)))
+        .catch((err: unknown) => logger.warn({ err, workstreamId }, 'repair after a cancel failed'));
+      return true;
+    }
+    return sessions.idle(workstreamId, async (rec) => {
+      if (rec.turn) {
+        revoke(this.deps, workstreamId, ticket, 'cancel');
+        rec.turn.abort('cancel');
+        return true;
+      }
+      return this.repairIdle(rec, ticket);
+    });
+  }
+
+  /** C5: an idle session's debt is repaired (true); an idle clean one is a silent no-op (false). */
+  private async repairIdle(rec: SessionRecord, ticket: number): Promise<boolean> {
+    const { workstreamId } = rec;
+    const { maintenance } = this.deps;
+    const rows = rec.state === 'idle' ? await maintenance.store.readHistory(workstreamId) : undefined;
+    // Sends on their way to a clean workstream are left alone.
+    if (!leftover(rec, rows)) return false;
+    revoke(this.deps, workstreamId, ticket, 'cancel');
+    await repairLeftover(maintenance, rec, 'cancelled');
+    return true;
+  }
+}

@@ -1,0 +1,72 @@
+/**
+ * The command interface the public facade (runtime.ts) calls, after its input (T5) and tenancy
+ * (T1, T2) checks. Each operation is one part's (this folder's files, claim.ts, turn/); the
+ * engine (engine.ts) builds the parts and answers for them.
+ */
+import type { SessionSnapshotData } from '@turnwarden/protocol';
+import type { WorkstreamRecord } from '@turnwarden/store';
+import type { ClaimInput } from '../claim.js';
+import type { Listener, StartAt } from '../events.js';
+import type { LifecycleListener } from '../lifecycle-feed.js';
+import type { Announced, SendClaim } from '../send-queue.js';
+import type { RuntimeStats } from '../stats.js';
+import type { ClaimedTurn, HistoryRead, RewindResult, WorkstreamInfo, WorkstreamStatus } from '../types.js';
+import type { Tombstone } from './deletes.js';
+import type { Summary } from './rewrites.js';
+import type { ListQuery } from './workstreams.js';
+
+export interface Commands {
+  /** Shutdown began: every call is refused from here (SHUTTING_DOWN). */
+  readonly closing: boolean;
+
+  // C7: calls are captured or announced as the host makes them, before any await.
+  capture(workstreamId: string): SendClaim;
+  announce(workstreamId: string): Announced;
+  /** A captured call that will not send (refused before it reached its part). */
+  settled(claim: SendClaim): void;
+
+  createWorkstream(id: string, tenantId: string, principal: string): Promise<WorkstreamInfo>;
+  listWorkstreams(query: ListQuery): Promise<{ readonly rows: WorkstreamRecord[]; readonly last?: string }>;
+  /** The tombstone of a delete under way or left ambiguous (D2): the workstream is hidden. */
+  tombstone(workstreamId: string): Tombstone | undefined;
+  deleteWorkstream(
+    workstreamId: string,
+    tenantId: string,
+    incarnation: string,
+    fence: Announced,
+  ): Promise<void>;
+  /** D3: tombstones the store proves gone retire. */
+  probeTombstones(): Promise<void>;
+  /** D5: a tenant's workstream lifecycle feed. */
+  subscribeWorkstreams(tenantId: string, listener: LifecycleListener): () => void;
+  history(workstreamId: string): Promise<HistoryRead>;
+  status(
+    workstreamId: string,
+    durable: SessionSnapshotData | undefined,
+  ): Pick<WorkstreamStatus, 'state' | 'cleanupPending' | 'persistence' | 'queuedSends' | 'activeTurn'>;
+  /** Closes; true when this call closed it, false when it joined another soft close (C1). */
+  close(workstreamId: string, tenantId: string, waitMs: number, fence: Announced): Promise<boolean>;
+
+  /** Registers a listener on a workstream's events from `from` (E1, E2); returns its removal. */
+  listen(workstreamId: string, listener: Listener, from: StartAt): () => void;
+  /** The stream position now (the id of its last event). */
+  position(workstreamId: string): number;
+  /** How many unread events an iterator holds before `stream_overflow` (E3). */
+  readonly listenerBuffer: number;
+
+  /** The tools the workers' plugins provide (known once a worker has started). */
+  tools(): readonly string[] | undefined;
+  send(
+    claim: SendClaim,
+    input: ClaimInput,
+    signal: AbortSignal | undefined,
+    maxWaitMs?: number,
+  ): Promise<ClaimedTurn>;
+  cancel(workstreamId: string, fence: Announced): Promise<boolean>;
+  /** Force-cancels the turn whose `done` this is, not a later one (C4). */
+  cancelTurn(workstreamId: string, done: Promise<unknown>): void;
+  compact(workstreamId: string, throughSeq: number, summary: Summary): Promise<{ removed: number }>;
+  rewind(claim: SendClaim, turns: number, ifLastSeq: number | undefined): Promise<RewindResult>;
+
+  stats(): RuntimeStats;
+}
