@@ -1,4 +1,7 @@
 /**
+ * (Over 300 lines on purpose: the permits, the fair queue and its bounds are one structure —
+ * a permit freed is handed to the next waiter in the same step, or fairness breaks.)
+ *
  * Fair admission (T4). A turn runs on a permit: at most `pool.maxWorkers` permits are out on the
  * host and `admission.maxActivePerTenant` per tenant. A send that finds none free waits in a
  * bounded queue — FIFO within a tenant, round-robin across tenants — until a permit frees up

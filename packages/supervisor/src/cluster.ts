@@ -1,4 +1,8 @@
 /**
+ * (Over 300 lines on purpose, for now: routing, following and the failover sweep share one
+ * channel, its cursors and the holder's identity; they split along those three seams when the
+ * supervisor gets its folders — issue 23, item 3.)
+ *
  * Several hosts on one store (issue 13). Each supervisor process is a host with a stable id;
  * a workstream's turn runs on whichever host holds its turn lease, and fencing tokens (P6) keep
  * a host that lost the lease from writing. What crosses hosts goes through the store's own

@@ -1,4 +1,7 @@
 /**
+ * (Over 300 lines on purpose: every option's default and its check, each naming its field, in
+ * the one place a host reads to learn what it may configure.)
+ *
  * Supervisor configuration. Validated once, at construction: a bad value is refused with an
  * INVALID_CONFIG error whose message names the field, and nothing starts.
  */

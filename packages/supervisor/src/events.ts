@@ -1,4 +1,7 @@
 /**
+ * (Over 300 lines on purpose: ids, the replay ring, handoff filtering and the terminal quiesce
+ * are one stream's state, read and written in one synchronous step per event — E1–E3, D6.)
+ *
  * Event streams, per workstream.
  *
  * **Ids (E1).** One counter for the process, started at the wall clock in microseconds: ids

@@ -1,4 +1,8 @@
 /**
+ * (Over 300 lines on purpose: admission, the per-workstream write queue, its retries and its
+ * status are one state machine per journal — the admission must be one synchronous step with the
+ * queueing (L3), and the long comment below is the argument for it.)
+ *
  * The journal gate: the only path by which anything becomes durable, on the supervisor's thread.
  *
  * **Admission (L3).** A worker's rows are admitted only while their turn is live: the check —

@@ -1,4 +1,7 @@
 /**
+ * (Over 300 lines on purpose: claims, fences and the queue they revoke are one ticket order —
+ * C7 holds only if all three are read against the same counter.)
+ *
  * Dispatch order and the send queue (C7).
  *
  * A send captures a *claim* the moment the host calls it: a ticket from one counter. A force
