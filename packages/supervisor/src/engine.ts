@@ -14,7 +14,7 @@ import type {
   SessionSnapshotData,
   TurnOutcome,
 } from '@turnwarden/protocol';
-import { ErrorCode, SeamName, seam, TurnwardenError, toWire } from '@turnwarden/protocol';
+import { errors, SeamName, seam, toWire } from '@turnwarden/protocol';
 import { sessionWorkerUrl, stateOf } from '@turnwarden/session';
 import type { Store } from '@turnwarden/store';
 import type { Logger } from 'pino';
@@ -143,7 +143,7 @@ export class Prelude {
 
   private bound(): TurnEngine {
     if (this.engine === undefined) {
-      throw new TurnwardenError(ErrorCode.INTERNAL, 'a worker called the host before the runtime started');
+      throw errors.internal('a worker called the host before the runtime started');
     }
     return this.engine;
   }
@@ -318,10 +318,7 @@ export class TurnEngine {
               if (permit === undefined) return { wait: true };
             }
             if (permit === undefined) {
-              throw new TurnwardenError(
-                ErrorCode.INTERNAL,
-                `a claim on ${workstreamId} reached admission without a permit`,
-              );
+              throw errors.internal(`a claim on ${workstreamId} reached admission without a permit`);
             }
             return { admitted: await admit(this, rec, input, permit) };
           });
@@ -594,10 +591,9 @@ export class TurnEngine {
           cancelTimer();
           if (ended !== false) {
             this.logger.warn({ workstreamId, waitMs }, 'soft close timed out; the turn keeps running');
-            throw new TurnwardenError(
-              ErrorCode.TIMEOUT,
+            throw errors.timeout(
               `soft close of ${workstreamId} timed out after ${waitMs} ms: its turn is still running (cancel() forces it)`,
-              { details: { waitMs } },
+              { waitMs },
             );
           }
         }
@@ -763,10 +759,9 @@ export class TurnEngine {
     try {
       const result = await this.rewriting(workstreamId, async (rec) => {
         if (rec.turn !== undefined) {
-          throw new TurnwardenError(
-            ErrorCode.TURN_IN_PROGRESS,
+          throw errors.turnInProgress(
             `rewind of ${workstreamId} refused: a turn is running (cancel it or wait for its end)`,
-            { details: { workstreamId } },
+            { workstreamId },
           );
         }
         const refused = admissionRefusal(this, workstreamId);

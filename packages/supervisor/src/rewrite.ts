@@ -4,7 +4,7 @@
  * flight, queued with the turn's writes under its lease, and the turn's end waits for it — an
  * abort never tears it; a declined abort changes nothing.
  */
-import { ErrorCode, SeamName, seam, TurnwardenError } from '@turnwarden/protocol';
+import { errors, SeamName, seam } from '@turnwarden/protocol';
 // Harness-only switches: stripped from dist/ by scripts/build.mjs (see protocol/src/mutations.ts).
 import { Mutation, mutated } from '@turnwarden/protocol/mutations';
 import type { CompactResult, TurnStore } from '@turnwarden/store';
@@ -24,8 +24,7 @@ export async function compactLive(
 ): Promise<CompactResult> {
   const { workstreamId, generation } = turn;
   if (turn.abort && !mutated(Mutation.rewriteIgnoresAbort)) {
-    throw new TurnwardenError(
-      ErrorCode.FENCED,
+    throw errors.fenced(
       `history rewrite of ${workstreamId} revoked: the turn's abort (${turn.abort.reason}) has committed`,
     );
   }
