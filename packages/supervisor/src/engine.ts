@@ -47,6 +47,7 @@ import { settle } from './settle.js';
 import { newCounters } from './stats.js';
 import { nodeTimers, type Timers } from './timers.js';
 import type { ClaimedTurn, RewindResult, WorkstreamStatus } from './types.js';
+import { variant } from './variants.js';
 import { Watchdog, type WatchdogHooks } from './watchdog.js';
 import { onWorkerEvent } from './worker-events.js';
 
@@ -213,13 +214,16 @@ export class TurnEngine {
     this.clock = prelude.clock;
     this.hostTools = prelude.hostTools;
     this.pool = prelude.pool;
-    this.events = new EventHub(this.logger, config.events);
+    // The parts with a harness variant are built through `variant` (variants.ts).
+    this.events = new (variant(EventHub))(this.logger, config.events);
     this.lifecycle = new LifecycleFeed(this.logger);
     this.sessions = new Sessions(this.store, this.events, this.logger);
-    this.gate = new JournalGate(this);
-    this.aborts = new AbortProtocol(this);
+    this.gate = new (variant(JournalGate))(this);
+    this.aborts = new (variant(AbortProtocol))(this);
     this.recovery = new Recovery(this);
-    this.sends = new SendQueue(config.limits.maxQueuedSends, () => this.admission.oneTurnRetryAfterMs());
+    this.sends = new (variant(SendQueue))(config.limits.maxQueuedSends, () =>
+      this.admission.oneTurnRetryAfterMs(),
+    );
     this.admission = new Admission(
       { maxActive: config.pool.maxWorkers, ...config.admission },
       this.timers,
@@ -230,7 +234,13 @@ export class TurnEngine {
           'send admitted after waiting for a worker',
         ),
     );
-    this.watchdog = new Watchdog(this.clock, config.watchdog, this.aborts, this.logger, options.hooks);
+    this.watchdog = new (variant(Watchdog))(
+      this.clock,
+      config.watchdog,
+      this.aborts,
+      this.logger,
+      options.hooks,
+    );
     this.isolation = new IsolatedPool(config.isolation, {
       turnOf: (workstreamId) => this.sessions.peek(workstreamId)?.turn,
       clock: this.clock.buffer,

@@ -47,8 +47,6 @@ import {
   type TurnwardenError,
   toWire,
 } from '@turnwarden/protocol';
-// Harness-only switches: stripped from dist/ by scripts/build.mjs (see protocol/src/mutations.ts).
-import { Mutation, mutated } from '@turnwarden/protocol/mutations';
 import type { AppendInput, AppendOutcome, TurnStore } from '@turnwarden/store';
 import type { Logger } from 'pino';
 import type { ActiveTurn } from './active-turn.js';
@@ -390,15 +388,20 @@ export class JournalGate {
     });
   }
 
+  /** L3: rows are admitted from the live turn only — not ended, superseded or abort-committed. */
+  protected live(req: Omit<JournalRequest, 'eventsPosted'>): boolean {
+    const turn = this.host.turnOf(req.workstreamId);
+    return (
+      turn !== undefined &&
+      turn.generation === req.generation &&
+      turn.abort === undefined &&
+      !this.host.fenced(turn)
+    );
+  }
+
   /** Admission and queueing: one synchronous step (see the file comment). */
   private admit(req: Omit<JournalRequest, 'eventsPosted'>): Promise<JournalAck> {
-    const turn = this.host.turnOf(req.workstreamId);
-    const fenced =
-      turn === undefined ||
-      turn.generation !== req.generation ||
-      turn.abort !== undefined ||
-      this.host.fenced(turn);
-    if (fenced && !mutated(Mutation.admitFencedJournal)) {
+    if (!this.live(req)) {
       this.host.refused();
       return Promise.reject(errors.fenced(`turn ${req.generation} of ${req.workstreamId} is no longer live`));
     }

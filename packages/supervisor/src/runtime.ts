@@ -22,8 +22,6 @@ import {
   isTurnwardenError,
   type TurnwardenError,
 } from '@turnwarden/protocol';
-// Harness-only switches: stripped from dist/ by scripts/build.mjs (see protocol/src/mutations.ts).
-import { Mutation, mutated } from '@turnwarden/protocol/mutations';
 import { openPostgresStore, openSqliteStore, type Store } from '@turnwarden/store';
 import { type Level, type Logger, pino } from 'pino';
 import type { AdmissionStats } from './admission.js';
@@ -343,7 +341,7 @@ export class Turnwarden {
       throw e;
     }
     // A predecessor's closed stream does not close the new incarnation's listeners (D6).
-    if (!mutated(Mutation.successorSharesStream)) this.engine.events.reopen(id);
+    this.engine.events.reopen(id);
     this.logger.info(
       {
         workstreamId: id,
@@ -527,14 +525,14 @@ export class Turnwarden {
         verified = true;
         for (const event of held.splice(0)) deliver(event);
         // D6: closed before this call, its stream since dropped from memory: closed at once.
-        if (ws.status === 'closed' && !closed && !mutated(Mutation.lateListenerKept)) {
-          off();
-          deliver({
+        if (ws.status === 'closed' && !closed) {
+          const notice = (): TurnwardenEvent => ({
             id: this.engine.events.position(workstreamId),
             workstreamId,
             type: 'ws_closed',
             data: { reason: 'closed' },
           });
+          this.engine.events.closeLate(deliver, notice, off);
         }
         return off;
       },

@@ -23,8 +23,6 @@
  * session's mailbox when its turn comes (claim.ts), revalidated there.
  */
 import { errors, type RevokeReason, type TurnwardenError } from '@turnwarden/protocol';
-// Harness-only switches: stripped from dist/ by scripts/build.mjs (see protocol/src/mutations.ts).
-import { Mutation, mutated } from '@turnwarden/protocol/mutations';
 import type { ClaimInput } from './claim.js';
 import type { ClaimedTurn } from './types.js';
 
@@ -155,7 +153,11 @@ export class SendQueue {
       const last = this.fences.get(workstreamId);
       if (last === undefined || last.ticket < ticket) this.fences.set(workstreamId, { ticket, reason });
     }
-    if (mutated(Mutation.claimIgnoresFence)) return 0;
+    return this.revokeBefore(workstreamId, ticket, reason);
+  }
+
+  /** Revokes the sends waiting on the workstream whose claims were captured before `ticket`. */
+  protected revokeBefore(workstreamId: string, ticket: number, reason: FenceReason): number {
     let parked = 0;
     for (const p of this.parked.get(workstreamId) ?? []) {
       if (p.ticket >= ticket) continue;
@@ -202,7 +204,6 @@ export class SendQueue {
   /** What fenced the workstream after the claim was captured, if anything did. */
   fencedSince(claim: SendClaim): FenceReason | undefined {
     const fence = this.fences.get(claim.workstreamId);
-    if (mutated(Mutation.claimIgnoresFence)) return undefined;
     return fence !== undefined && fence.ticket > claim.ticket ? fence.reason : undefined;
   }
 

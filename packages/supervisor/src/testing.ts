@@ -4,8 +4,8 @@
  * the seams tests and the interleaving harness drive: injected time and timers, watchdog hooks,
  * a watchdog polled by hand, the harness link.
  *
- * The interleaving harness imports this entry as `@turnwarden/supervisor/harness`: the same
- * module built with the mutation switches kept (dist-harness/, never published).
+ * The interleaving harness imports `@turnwarden/supervisor/harness` (harness.ts): this entry
+ * with the harness's variants of the parts installed (dist-harness/, never published).
  */
 import { errors, type HostApi } from '@turnwarden/protocol';
 
