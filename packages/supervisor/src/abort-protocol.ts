@@ -3,8 +3,6 @@
  * (`fired`) and the declines, and hands a commit to the turn on the slot, whose `abort` runs the
  * definitive stage (renewal stops, logs, events, the abort message, the grace timer: turn/).
  */
-// Harness-only switches: stripped from dist/ by scripts/build.mjs (see protocol/src/mutations.ts).
-import { Mutation, mutated } from '@turnwarden/protocol/mutations';
 import type { Logger } from 'pino';
 import type { SupervisorConfig } from './config.js';
 import type { EventHub } from './events.js';
@@ -23,7 +21,7 @@ export interface AbortHost {
 }
 
 export class AbortProtocol implements WatchdogDelegate {
-  constructor(private readonly host: AbortHost) {}
+  constructor(protected readonly host: AbortHost) {}
 
   fired(w: WatchedTurn, info: StallInfo): void {
     this.host.counters.watchdogFired++;
@@ -45,9 +43,6 @@ export class AbortProtocol implements WatchdogDelegate {
       idleMs: info.idleMs,
       lastActivity: info.lastActivity,
     });
-    if (mutated(Mutation.publishBeforeCommit)) {
-      log.error({ idleMs: info.idleMs }, LogMessage.aborted);
-    }
     this.host.events.emit(info.workstreamId, 'warning', info.generation, {
       stage: 'observational',
       message: observationalWarning(info, this.host.config.watchdog.turnDeadlineMs),

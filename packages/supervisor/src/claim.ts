@@ -8,7 +8,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { HistoryMessage, UserMessage } from '@turnwarden/protocol';
-import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+import { errors, type TurnwardenError } from '@turnwarden/protocol';
 import { offer } from '@turnwarden/session';
 import type { TurnStore } from '@turnwarden/store';
 import type { Permit } from './admission.js';
@@ -45,10 +45,9 @@ export function admissionRefusal(
   host: Pick<ClaimHost, 'closing' | 'closeLatched'>,
   workstreamId: string,
 ): TurnwardenError | undefined {
-  if (host.closing) return new TurnwardenError(ErrorCode.SHUTTING_DOWN, 'turnwarden is shutting down');
+  if (host.closing) return errors.shuttingDown('turnwarden is shutting down');
   if (host.closeLatched(workstreamId)) {
-    return new TurnwardenError(
-      ErrorCode.TURN_IN_PROGRESS,
+    return errors.turnInProgress(
       `workstream ${workstreamId} is closing: a soft close waits for its turn to end`,
     );
   }
@@ -167,7 +166,8 @@ export const newHolder = (hostId: string | undefined): string =>
 
 /** P5: what an admission into a deleted workstream is refused with. */
 function deletedError(workstreamId: string): TurnwardenError {
-  return new TurnwardenError(ErrorCode.WORKSTREAM_NOT_FOUND, `workstream ${workstreamId} was deleted`, {
-    details: { workstreamId, reason: 'deleted' },
+  return errors.workstreamNotFound(`workstream ${workstreamId} was deleted`, {
+    workstreamId,
+    reason: 'deleted',
   });
 }

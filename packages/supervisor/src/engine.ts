@@ -11,7 +11,7 @@
  */
 import { ActivityClock, isFenced, type MonotonicMs } from '@turnwarden/clock';
 import type { AbortReason, HarnessLink, HostApi, SessionSnapshotData } from '@turnwarden/protocol';
-import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+import { errors } from '@turnwarden/protocol';
 import { sessionWorkerUrl } from '@turnwarden/session';
 import type { Store } from '@turnwarden/store';
 import type { Logger } from 'pino';
@@ -27,7 +27,7 @@ import { Rewrites, type Summary } from './commands/rewrites.js';
 import { Sends } from './commands/sends.js';
 import { type ListQuery, Workstreams } from './commands/workstreams.js';
 import type { SupervisorConfig } from './config.js';
-import { EventHub, type Listener, type StartAt } from './events.js';
+import { EventHub, type Listener, type StartAt, type TurnwardenEvent } from './events.js';
 import { HostTools } from './host-tools.js';
 import { IsolatedPool } from './isolation.js';
 import { JournalGate } from './journal-gate.js';
@@ -43,6 +43,7 @@ import { nodeTimers, type Timers } from './timers.js';
 import { TurnSlots } from './turn/slots.js';
 import type { Turn } from './turn/turn.js';
 import type { ClaimedTurn, HistoryRead, RewindResult, WorkstreamInfo, WorkstreamStatus } from './types.js';
+import { variant } from './variants.js';
 import { Watchdog, type WatchdogHooks } from './watchdog.js';
 
 export interface EngineOptions {
@@ -140,7 +141,7 @@ export class Prelude {
 
   private bound(): TurnEngine {
     if (this.engine === undefined) {
-      throw new TurnwardenError(ErrorCode.INTERNAL, 'a worker called the host before the runtime started');
+      throw errors.internal('a worker called the host before the runtime started');
     }
     return this.engine;
   }
@@ -197,14 +198,15 @@ export class TurnEngine implements Commands {
     this.hostTools = hostTools;
     this.pool = pool;
     const { counters, slots, holder } = this;
-    const events = new EventHub(logger, config.events);
+    // The parts with a harness variant are built through `variant` (variants.ts).
+    const events = new (variant(EventHub))(logger, config.events);
     const lifecycle = new LifecycleFeed(logger);
     const sessions = new Sessions(store, events, logger);
     this.events = events;
     this.lifecycle = lifecycle;
     this.sessions = sessions;
     const turnOf = (workstreamId: string) => sessions.peek(workstreamId)?.turn;
-    this.gate = new JournalGate({
+    this.gate = new (variant(JournalGate))({
       store,
       events,
       logger,
@@ -218,15 +220,17 @@ export class TurnEngine implements Commands {
       // Rows became durable: other hosts following the workstream read them (cluster.ts).
       journaled: (workstreamId, first, last) => this.cluster?.journaled(workstreamId, first, last),
     });
-    const aborts = new AbortProtocol({
+    const aborts = new (variant(AbortProtocol))({
       config,
       events,
       counters,
       logger,
       turnOnSlot: (slot) => slots.on(slot),
     });
-    this.watchdog = new Watchdog(clock, config.watchdog, aborts, logger, options.hooks);
-    this.queue = new SendQueue(config.limits.maxQueuedSends, () => this.admission.oneTurnRetryAfterMs());
+    this.watchdog = new (variant(Watchdog))(clock, config.watchdog, aborts, logger, options.hooks);
+    this.queue = new (variant(SendQueue))(config.limits.maxQueuedSends, () =>
+      this.admission.oneTurnRetryAfterMs(),
+    );
     this.admission = new Admission(
       { maxActive: config.pool.maxWorkers, ...config.admission },
       timers,
@@ -362,8 +366,7 @@ export class TurnEngine implements Commands {
     // No more takeovers of other hosts' workstreams; routed calls are answered SHUTTING_DOWN.
     this.cluster?.beginShutdown();
     // Sends waiting behind a turn never start now.
-    const down = () =>
-      new TurnwardenError(ErrorCode.SHUTTING_DOWN, 'turnwarden shut down before the send could start');
+    const down = () => errors.shuttingDown('turnwarden shut down before the send could start');
     this.queue.rejectAll(down);
     this.admission.rejectAll(down);
     // Sends already on their way finish their admission (or are refused) before turns are aborted.
@@ -454,6 +457,10 @@ export class TurnEngine implements Commands {
 
   listen(workstreamId: string, listener: Listener, from: StartAt): () => void {
     return this.events.subscribe(workstreamId, listener, from);
+  }
+
+  closeLate(listener: Listener, notice: () => TurnwardenEvent | undefined, off: () => void): boolean {
+    return this.events.closeLate(listener, notice, off);
   }
 
   position(workstreamId: string): number {

@@ -4,12 +4,11 @@
  * flight, queued with the turn's writes under its lease, and the turn's end waits for it — an
  * abort never tears it; a declined abort changes nothing.
  */
-import { ErrorCode, SeamName, seam, TurnwardenError } from '@turnwarden/protocol';
-// Harness-only switches: stripped from dist/ by scripts/build.mjs (see protocol/src/mutations.ts).
-import { Mutation, mutated } from '@turnwarden/protocol/mutations';
+import { errors, SeamName, seam } from '@turnwarden/protocol';
 import type { CompactResult, TurnStore } from '@turnwarden/store';
 import type { JournalGate } from './journal-gate.js';
 import type { Turn } from './turn/turn.js';
+import { variant } from './variants.js';
 
 export interface RewriteHost {
   readonly store: Pick<TurnStore, 'compactHistory'>;
@@ -23,12 +22,7 @@ export async function compactLive(
   summary: { commitKey: string; message: { role: 'system'; content: string } },
 ): Promise<CompactResult> {
   const { workstreamId, generation } = turn;
-  if (turn.aborted && !mutated(Mutation.rewriteIgnoresAbort)) {
-    throw new TurnwardenError(
-      ErrorCode.FENCED,
-      `history rewrite of ${workstreamId} revoked: the turn's abort (${turn.aborted.reason}) has committed`,
-    );
-  }
+  variant(admitRewrite)(turn);
   // Admitted: from here the rewrite is in flight and the turn's end waits for it.
   const held = seam(SeamName.rewriteAdmitToWrite, { workstreamId, generation });
   const write = () =>
@@ -42,4 +36,18 @@ export async function compactLive(
       }),
     );
   return turn.holdEndFor(held === undefined ? write() : held.then(write));
+}
+
+/** L8: a rewrite asked for once the turn's abort has committed is refused (FENCED). */
+export function admitRewrite(turn: Pick<Turn, 'workstreamId' | 'aborted'>): void {
+  if (turn.aborted) {
+    throw errors.fenced(
+      `history rewrite of ${turn.workstreamId} revoked: the turn's abort (${turn.aborted.reason}) has committed`,
+    );
+  }
+}
+
+/** L8: the rewrites admitted and still in flight, which the turn's end waits for. */
+export function rewritesInFlight(turn: Pick<Turn, 'rewritesPending'>): Promise<unknown>[] {
+  return turn.rewritesPending();
 }

@@ -18,12 +18,11 @@ import {
   attachSeamController,
   detachSeamController,
   ErrorCode,
+  errors,
   type HarnessLink,
   isTurnwardenError,
-  TurnwardenError,
+  type TurnwardenError,
 } from '@turnwarden/protocol';
-// Harness-only switches: stripped from dist/ by scripts/build.mjs (see protocol/src/mutations.ts).
-import { Mutation, mutated } from '@turnwarden/protocol/mutations';
 import { openPostgresStore, openSqliteStore, type Store } from '@turnwarden/store';
 import { type Level, type Logger, pino } from 'pino';
 import type { Commands } from './commands/index.js';
@@ -37,8 +36,11 @@ import { Prelude, TurnEngine } from './engine.js';
 import type { Listener, StartAt, TurnwardenEvent } from './events.js';
 import {
   checkCaller,
+  checkCloseInput,
   checkCompactInput,
+  checkDeleteInput,
   checkId,
+  checkListInput,
   checkRef,
   checkRewindInput,
   checkSendInput,
@@ -128,19 +130,14 @@ export function testControls(tw: Turnwarden): TestControls {
 }
 
 function aborted(): TurnwardenError {
-  return new TurnwardenError(
-    ErrorCode.TURN_ABORTED,
-    'the send was aborted by its signal before the turn was claimed',
-  );
+  return errors.turnAborted('the send was aborted by its signal before the turn was claimed');
 }
 
 /** The store option's own checks, before anything starts (the store's are at its opening). */
 function checkStoreOption(option: TurnwardenOptions['store']): void {
   if (option !== undefined && 'postgres' in option) {
     if (typeof option.postgres !== 'string' || option.postgres.length === 0) {
-      throw new TurnwardenError(ErrorCode.INVALID_CONFIG, 'store.postgres must be a connection string', {
-        details: { field: 'store.postgres' },
-      });
+      throw errors.invalidConfig('store.postgres must be a connection string', { field: 'store.postgres' });
     }
   }
 }
@@ -155,19 +152,21 @@ async function startPrelude(prelude: Prelude, config: SupervisorConfig): Promise
     await prelude.start(config.hostToolModules);
   } catch (e) {
     if (isTurnwardenError(e, ErrorCode.INVALID_CONFIG)) throw e;
-    throw new TurnwardenError(
-      isTurnwardenError(e, ErrorCode.TIMEOUT) ? ErrorCode.TIMEOUT : ErrorCode.WORKER_EXITED,
+    const failed = isTurnwardenError(e, ErrorCode.TIMEOUT) ? errors.timeout : errors.workerExited;
+    throw failed(
       'session workers fail to start (the worker error is logged; check pluginModules)',
-      { cause: e },
+      undefined,
+      {
+        cause: e,
+      },
     );
   }
   const models = prelude.models();
   if (!models.includes(config.model)) {
     await prelude.close();
-    throw new TurnwardenError(
-      ErrorCode.INVALID_CONFIG,
+    throw errors.invalidConfig(
       `model ${config.model} is not provided by pluginModules (available: ${models.length > 0 ? models.join(', ') : 'none'})`,
-      { details: { field: 'model' } },
+      { field: 'model' },
     );
   }
 }
@@ -237,13 +236,9 @@ export class Turnwarden {
   private static async open(options: TurnwardenOptions, seams: TestSeams): Promise<Turnwarden> {
     const { store: storeOption, logger: _l, logLevel, ...rest } = options;
     if (logLevel !== undefined && logLevel !== 'silent' && !(logLevel in pino.levels.values)) {
-      throw new TurnwardenError(
-        ErrorCode.INVALID_CONFIG,
-        `logLevel must be a pino level or silent (got ${String(logLevel)})`,
-        {
-          details: { field: 'logLevel' },
-        },
-      );
+      throw errors.invalidConfig(`logLevel must be a pino level or silent (got ${String(logLevel)})`, {
+        field: 'logLevel',
+      });
     }
     const { harness, manualWatchdog } = seams;
     const resolved = resolveConfig(rest);
@@ -322,14 +317,8 @@ export class Turnwarden {
    * the previous page). Workstreams being deleted are not listed (D2).
    */
   async listWorkstreams(input: ListWorkstreamsInput): Promise<WorkstreamPage> {
-    checkCaller(input, 'listWorkstreams', ['status', 'limit', 'cursor']);
+    checkListInput(input);
     const limit = input.limit ?? 100;
-    if (!Number.isSafeInteger(limit) || limit < 1 || limit > 1_000) {
-      throw invalid('limit must be an integer from 1 to 1000', 'limit');
-    }
-    if (input.status !== undefined && input.status !== 'open' && input.status !== 'closed') {
-      throw invalid("status must be 'open' or 'closed'", 'status');
-    }
     let afterId: string | undefined;
     if (input.cursor !== undefined) {
       afterId =
@@ -362,14 +351,7 @@ export class Turnwarden {
    * delete happened (D3). Its journal is never written in the background meanwhile (D4).
    */
   async deleteWorkstream(input: DeleteInput): Promise<void> {
-    checkRef(input, 'deleteWorkstream', ['incarnation']);
-    if (
-      typeof input.incarnation !== 'string' ||
-      input.incarnation.length === 0 ||
-      input.incarnation.length > 256
-    ) {
-      throw invalid('incarnation must be the one createWorkstream or getWorkstream returned', 'incarnation');
-    }
+    checkDeleteInput(input);
     // C7: announced as the host calls, like a cancel.
     const fence = this.commands.announce(input.workstreamId);
     try {
@@ -384,10 +366,7 @@ export class Turnwarden {
     // T2: one refusal, word for word, whatever the reason — another tenant's, a pending delete
     // of another incarnation, or no such workstream — so none of them tells the others apart.
     const notFound = () =>
-      new TurnwardenError(
-        ErrorCode.WORKSTREAM_NOT_FOUND,
-        `workstream ${workstreamId} (incarnation ${incarnation}) not found`,
-      );
+      errors.workstreamNotFound(`workstream ${workstreamId} (incarnation ${incarnation}) not found`);
     const pending = this.commands.tombstone(workstreamId);
     if (pending !== undefined && (pending.tenantId !== tenantId || pending.incarnation !== incarnation)) {
       throw notFound();
@@ -476,14 +455,14 @@ export class Turnwarden {
         verified = true;
         for (const event of held.splice(0)) deliver(event);
         // D6: closed before this call, its stream since dropped from memory: closed at once.
-        if (ws.status === 'closed' && !closed && !mutated(Mutation.lateListenerKept)) {
-          off();
-          deliver({
+        if (ws.status === 'closed' && !closed) {
+          const notice = (): TurnwardenEvent => ({
             id: this.commands.position(workstreamId),
             workstreamId,
             type: 'ws_closed',
             data: { reason: 'closed' },
           });
+          this.commands.closeLate(deliver, notice, off);
         }
         return off;
       },
@@ -530,11 +509,8 @@ export class Turnwarden {
    * Listeners receive `ws_closed` and are removed.
    */
   async close(input: CloseInput): Promise<void> {
-    checkRef(input, 'close', ['waitMs']);
+    checkCloseInput(input);
     const { tenantId, workstreamId, waitMs = 0 } = input;
-    if (!Number.isSafeInteger(waitMs) || waitMs < 0 || waitMs > 3_600_000) {
-      throw invalid('waitMs must be an integer from 0 to 3600000', 'waitMs');
-    }
     // C7: announced as the host calls; a dispatch under way waits for the ownership check.
     const fence = this.commands.announce(workstreamId);
     let closedHere: boolean;
@@ -687,9 +663,7 @@ export class Turnwarden {
   }
 
   private assertOpen(): void {
-    if (this.commands.closing) {
-      throw new TurnwardenError(ErrorCode.SHUTTING_DOWN, 'turnwarden is shutting down');
-    }
+    if (this.commands.closing) throw errors.shuttingDown('turnwarden is shutting down');
   }
 
   /** T2: another tenant's workstream is simply not found. */
@@ -705,7 +679,7 @@ export class Turnwarden {
       ws.tenantId !== tenantId ||
       (!deleting && this.commands.tombstone(workstreamId) !== undefined)
     ) {
-      throw new TurnwardenError(ErrorCode.WORKSTREAM_NOT_FOUND, `workstream ${workstreamId} not found`);
+      throw errors.workstreamNotFound(`workstream ${workstreamId} not found`);
     }
     return ws;
   }

@@ -5,16 +5,15 @@
  * ended there, through `abandon` (force-abandoning → repair) otherwise. Returns the turn's
  * status and how many results were synthesized; the turn does the rest of its end.
  */
-import type { TurnOutcome, TurnStatus } from '@turnwarden/protocol';
-// Harness-only switches: stripped from dist/ by scripts/build.mjs (see protocol/src/mutations.ts).
-import { Mutation, mutated } from '@turnwarden/protocol/mutations';
+import type { AbandonReason, TurnOutcome, TurnStatus } from '@turnwarden/protocol';
 import { stateOf } from '@turnwarden/session';
 import type { Lease, TurnStore } from '@turnwarden/store';
 import type { Logger } from 'pino';
 import { type AbandonHost, abandon } from './abandon.js';
 import { describeAbort } from './reporting.js';
+import { rewritesInFlight } from './rewrite.js';
 import type { SessionRecord } from './sessions.js';
-import type { AbandonReason } from './turn/types.js';
+import { variant } from './variants.js';
 
 export interface SettleHost extends AbandonHost {
   readonly store: AbandonHost['store'] & Pick<TurnStore, 'saveSession'>;
@@ -26,8 +25,7 @@ export interface SettlingTurn {
   readonly lease: Lease;
   readonly log: Logger;
   readonly aborted: { readonly reason: AbandonReason } | undefined;
-  readonly rewritesInFlight: number;
-  rewritesSettled(): Promise<unknown>;
+  rewritesPending(): Promise<unknown>[];
 }
 
 export interface Settled {
@@ -43,10 +41,11 @@ export async function settle(
 ): Promise<Settled> {
   const { workstreamId } = rec;
   const { generation, log } = turn;
-  if (turn.rewritesInFlight > 0 && !mutated(Mutation.abortTearsRewrite)) {
-    // L8: a rewrite already in flight completes before the abort's repair reads history.
-    log.info({ rewrites: turn.rewritesInFlight }, 'turn end waiting for history rewrite in flight');
-    await turn.rewritesSettled();
+  // L8: a rewrite already in flight completes before the abort's repair reads history.
+  const rewrites = variant(rewritesInFlight)(turn);
+  if (rewrites.length > 0) {
+    log.info({ rewrites: rewrites.length }, 'turn end waiting for history rewrite in flight');
+    await Promise.allSettled(rewrites);
   }
   // Everything the turn had admitted is ahead of the repair and the snapshot in the
   // workstream's write queue: repair reads history only once those rows are durable.

@@ -3,7 +3,7 @@
  * will not wait; a soft close latches the workstream — no new turn is admitted — and waits for
  * the running turn's end. A workstream whose turn runs on another host is closed there.
  */
-import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+import { errors } from '@turnwarden/protocol';
 import type { Logger } from 'pino';
 import type { Cluster } from '../cluster.js';
 import { closeSession, type MaintenanceHost } from '../maintenance.js';
@@ -128,10 +128,9 @@ export class Closes {
     cancelTimer();
     if (ended === false) return;
     this.deps.logger.warn({ workstreamId, waitMs }, 'soft close timed out; the turn keeps running');
-    throw new TurnwardenError(
-      ErrorCode.TIMEOUT,
+    throw errors.timeout(
       `soft close of ${workstreamId} timed out after ${waitMs} ms: its turn is still running (cancel() forces it)`,
-      { details: { waitMs } },
+      { waitMs },
     );
   }
 }

@@ -6,7 +6,7 @@
 import type { SessionSnapshotData } from '@turnwarden/protocol';
 import type { WorkstreamRecord } from '@turnwarden/store';
 import type { ClaimInput } from '../claim.js';
-import type { Listener, StartAt } from '../events.js';
+import type { Listener, StartAt, TurnwardenEvent } from '../events.js';
 import type { LifecycleListener } from '../lifecycle-feed.js';
 import type { Announced, SendClaim } from '../send-queue.js';
 import type { RuntimeStats } from '../stats.js';
@@ -49,6 +49,8 @@ export interface Commands {
 
   /** Registers a listener on a workstream's events from `from` (E1, E2); returns its removal. */
   listen(workstreamId: string, listener: Listener, from: StartAt): () => void;
+  /** D6: a listener that registered after the workstream closed is closed at once (events.ts). */
+  closeLate(listener: Listener, notice: () => TurnwardenEvent | undefined, off: () => void): boolean;
   /** The stream position now (the id of its last event). */
   position(workstreamId: string): number;
   /** How many unread events an iterator holds before `stream_overflow` (E3). */

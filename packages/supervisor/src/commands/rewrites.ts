@@ -4,7 +4,7 @@
  * (maintenance.ts), counted while queued or in flight so that a cancel does not wait behind
  * them. A committed rewrite makes what listeners hold stale: `history_resync` (E2).
  */
-import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+import { errors } from '@turnwarden/protocol';
 import { admissionRefusal, type ClaimHost } from '../claim.js';
 import type { Cluster } from '../cluster.js';
 import type { EventHub } from '../events.js';
@@ -64,10 +64,9 @@ export class Rewrites {
     try {
       const result = await this.rewriting(workstreamId, async (rec) => {
         if (rec.turn !== undefined) {
-          throw new TurnwardenError(
-            ErrorCode.TURN_IN_PROGRESS,
+          throw errors.turnInProgress(
             `rewind of ${workstreamId} refused: a turn is running (cancel it or wait for its end)`,
-            { details: { workstreamId } },
+            { workstreamId },
           );
         }
         const refused = admissionRefusal(this.deps.admission, workstreamId);

@@ -4,14 +4,7 @@
  * position (E2), and the live part of a session's status.
  */
 import { type ActivityClock, activityName } from '@turnwarden/clock';
-import {
-  ErrorCode,
-  isTurnwardenError,
-  type SessionSnapshotData,
-  TurnwardenError,
-} from '@turnwarden/protocol';
-// Harness-only switches: stripped from dist/ by scripts/build.mjs (see protocol/src/mutations.ts).
-import { Mutation, mutated } from '@turnwarden/protocol/mutations';
+import { ErrorCode, errors, isTurnwardenError, type SessionSnapshotData } from '@turnwarden/protocol';
 import { stateOf } from '@turnwarden/session';
 import type { Store, WorkstreamStatus as StoredStatus, WorkstreamRecord } from '@turnwarden/store';
 import type { Logger } from 'pino';
@@ -51,8 +44,9 @@ export class Workstreams {
     const { store, events, lifecycle, logger, deletes } = this.deps;
     if (deletes.tombstone(id) !== undefined) {
       // D2: a delete of this id is not finished; it cannot be created again until it is.
-      throw new TurnwardenError(ErrorCode.WORKSTREAM_EXISTS, `workstream ${id} is being deleted`, {
-        details: { workstreamId: id, reason: 'deleting' },
+      throw errors.workstreamExists(`workstream ${id} is being deleted`, {
+        workstreamId: id,
+        reason: 'deleting',
       });
     }
     let rec: WorkstreamRecord;
@@ -64,7 +58,7 @@ export class Workstreams {
       throw e;
     }
     // A predecessor's closed stream does not close the new incarnation's listeners (D6).
-    if (!mutated(Mutation.successorSharesStream)) events.reopen(id);
+    events.reopen(id);
     logger.info(
       { workstreamId: id, tenantId, principal, incarnation: rec.incarnation },
       'workstream created',

@@ -5,8 +5,6 @@
  * turn is aborted (`lease_lost`, P6); one that fails (the store is down) is retried at the next
  * period.
  */
-// Harness-only switches: stripped from dist/ by scripts/build.mjs (see protocol/src/mutations.ts).
-import { Mutation, mutated } from '@turnwarden/protocol/mutations';
 import type { Lease, TurnStore } from '@turnwarden/store';
 import type { Logger } from 'pino';
 import type { SupervisorConfig } from '../config.js';
@@ -38,8 +36,8 @@ export class LeaseRenewal {
   private cancel: CancelTimer | undefined;
 
   constructor(
-    private readonly host: RenewalHost,
-    private readonly turn: RenewedTurn,
+    protected readonly host: RenewalHost,
+    protected readonly turn: RenewedTurn,
   ) {}
 
   /** Starts renewing every renewMs until `stop`. */
@@ -52,6 +50,11 @@ export class LeaseRenewal {
     this.cancel = undefined;
   }
 
+  /** L3: the abort committed — renewal stops before anything else of the definitive stage. */
+  aborted(): void {
+    this.stop();
+  }
+
   get running(): boolean {
     return this.cancel !== undefined;
   }
@@ -59,11 +62,11 @@ export class LeaseRenewal {
   /** One refresh of the lease. */
   renew(): void {
     const { turn, host } = this;
-    if ((turn.aborted && !mutated(Mutation.renewAfterAbort)) || turn.ending) return;
+    if (!this.renewing()) return;
     host.store
       .refreshLease(turn.workstreamId, host.holder, turn.lease.token, host.config.lease.ttlMs)
       .then((ok) => {
-        if ((turn.aborted && !mutated(Mutation.renewAfterAbort)) || turn.ending) return;
+        if (!this.renewing()) return;
         if (ok) {
           host.counters.leaseRenewals++;
           return;
@@ -73,5 +76,10 @@ export class LeaseRenewal {
         turn.abort('lease_lost');
       })
       .catch((err: unknown) => turn.log.warn({ err }, 'lease renewal failed; will retry'));
+  }
+
+  /** L3: the lease is renewed until the abort commits or the turn's end begins, and not after. */
+  protected renewing(): boolean {
+    return !this.turn.aborted && !this.turn.ending;
   }
 }

@@ -10,9 +10,7 @@
  * `stream_end` and `idle`, then `done` and `outcome`. A failing end still ends (`failed`):
  * `done` never hangs, and shutdown waits on it.
  */
-import { type TurnOutcome, toWire } from '@turnwarden/protocol';
-// Harness-only switches: stripped from dist/ by scripts/build.mjs (see protocol/src/mutations.ts).
-import { Mutation, mutated } from '@turnwarden/protocol/mutations';
+import { type AbandonReason, type TurnOutcome, toWire } from '@turnwarden/protocol';
 import type { Lease } from '@turnwarden/store';
 import type { Logger } from 'pino';
 import type { Permit } from '../admission.js';
@@ -23,13 +21,13 @@ import type { SessionRecord } from '../sessions.js';
 import { settle } from '../settle.js';
 import type { CancelTimer } from '../timers.js';
 import type { ClaimedTurn, TurnResult } from '../types.js';
+import { variant } from '../variants.js';
 import type { WatchedTurn } from '../watchdog.js';
 import { onWorkerEvent } from '../worker-events.js';
 import { announceAbort } from './abort.js';
 import { dispatch } from './dispatch.js';
 import { LeaseRenewal } from './renewal.js';
 import {
-  type AbandonReason,
   type AbortInfo,
   type AbortRecord,
   endOf,
@@ -99,7 +97,8 @@ export class Turn {
     host.slots.attach(this);
     worker.onEvent = (event) => onWorkerEvent(host, rec, this, event);
     host.counters.turnsStarted++;
-    this.renewal = new LeaseRenewal(host, this);
+    // Built through `variant`: the harness build may swap in a broken renewal (variants.ts).
+    this.renewal = new (variant(LeaseRenewal))(host, this);
     this.renewal.start();
   }
 
@@ -162,7 +161,7 @@ export class Turn {
     if (!fenced && reason !== 'crash') return false;
     this.abortRecord = { reason, at: this.host.clock.nowMs() };
     this.to('aborting');
-    if (!mutated(Mutation.renewAfterAbort)) this.renewal.stop();
+    this.renewal.aborted();
     if (reason === 'crash') {
       this.host.counters.workersCrashed++;
       this.log.error({ err: info.error }, LogMessage.workerDied);
@@ -198,9 +197,9 @@ export class Turn {
     return rewrite.finally(() => this.rewrites.delete(rewrite));
   }
 
-  /** The rewrites in flight now, settled. */
-  rewritesSettled(): Promise<unknown> {
-    return Promise.allSettled([...this.rewrites]);
+  /** The rewrites in flight now. */
+  rewritesPending(): Promise<unknown>[] {
+    return [...this.rewrites];
   }
 
   private to(next: TurnPhase): void {

@@ -4,6 +4,7 @@
  */
 import type { ActivityClock } from '@turnwarden/clock';
 import type {
+  AbandonReason,
   AbortReason,
   HistoryMessage,
   SessionSnapshotData,
@@ -26,9 +27,6 @@ import type { WorkerEventHost } from '../worker-events.js';
 import type { AnnounceHost } from './abort.js';
 import type { RenewalHost } from './renewal.js';
 import type { TurnSlots } from './slots.js';
-
-/** Why a turn is being abandoned: an abort reason, or the death of its worker. */
-export type AbandonReason = AbortReason | 'crash';
 
 export type TurnPhase = 'admitted' | 'running' | 'aborting' | 'settling' | 'done';
 
