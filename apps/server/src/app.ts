@@ -10,13 +10,22 @@ import { fastifySSE } from '@fastify/sse';
 import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
 import {
-  type AbortReason,
+  ABANDON_REASONS,
+  type Bound,
+  Bounds,
+  ERROR_TABLE,
   ErrorCode,
-  SessionState,
-  type TurnStatus,
-  TurnwardenError,
+  errors,
+  ID_MAX_LENGTH,
+  ID_PATTERN,
+  ID_RULE,
+  Lengths,
+  PERSISTENCE_STATES,
+  SESSION_STATES,
+  TURN_STATUSES,
+  WORKSTREAM_STATUSES,
 } from '@turnwarden/protocol';
-import type { PersistenceStatus, Turnwarden, TurnwardenEvent } from '@turnwarden/supervisor';
+import type { Turnwarden, TurnwardenEvent } from '@turnwarden/supervisor';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import {
   jsonSchemaTransform,
@@ -28,17 +37,7 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { Caller, Tokens } from './auth.js';
 import { Drains } from './drain.js';
-import {
-  ERROR_CODES,
-  errorBody,
-  HttpCode,
-  handleError,
-  ID_MAX_LENGTH,
-  ID_PATTERN,
-  ID_RULE,
-  refuseMalformed,
-  refuseUnrouted,
-} from './errors.js';
+import { ERROR_CODES, errorBody, HttpCode, handleError, refuseMalformed, refuseUnrouted } from './errors.js';
 import { Metrics } from './metrics.js';
 
 export interface AppOptions {
@@ -79,43 +78,28 @@ const ErrorSchema = z.object({
   }),
 });
 
-/**
- * Every member of a string union, checked by the compiler both ways: a member missing from the
- * object, or one the union does not have, fails the build. For the unions the runtime has as
- * types only (`TurnStatus`, `AbortReason`, the persistence state); `SessionState` is a runtime
- * constant and is used as it is.
- */
-const members = <T extends string>(all: Record<T, true>) => Object.keys(all) as [T, ...T[]];
-const TurnStatusEnum = z.enum(members<TurnStatus>({ completed: true, interrupted: true, failed: true }));
+/** An integer or a string within one of the API's bounds (packages/protocol/src/rules.ts). */
+const int = (b: Bound) => z.number().int().min(b.min).max(b.max);
+const text = (b: Bound) => z.string().min(b.min).max(b.max);
+/** One of the members of an enum defined there: the union type and the document's enum agree. */
+const oneOf = <T extends string>(members: readonly T[]) => z.enum(members as [T, ...T[]]);
+const TurnStatusEnum = oneOf(TURN_STATUSES);
 /** Why a turn was abandoned: an abort's reason, or `crash` (its worker died, T7). */
-const AbandonReasonEnum = z.enum(
-  members<AbortReason | 'crash'>({
-    watchdog: true,
-    deadline: true,
-    dispatch: true,
-    cancel: true,
-    shutdown: true,
-    lease_lost: true,
-    workstream_gone: true,
-    crash: true,
-  }),
-);
-const PersistenceStateEnum = z.enum(
-  members<PersistenceStatus['state']>({ healthy: true, pending: true, retrying: true, conflict: true }),
-);
+const AbandonReasonEnum = oneOf(ABANDON_REASONS);
+const WorkstreamStatusEnum = oneOf(WORKSTREAM_STATUSES);
 const WireErrorSchema = z
   .object({
-    code: z.enum(Object.values(ErrorCode) as [ErrorCode, ...ErrorCode[]]),
+    code: oneOf(Object.values(ErrorCode)),
     message: z.string(),
     retryable: z.boolean(),
     details: z.record(z.string(), z.unknown()).optional(),
   })
   .loose();
 const Workstream = z.object({
-  workstreamId: z.string(),
-  tenantId: z.string(),
+  workstreamId: Id,
+  tenantId: Id,
   incarnation: z.string(),
-  status: z.enum(['open', 'closed']).optional(),
+  status: WorkstreamStatusEnum.optional(),
   generation: z.number().optional(),
   createdAt: z.number().optional(),
   closedAt: z.number().optional(),
@@ -130,13 +114,17 @@ const json = <T>(value: Promise<T>): Promise<never> => value as Promise<never>;
 /** A 204: no body. (`type: 'null'` is what tells the document generator the answer has no content.) */
 const NoContent = z.null().meta({ type: 'null' });
 
+/** The runtime's codes the error table answers with `status`. */
+const codesOf = (status: number) =>
+  (Object.keys(ERROR_TABLE) as ErrorCode[]).filter((code) => ERROR_TABLE[code].status === status).join(', ');
+
 /** What each refusal status means; a route declares the ones it can answer. */
 const REFUSALS = {
   400: 'INVALID_INPUT naming the field in details.field (INVALID_SCRIPT for a malformed script); nothing was written (T5)',
   401: 'UNAUTHORIZED: no bearer token, or one that names no tenant (T1)',
   404: 'WORKSTREAM_NOT_FOUND: this tenant has no such workstream; another tenant’s is answered the same (T2)',
   406: 'INVALID_INPUT (details.field Accept): the client refuses text/event-stream',
-  409: 'The workstream refuses the call as it is: WORKSTREAM_EXISTS, WORKSTREAM_CLOSED, TURN_IN_PROGRESS, LEASED_ELSEWHERE, TOOL_CLEANUP_PENDING, COMMIT_CONFLICT, STRUCTURE_VIOLATION (a compaction through a tool call and not its result), SEND_REVOKED, FENCED or TURN_ABORTED',
+  409: `The workstream refuses the call as it is: ${codesOf(409)} (a STRUCTURE_VIOLATION is a compaction through a tool call and not its result)`,
   429: 'QUEUE_FULL or CAPACITY_EXHAUSTED, with Retry-After (T4)',
   500: 'INTERNAL: a fault of the server (or a runtime error without an HTTP status of its own)',
   503: 'SHUTTING_DOWN, or STORE_ERROR (the store failed; retryable when details say so)',
@@ -277,7 +265,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
         return undefined;
       });
       const who = (request: { caller?: Caller }): Caller => {
-        if (request.caller === undefined) throw new TurnwardenError(ErrorCode.INTERNAL, 'no caller');
+        if (request.caller === undefined) throw errors.internal('no caller');
         return request.caller;
       };
       const r = api.withTypeProvider<ZodTypeProvider>();
@@ -304,9 +292,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
           schema: {
             summary: "The tenant's workstreams in id order, a page at a time",
             querystring: z.strictObject({
-              status: z.enum(['open', 'closed']).optional(),
-              limit: z.coerce.number().int().min(1).max(1000).optional(),
-              cursor: z.string().max(512).optional(),
+              status: WorkstreamStatusEnum.optional(),
+              limit: z.coerce.number().int().min(Bounds.limit.min).max(Bounds.limit.max).optional(),
+              cursor: text(Lengths.cursor).optional(),
             }),
             response: {
               200: z.object({ items: z.array(Workstream), nextCursor: z.string().optional() }),
@@ -336,7 +324,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
             summary:
               'Delete the incarnation named (D1); an ambiguous store failure leaves it hidden until a retry (D2)',
             params: WorkstreamParams,
-            querystring: z.strictObject({ incarnation: z.string().min(1).max(256) }),
+            querystring: z.strictObject({ incarnation: text(Lengths.incarnation) }),
             response: { 204: NoContent.describe('Deleted'), ...refusals(404, 504) },
           },
         },
@@ -360,13 +348,13 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
             body: z.strictObject({
               content: z.string().min(1),
               tools: z.array(z.string()).optional(),
-              maxWaitMs: z.number().int().min(0).max(3_600_000).optional(),
+              maxWaitMs: int(Bounds.maxWaitMs).optional(),
               wait: z.boolean().optional(),
             }),
             response: {
-              202: z.object({ workstreamId: z.string(), generation: z.number() }),
+              202: z.object({ workstreamId: Id, generation: z.number() }),
               200: z.object({
-                workstreamId: z.string(),
+                workstreamId: Id,
                 generation: z.number(),
                 status: TurnStatusEnum,
                 finalText: z.string().optional(),
@@ -415,7 +403,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
           schema: {
             summary: 'Close (final). With waitMs, a running turn is waited for (C1)',
             params: WorkstreamParams,
-            body: z.strictObject({ waitMs: z.number().int().min(0).max(3_600_000).optional() }).nullish(),
+            body: z.strictObject({ waitMs: int(Bounds.waitMs).optional() }).nullish(),
             response: { 204: NoContent.describe('Closed'), ...refusals(404, 409, 504) },
           },
         },
@@ -433,13 +421,13 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
             params: WorkstreamParams,
             response: {
               200: z.object({
-                workstreamId: z.string(),
-                tenantId: z.string(),
-                state: z.enum(Object.values(SessionState) as [SessionState, ...SessionState[]]),
+                workstreamId: Id,
+                tenantId: Id,
+                state: oneOf(SESSION_STATES),
                 generation: z.number(),
                 cleanupPending: z.boolean(),
                 persistence: z.object({
-                  state: PersistenceStateEnum,
+                  state: oneOf(PERSISTENCE_STATES),
                   pendingRows: z.number(),
                   attempts: z.number().optional(),
                   nextRetryAt: z.number().optional(),
@@ -486,7 +474,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
               'Replace rows 1..throughSeq with a system summary (fenced by a running turn’s abort, L8)',
             params: WorkstreamParams,
             body: z.strictObject({
-              throughSeq: z.number().int().min(1),
+              throughSeq: int(Bounds.throughSeq),
               summary: z.string().min(1),
               commitKey: z.string().min(1).optional(),
             }),
@@ -503,8 +491,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
             summary: 'Drop the last turns of an idle workstream',
             params: WorkstreamParams,
             body: z.strictObject({
-              turns: z.number().int().min(1),
-              ifLastSeq: z.number().int().min(0).optional(),
+              turns: int(Bounds.rewindTurns),
+              ifLastSeq: int(Bounds.ifLastSeq).optional(),
             }),
             response: { 200: z.object({ removed: z.number(), lastSeq: z.number() }), ...refusals(404, 409) },
           },
@@ -520,7 +508,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
             summary:
               'Events as Server-Sent Events (id = event id). Reconnect with Last-Event-ID to replay what was missed, or get replay_truncated (E1); or start after a history read with ?handoff= (E2). A client too slow gets stream_overflow and the stream ends (E3)',
             params: WorkstreamParams,
-            querystring: z.strictObject({ handoff: z.string().min(1).max(2048).optional() }),
+            querystring: z.strictObject({ handoff: text(Lengths.handoff).optional() }),
             response: {
               200: {
                 description:
@@ -544,9 +532,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
           const header = request.headers['last-event-id'];
           const last = typeof header === 'string' && /^\d+$/.test(header) ? Number(header) : undefined;
           if (typeof header === 'string' && last === undefined) {
-            throw new TurnwardenError(ErrorCode.INVALID_INPUT, 'Last-Event-ID must be an event id', {
-              details: { field: 'Last-Event-ID' },
-            });
+            throw errors.invalidInput('Last-Event-ID must be an event id', { field: 'Last-Event-ID' });
           }
           // Another tenant's workstream, or none: 404 before the stream starts (T2).
           await tw.getWorkstream({ ...caller, ...request.params });

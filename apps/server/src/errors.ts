@@ -10,7 +10,13 @@
  */
 import { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { ErrorCode, isTurnwardenError, type TurnwardenError } from '@turnwarden/protocol';
+import {
+  ERROR_TABLE,
+  ErrorCode,
+  ID_RULE,
+  isTurnwardenError,
+  type TurnwardenError,
+} from '@turnwarden/protocol';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 
@@ -24,33 +30,6 @@ export const HttpCode = {
 
 /** Every code an error body can carry: the OpenAPI document's enum. */
 export const ERROR_CODES = [...Object.values(ErrorCode), ...Object.values(HttpCode)] as [string, ...string[]];
-
-/** Ids (workstreams, tenants, principals): the runtime's rule, which the router's bound follows. */
-export const ID_MAX_LENGTH = 128;
-export const ID_PATTERN = new RegExp(`^[A-Za-z0-9._:-]{1,${ID_MAX_LENGTH}}$`);
-export const ID_RULE = `must be 1–${ID_MAX_LENGTH} characters of A–Z a–z 0–9 . _ : -`;
-
-const STATUS: Partial<Record<ErrorCode, number>> = {
-  [ErrorCode.INVALID_INPUT]: 400,
-  [ErrorCode.INVALID_SCRIPT]: 400,
-  [ErrorCode.WORKSTREAM_NOT_FOUND]: 404,
-  [ErrorCode.WORKSTREAM_EXISTS]: 409,
-  [ErrorCode.WORKSTREAM_CLOSED]: 409,
-  [ErrorCode.TURN_IN_PROGRESS]: 409,
-  [ErrorCode.LEASED_ELSEWHERE]: 409,
-  [ErrorCode.TOOL_CLEANUP_PENDING]: 409,
-  [ErrorCode.COMMIT_CONFLICT]: 409,
-  // A rewrite that would separate tool calls from their results (S1): refused, nothing written.
-  [ErrorCode.STRUCTURE_VIOLATION]: 409,
-  [ErrorCode.SEND_REVOKED]: 409,
-  [ErrorCode.FENCED]: 409,
-  [ErrorCode.TURN_ABORTED]: 409,
-  [ErrorCode.QUEUE_FULL]: 429,
-  [ErrorCode.CAPACITY_EXHAUSTED]: 429,
-  [ErrorCode.TIMEOUT]: 504,
-  [ErrorCode.SHUTTING_DOWN]: 503,
-  [ErrorCode.STORE_ERROR]: 503,
-};
 
 export interface ErrorBody {
   readonly error: {
@@ -71,7 +50,8 @@ export function errorBody(
 }
 
 function sendTyped(reply: FastifyReply, e: TurnwardenError): FastifyReply {
-  const status = STATUS[e.code as ErrorCode] ?? 500;
+  // The status is the error table's (packages/protocol/src/error-codes.ts).
+  const status = ERROR_TABLE[e.code].status;
   const retryAfterMs = e.details?.retryAfterMs;
   // Over capacity always says when to retry (T4); any other refusal that knows — a lease held
   // elsewhere until it expires — says it too.

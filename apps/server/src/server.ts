@@ -8,7 +8,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+import { errors, HOST_ID_PATTERN, ID_PATTERN, type TurnwardenError } from '@turnwarden/protocol';
 import { Turnwarden, type TurnwardenOptions } from '@turnwarden/supervisor';
 import type { FastifyInstance } from 'fastify';
 import { type Logger, pino } from 'pino';
@@ -18,8 +18,8 @@ import { type TokenGrant, Tokens } from './auth.js';
 
 const Grant = z.strictObject({
   token: z.string().min(16, 'must be at least 16 characters'),
-  tenantId: z.string().regex(/^[A-Za-z0-9._:-]{1,128}$/),
-  principal: z.string().regex(/^[A-Za-z0-9._:-]{1,128}$/),
+  tenantId: z.string().regex(ID_PATTERN),
+  principal: z.string().regex(ID_PATTERN),
 });
 
 const ServerConfigSchema = z.strictObject({
@@ -41,10 +41,7 @@ const ServerConfigSchema = z.strictObject({
     .regex(/^[a-z_][a-z0-9_]{0,62}$/)
     .optional(),
   /** This host's stable id (1–64 of A–Z a–z 0–9 . _ -); required with `postgres`. */
-  hostId: z
-    .string()
-    .regex(/^[A-Za-z0-9._-]{1,64}$/)
-    .optional(),
+  hostId: z.string().regex(HOST_ID_PATTERN).optional(),
   tokens: z.array(Grant).default([]),
   /** Running turns get this long to finish at shutdown before they are aborted. */
   shutdownGraceMs: z.number().int().min(0).max(600_000).default(10_000),
@@ -76,7 +73,7 @@ export type ServerConfigInput = z.input<typeof ServerConfigSchema>;
 const DEFAULT_RUNTIME = { pluginModules: ['@turnwarden/session/scripted'], model: 'scripted' };
 
 function invalid(message: string, field: string): TurnwardenError {
-  return new TurnwardenError(ErrorCode.INVALID_CONFIG, message, { details: { field } });
+  return errors.invalidConfig(message, { field });
 }
 
 /** Validates a configuration; a refusal is INVALID_CONFIG naming the field. */

@@ -2,7 +2,7 @@
  * MCP server configurations and the options of a set of them. Refusals are INVALID_CONFIG naming
  * the field (`servers[1].command`); values of `env` and `headers` are never put in an error.
  */
-import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+import { errors, TurnwardenError } from '@turnwarden/protocol';
 
 /** A server run as a child process, spoken to over its stdin and stdout. */
 export interface McpStdioServerConfig {
@@ -87,7 +87,7 @@ const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 export const MAX_TIMER_MS = 2_147_483_647;
 
 function bad(field: string, message: string): TurnwardenError {
-  return new TurnwardenError(ErrorCode.INVALID_CONFIG, `${field} ${message}`, { details: { field } });
+  return errors.invalidConfig(`${field} ${message}`, { field });
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

@@ -20,7 +20,7 @@ import {
   type StreamableHTTPClientTransport,
 } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
-import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+import { errors } from '@turnwarden/protocol';
 import { raceAbort, type ToolContext, toolError } from '@turnwarden/session';
 import { MAX_TIMER_MS, type McpServerConfig, type ResolvedOptions } from './config.js';
 import { GuardedHttpTransport } from './http-transport.js';
@@ -43,7 +43,7 @@ function message(e: unknown): string {
 function abortError(signal: AbortSignal): unknown {
   const r: unknown = signal.reason;
   if (r instanceof Error) return r;
-  return new TurnwardenError(ErrorCode.TURN_ABORTED, 'turn aborted');
+  return errors.turnAborted('turn aborted');
 }
 
 export class McpConnection {
@@ -72,20 +72,20 @@ export class McpConnection {
     try {
       live = await this.acquire();
     } catch (e) {
-      throw new TurnwardenError(
-        ErrorCode.TOOL_ERROR,
+      throw errors.toolError(
         `MCP server ${this.name} could not be started: ${message(e)}`,
-        { details: { server: this.name }, cause: e },
+        { server: this.name },
+        { cause: e },
       );
     }
     try {
       const { tools } = await live.client.listTools(undefined, { timeout: this.options.connectTimeoutMs });
       return tools;
     } catch (e) {
-      throw new TurnwardenError(
-        ErrorCode.TOOL_ERROR,
+      throw errors.toolError(
         `MCP server ${this.name} did not list its tools: ${message(e)}`,
-        { details: { server: this.name }, cause: e },
+        { server: this.name },
+        { cause: e },
       );
     }
   }

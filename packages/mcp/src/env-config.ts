@@ -1,5 +1,5 @@
 /** Reading MCP server configurations and options from the environment (see `from-env.ts`). */
-import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+import { errors } from '@turnwarden/protocol';
 import {
   checkServerConfigs,
   type McpOptions,
@@ -19,9 +19,7 @@ export function serversFromEnv(env: NodeJS.ProcessEnv = process.env): McpServerC
   try {
     parsed = JSON.parse(raw) as unknown;
   } catch {
-    throw new TurnwardenError(ErrorCode.INVALID_CONFIG, `${ENV_VAR} is not JSON`, {
-      details: { field: ENV_VAR },
-    });
+    throw errors.invalidConfig(`${ENV_VAR} is not JSON`, { field: ENV_VAR });
   }
   return checkServerConfigs(parsed, ENV_VAR);
 }
@@ -31,10 +29,9 @@ export function optionsFromEnv(env: NodeJS.ProcessEnv = process.env): McpOptions
   const separator = env[SEPARATOR_ENV_VAR];
   if (separator === undefined || separator === '') return {};
   if (!(SEPARATORS as readonly string[]).includes(separator)) {
-    throw new TurnwardenError(
-      ErrorCode.INVALID_CONFIG,
+    throw errors.invalidConfig(
       `${SEPARATOR_ENV_VAR} must be one of ${SEPARATORS.map((s) => `'${s}'`).join(', ')}`,
-      { details: { field: SEPARATOR_ENV_VAR } },
+      { field: SEPARATOR_ENV_VAR },
     );
   }
   return { separator: separator as ToolNameSeparator };

@@ -3,7 +3,7 @@
  * separator is an option), with their input schemas as `parameters`.
  */
 import type { Tool as McpTool } from '@modelcontextprotocol/client';
-import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+import { errors } from '@turnwarden/protocol';
 import type { Tool } from '@turnwarden/session';
 import { checkServerConfigs, type McpOptions, type McpServerConfig, resolveOptions } from './config.js';
 import { McpConnection } from './connection.js';
@@ -79,10 +79,9 @@ export async function connectMcpServers(
         const first = owner.get(name);
         if (first !== undefined) {
           const field = `servers[${i}].name`;
-          throw new TurnwardenError(
-            ErrorCode.INVALID_CONFIG,
+          throw errors.invalidConfig(
             `${field}: tool ${name} of server ${connection.name} has the name of a tool of server ${first}`,
-            { details: { field } },
+            { field },
           );
         }
         owner.set(name, connection.name);

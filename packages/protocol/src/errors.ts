@@ -1,67 +1,19 @@
 /**
- * Typed errors with stable codes. They cross `postMessage` as plain data (`toWire`) and are
- * rebuilt on the other side (`fromWire`); check them with `isTurnwardenError(e, code)`, never
- * with `instanceof` (class identity does not survive threads or duplicate package copies).
+ * Typed errors with stable codes (the table: error-codes.ts). They cross `postMessage` as plain
+ * data (`toWire`) and are rebuilt on the other side (`fromWire`); check them with
+ * `isTurnwardenError(e, code)`, never with `instanceof` (class identity does not survive threads
+ * or duplicate package copies). Throw them with their code's constructor, `errors.*`.
  */
-export const ErrorCode = {
-  /** A configuration value is missing, of the wrong type or out of range. */
-  INVALID_CONFIG: 'INVALID_CONFIG',
-  /** A scripted-model script is malformed. */
-  INVALID_SCRIPT: 'INVALID_SCRIPT',
-  /** A request is malformed (bad id, oversize, unknown field). Nothing was written. */
-  INVALID_INPUT: 'INVALID_INPUT',
-  WORKSTREAM_NOT_FOUND: 'WORKSTREAM_NOT_FOUND',
-  WORKSTREAM_EXISTS: 'WORKSTREAM_EXISTS',
-  WORKSTREAM_CLOSED: 'WORKSTREAM_CLOSED',
-  /** A turn is already running on this workstream. */
-  TURN_IN_PROGRESS: 'TURN_IN_PROGRESS',
-  /**
-   * The workstream's turn lease is held by another holder — a turn or a repair on another host, or
-   * a process that died mid-turn whose lease has not expired yet. `details`: `{ workstreamId,
-   * holder, expiresAt, retryAfterMs, hostId? }` — `expiresAt` on the store's clock, `retryAfterMs`
-   * the time until then (at most `lease.ttlMs`), `hostId` when the holder has one. Nothing was
-   * written; retryable (after `retryAfterMs`, or on that host).
-   */
-  LEASED_ELSEWHERE: 'LEASED_ELSEWHERE',
-  /** The workstream's queue of sends waiting behind its running turn is full; retry later. */
-  QUEUE_FULL: 'QUEUE_FULL',
-  /**
-   * A send captured before a cancel, a close or a poisoned turn end cannot start after it (C7);
-   * `details.reason` says which. Nothing was written.
-   */
-  SEND_REVOKED: 'SEND_REVOKED',
-  /** Structural debt (tool calls without results) is unresolved: no claim until repaired (S3). */
-  TOOL_CLEANUP_PENDING: 'TOOL_CLEANUP_PENDING',
-  /** No active-worker capacity right now; retry later (T4). */
-  CAPACITY_EXHAUSTED: 'CAPACITY_EXHAUSTED',
-  /** The worker thread serving a call exited before the call settled. */
-  WORKER_EXITED: 'WORKER_EXITED',
-  /** The turn was aborted (watchdog, cancel, deadline, shutdown). */
-  TURN_ABORTED: 'TURN_ABORTED',
-  /** A durable write was refused because its lease/generation was superseded (P6, L3). */
-  FENCED: 'FENCED',
-  /** The store refused or failed a write. */
-  STORE_ERROR: 'STORE_ERROR',
-  /** Same commit key, different body (P1). */
-  COMMIT_CONFLICT: 'COMMIT_CONFLICT',
-  /** History would become structurally invalid (S1). */
-  STRUCTURE_VIOLATION: 'STRUCTURE_VIOLATION',
-  MODEL_ERROR: 'MODEL_ERROR',
-  TOOL_ERROR: 'TOOL_ERROR',
-  SHUTTING_DOWN: 'SHUTTING_DOWN',
-  TIMEOUT: 'TIMEOUT',
-  INTERNAL: 'INTERNAL',
-} as const;
+import { ERROR_TABLE, ErrorCode, type ErrorDetails } from './error-codes.js';
 
-export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
-
-const RETRYABLE: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
-  ErrorCode.CAPACITY_EXHAUSTED,
-  ErrorCode.TURN_IN_PROGRESS,
-  ErrorCode.LEASED_ELSEWHERE,
-  ErrorCode.QUEUE_FULL,
-  ErrorCode.TIMEOUT,
-]);
+/**
+ * The details a `TurnwardenError<C>` carries: the table's type for its code (any field of any
+ * code's for the union of all), open to fields the table does not name — a newer peer's — and
+ * possibly absent, as a wire error rebuilt from elsewhere may be.
+ */
+export type TurnwardenErrorDetails<C extends ErrorCode> =
+  | (NonNullable<ErrorDetails<C>> & Readonly<Record<string, unknown>>)
+  | undefined;
 
 /** The plain-data form of an error, safe for structured clone. */
 export interface WireError {
@@ -72,21 +24,29 @@ export interface WireError {
   readonly details?: Readonly<Record<string, unknown>>;
 }
 
-export class TurnwardenError extends Error {
-  override readonly name = 'TurnwardenError' as const;
-  readonly code: ErrorCode;
-  readonly retryable: boolean;
-  readonly details: Readonly<Record<string, unknown>> | undefined;
+/** What any error may be given besides its details. */
+export interface TurnwardenErrorOptions {
+  readonly cause?: unknown;
+  /** Overrides the table's default (a store error whose retry may succeed). */
+  readonly retryable?: boolean;
+}
 
+export class TurnwardenError<C extends ErrorCode = ErrorCode> extends Error {
+  override readonly name = 'TurnwardenError' as const;
+  readonly code: C;
+  readonly retryable: boolean;
+  readonly details: TurnwardenErrorDetails<C>;
+
+  /** Any code, any details: for errors rebuilt from data. A throw site uses its code's `errors.*`. */
   constructor(
-    code: ErrorCode,
+    code: C,
     message: string,
-    options: { details?: Record<string, unknown>; cause?: unknown; retryable?: boolean } = {},
+    options: TurnwardenErrorOptions & { readonly details?: Readonly<Record<string, unknown>> } = {},
   ) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.code = code;
-    this.retryable = options.retryable ?? RETRYABLE.has(code);
-    this.details = options.details;
+    this.retryable = options.retryable ?? ERROR_TABLE[code].retryable;
+    this.details = options.details as TurnwardenErrorDetails<C>;
   }
 
   toWire(): WireError {
@@ -100,10 +60,13 @@ export class TurnwardenError extends Error {
   }
 }
 
-const CODES: ReadonlySet<string> = new Set(Object.values(ErrorCode));
+const CODES: ReadonlySet<string> = new Set(Object.keys(ERROR_TABLE));
 
 /** True for a TurnwardenError from any thread or package copy, optionally of one code. */
-export function isTurnwardenError(e: unknown, code?: ErrorCode): e is TurnwardenError {
+export function isTurnwardenError<C extends ErrorCode = ErrorCode>(
+  e: unknown,
+  code?: C,
+): e is TurnwardenError<C> {
   if (typeof e !== 'object' || e === null) return false;
   const c = (e as { code?: unknown }).code;
   if ((e as { name?: unknown }).name !== 'TurnwardenError' || typeof c !== 'string' || !CODES.has(c)) {
@@ -133,8 +96,36 @@ export function toWire(e: unknown): WireError {
 export function fromWire(w: unknown): TurnwardenError {
   if (w instanceof TurnwardenError) return w;
   const wire = toWire(w);
-  return new TurnwardenError(wire.code, wire.message, {
+  return new TurnwardenError<ErrorCode>(wire.code, wire.message, {
     retryable: wire.retryable,
     ...(wire.details === undefined ? {} : { details: { ...wire.details } }),
   });
 }
+
+/** `LEASED_ELSEWHERE` → `leasedElsewhere`. */
+type Camel<S extends string> = S extends `${infer H}_${infer T}`
+  ? `${Lowercase<H>}${Pascal<T>}`
+  : Lowercase<S>;
+type Pascal<S extends string> = S extends `${infer H}_${infer T}`
+  ? `${Capitalize<Lowercase<H>>}${Pascal<T>}`
+  : Capitalize<Lowercase<S>>;
+
+/** A code's constructor: its details as the table types them (required when they are). */
+type Make<C extends ErrorCode> =
+  undefined extends ErrorDetails<C>
+    ? (message: string, details?: ErrorDetails<C>, options?: TurnwardenErrorOptions) => TurnwardenError<C>
+    : (message: string, details: ErrorDetails<C>, options?: TurnwardenErrorOptions) => TurnwardenError<C>;
+
+type Constructors = { readonly [C in ErrorCode as Camel<C>]: Make<C> };
+
+/** One constructor per code: `errors.leasedElsewhere(message, { workstreamId, holder, … })`. */
+export const errors = Object.fromEntries(
+  (Object.keys(ERROR_TABLE) as ErrorCode[]).map((code) => [
+    code.toLowerCase().replace(/_([a-z])/g, (_, c: string) => c.toUpperCase()),
+    (message: string, details?: Record<string, unknown>, options: TurnwardenErrorOptions = {}) =>
+      new TurnwardenError<ErrorCode>(code, message, {
+        ...options,
+        ...(details === undefined ? {} : { details }),
+      }),
+  ]),
+) as unknown as Constructors;

@@ -1,5 +1,7 @@
-export type { WireError } from './errors.js';
-export { ErrorCode, fromWire, isTurnwardenError, TurnwardenError, toWire } from './errors.js';
+export type { CodeSpec, ErrorDetails } from './error-codes.js';
+export { ERROR_TABLE, ErrorCode } from './error-codes.js';
+export type { TurnwardenErrorDetails, TurnwardenErrorOptions, WireError } from './errors.js';
+export { errors, fromWire, isTurnwardenError, TurnwardenError, toWire } from './errors.js';
 export type {
   AssistantMessage,
   EffectStatus,
@@ -13,7 +15,6 @@ export type {
 } from './history.js';
 export { openToolCalls, structuralRefusal } from './history.js';
 export type {
-  AbortReason,
   ControlMessage,
   HostApi,
   HostToolRequest,
@@ -26,15 +27,43 @@ export type {
   TurnLimits,
   TurnOutcome,
   TurnRequest,
-  TurnStatus,
   WorkerApi,
   WorkerEvent,
   WorkerInit,
   WorkerPorts,
 } from './messages.js';
-export { SessionState } from './messages.js';
 export type { Mutation } from './mutations.js';
 export { client, goneSignal, serve } from './rpc.js';
+export type {
+  AbandonReason,
+  AbortReason,
+  Bound,
+  CapacityReason,
+  LeaseRefusal,
+  PersistenceState,
+  RevokeReason,
+  TurnStatus,
+  WorkstreamStatusName,
+} from './rules.js';
+export {
+  ABANDON_REASONS,
+  ABORT_REASONS,
+  Bounds,
+  HOST_ID_PATTERN,
+  HOST_ID_RULE,
+  ID_MAX_LENGTH,
+  ID_PATTERN,
+  ID_RULE,
+  inBound,
+  isId,
+  Lengths,
+  ofLength,
+  PERSISTENCE_STATES,
+  SESSION_STATES,
+  SessionState,
+  TURN_STATUSES,
+  WORKSTREAM_STATUSES,
+} from './rules.js';
 export type { HarnessLink, MainSeamController, SeamContext, SeamFault, WorkerSeamFn } from './seams.js';
 export {
   attachSeamController,

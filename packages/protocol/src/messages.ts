@@ -11,17 +11,7 @@
 import type { MessagePort } from 'node:worker_threads';
 import type { WireError } from './errors.js';
 import type { HistoryMessage, UserMessage } from './history.js';
-
-/** The session machine's states (see packages/session/src/machine.ts). */
-export const SessionState = {
-  idle: 'idle',
-  claimed: 'claimed',
-  streaming: 'streaming',
-  toolDebt: 'tool-debt',
-  forceAbandoning: 'force-abandoning',
-  closed: 'closed',
-} as const;
-export type SessionState = (typeof SessionState)[keyof typeof SessionState];
+import type { AbortReason, SessionState, TurnStatus } from './rules.js';
 
 /**
  * A persisted snapshot of a session's machine (packages/session/src/machine.ts), without child
@@ -32,17 +22,6 @@ export interface SessionSnapshotData {
   readonly value: unknown;
   readonly [key: string]: unknown;
 }
-
-/** Why a turn was aborted. */
-export type AbortReason =
-  | 'watchdog'
-  | 'deadline'
-  | 'dispatch'
-  | 'cancel'
-  | 'shutdown'
-  | 'lease_lost'
-  /** The workstream was deleted under the turn (P5). */
-  | 'workstream_gone';
 
 export interface TurnLimits {
   /** Model round-trips (assistant messages) allowed in one turn. */
@@ -68,8 +47,6 @@ export interface TurnRequest {
   /** The session's machine, claimed for this turn: the worker restores it and drives it. */
   readonly snapshot: SessionSnapshotData;
 }
-
-export type TurnStatus = 'completed' | 'interrupted' | 'failed';
 
 export interface TurnOutcome {
   readonly generation: number;

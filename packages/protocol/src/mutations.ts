@@ -1,8 +1,9 @@
 /**
  * @turnwarden/protocol/mutations — the harness's mutation switches. Not loaded by the code a host
- * runs: the supervisor's production build (packages/supervisor/scripts/build.mjs) replaces every
- * `mutated(…)` with `false`, folds the branches away and drops the import of this module; only its
- * harness build (`@turnwarden/supervisor/harness`, never published) keeps them.
+ * runs: only the supervisor's variants of its parts (packages/supervisor/src/mutants.ts) read
+ * them, and its production build (packages/supervisor/scripts/build.mjs) leaves the variants out
+ * and fails if any other file imports this module; only its harness build
+ * (`@turnwarden/supervisor/harness`, never published) has them.
  */
 import { attachedSeamController } from './seams.js';
 

@@ -1,6 +1,7 @@
 import { MessageChannel, Worker } from 'node:worker_threads';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ErrorCode, isTurnwardenError } from './errors.js';
+import { ErrorCode } from './error-codes.js';
+import { isTurnwardenError } from './errors.js';
 import { client, goneSignal } from './rpc.js';
 
 interface Api {

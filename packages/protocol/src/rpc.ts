@@ -6,7 +6,7 @@
 
 import type { MessagePort } from 'node:worker_threads';
 import * as Comlink from 'comlink';
-import { ErrorCode, fromWire, TurnwardenError, toWire } from './errors.js';
+import { errors, fromWire, toWire } from './errors.js';
 
 /**
  * A Node MessagePort as the DOM-style endpoint comlink speaks (`message` events carrying
@@ -91,6 +91,6 @@ export function goneSignal(): { gone: Promise<never>; markGone: (reason: string)
   gone.catch(() => {});
   return {
     gone,
-    markGone: (reason) => reject(new TurnwardenError(ErrorCode.WORKER_EXITED, reason)),
+    markGone: (reason) => reject(errors.workerExited(reason)),
   };
 }

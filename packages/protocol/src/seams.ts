@@ -7,7 +7,7 @@
  * Attached, a main-thread seam returns a promise that settles when the schedule releases it;
  * a worker seam blocks its thread on Atomics.wait (see packages/session/src/seam-client.ts).
  */
-import { ErrorCode, TurnwardenError } from './errors.js';
+import { errors } from './errors.js';
 import type { Mutation } from './mutations.js';
 
 export const SeamName = {
@@ -59,7 +59,7 @@ let workerSeamFn: WorkerSeamFn | undefined;
 
 export function attachSeamController(controller: MainSeamController): void {
   if (mainController !== undefined && mainController !== controller) {
-    throw new TurnwardenError(ErrorCode.INVALID_CONFIG, 'another harness is already attached in this thread');
+    throw errors.invalidConfig('another harness is already attached in this thread');
   }
   mainController = controller;
 }
@@ -79,11 +79,11 @@ function applyFault(fault: SeamFault | undefined): Promise<SeamFault | undefined
     case 'lose-ack':
       return fault;
     case 'throw':
-      throw new TurnwardenError(ErrorCode.INTERNAL, fault.message, { details: { injected: true } });
+      throw errors.internal(fault.message, { injected: true });
     case 'delay':
       return new Promise((resolve) => setTimeout(() => resolve(undefined), fault.ms));
     case 'crash':
-      throw new TurnwardenError(ErrorCode.INTERNAL, 'crash faults apply to worker seams only');
+      throw errors.internal('crash faults apply to worker seams only');
   }
 }
 

@@ -5,7 +5,7 @@
  */
 import { createAnthropic } from '@ai-sdk/anthropic';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
-import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+import { errors, TurnwardenError } from '@turnwarden/protocol';
 import type { ModelProvider } from '@turnwarden/session';
 import { type DriveOptions, driveModel } from './drive.js';
 
@@ -41,7 +41,7 @@ const FIELDS = [
 ] as const;
 
 function bad(field: string, message: string): TurnwardenError {
-  return new TurnwardenError(ErrorCode.INVALID_CONFIG, `${field} ${message}`, { details: { field } });
+  return errors.invalidConfig(`${field} ${message}`, { field });
 }
 
 function text(value: unknown, field: string): string {

@@ -26,7 +26,7 @@
  * after it began is not retried: the turn may have streamed part of the answer.
  */
 import type { LanguageModelV3, LanguageModelV3StreamPart } from '@ai-sdk/provider';
-import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+import { errors, TurnwardenError } from '@turnwarden/protocol';
 import type { ModelEvent, ModelProvider, ModelRequest, TurnSignals } from '@turnwarden/session';
 import { toPrompt, toTools } from './prompt.js';
 
@@ -115,7 +115,7 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
 }
 
 function aborted(signal: AbortSignal): TurnwardenError {
-  return new TurnwardenError(ErrorCode.TURN_ABORTED, 'the model call was aborted', { cause: signal.reason });
+  return errors.turnAborted('the model call was aborted', undefined, { cause: signal.reason });
 }
 
 /** What a failure says about itself, as far as it can be read. */
@@ -272,20 +272,17 @@ function modelError(source: Source, e: unknown, what: string): TurnwardenError {
   const code = typeof d.code === 'string' ? clean(d.code) : d.code;
   const status = d.status === undefined ? '' : `HTTP ${d.status}: `;
   const typed = type === undefined || message.startsWith(type) ? '' : `${type}: `;
-  return new TurnwardenError(
-    ErrorCode.MODEL_ERROR,
+  return errors.modelError(
     `model ${source.name}: ${what}: ${status}${typed}${message}`,
     {
-      cause: e,
-      details: {
-        model: source.name,
-        provider: source.provider,
-        message,
-        ...(type === undefined ? {} : { type }),
-        ...(d.status === undefined ? {} : { status: d.status }),
-        ...(code === undefined ? {} : { code }),
-      },
+      model: source.name,
+      provider: source.provider,
+      message,
+      ...(type === undefined ? {} : { type }),
+      ...(d.status === undefined ? {} : { status: d.status }),
+      ...(code === undefined ? {} : { code }),
     },
+    { cause: e },
   );
 }
 

@@ -6,7 +6,7 @@
  * CLI configures real models without writing a module. A bad configuration fails the workers'
  * start with INVALID_CONFIG naming `TURNWARDEN_MODELS[i].<field>`.
  */
-import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+import { errors } from '@turnwarden/protocol';
 import type { ModelProvider } from '@turnwarden/session';
 import { modelProvider } from './config.js';
 
@@ -19,18 +19,10 @@ export function modelsFromEnv(env: NodeJS.ProcessEnv = process.env): ModelProvid
   try {
     parsed = JSON.parse(raw) as unknown;
   } catch {
-    throw new TurnwardenError(ErrorCode.INVALID_CONFIG, `${ENV_VAR} is not JSON`, {
-      details: { field: ENV_VAR },
-    });
+    throw errors.invalidConfig(`${ENV_VAR} is not JSON`, { field: ENV_VAR });
   }
   if (!Array.isArray(parsed)) {
-    throw new TurnwardenError(
-      ErrorCode.INVALID_CONFIG,
-      `${ENV_VAR} must be a JSON array of model configurations`,
-      {
-        details: { field: ENV_VAR },
-      },
-    );
+    throw errors.invalidConfig(`${ENV_VAR} must be a JSON array of model configurations`, { field: ENV_VAR });
   }
   return parsed.map((c, i) => modelProvider(c, `${ENV_VAR}[${i}]`, env));
 }

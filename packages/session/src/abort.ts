@@ -1,9 +1,9 @@
-import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+import { errors, TurnwardenError } from '@turnwarden/protocol';
 
 function abortError(signal: AbortSignal): TurnwardenError {
   const r: unknown = signal.reason;
   if (r instanceof TurnwardenError) return r;
-  return new TurnwardenError(ErrorCode.TURN_ABORTED, 'turn aborted');
+  return errors.turnAborted('turn aborted');
 }
 
 /**

@@ -4,7 +4,7 @@
  * plugin). A plugin module is imported inside every worker
  * (functions cannot cross threads) and may export `tools: Tool[]` and `models: ModelProvider[]`.
  */
-import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+import { errors, type TurnwardenError } from '@turnwarden/protocol';
 import type { ModelProvider, Tool } from './contracts.js';
 
 export interface Registry {
@@ -18,10 +18,11 @@ interface PluginModule {
 }
 
 function refuse(field: string, message: string, cause?: unknown): TurnwardenError {
-  return new TurnwardenError(ErrorCode.INVALID_CONFIG, `${field} ${message}`, {
-    details: { field },
-    ...(cause === undefined ? {} : { cause }),
-  });
+  return errors.invalidConfig(
+    `${field} ${message}`,
+    { field },
+    { ...(cause === undefined ? {} : { cause }) },
+  );
 }
 
 /** Adds a plugin's entries of one kind: each named, with its function, and a name not yet taken. */

@@ -6,7 +6,7 @@
  * with a harness; otherwise `seamSync` is a no-op.
  */
 import type { MessagePort } from 'node:worker_threads';
-import { attachWorkerSeams, ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+import { attachWorkerSeams, errors } from '@turnwarden/protocol';
 
 /** Words of the per-worker channel buffer. */
 export const RELEASED = 0;
@@ -36,9 +36,7 @@ export function installWorkerSeams(channel: WorkerHarnessChannel): void {
     if (decision === Decision.crash) process.exit(70);
     if (decision === Decision.delay) Atomics.wait(words, SLEEP, 0, Atomics.load(words, ARG));
     if (decision === Decision.throw) {
-      throw new TurnwardenError(ErrorCode.INTERNAL, `fault injected at ${name}`, {
-        details: { injected: true },
-      });
+      throw errors.internal(`fault injected at ${name}`, { injected: true });
     }
   });
 }

@@ -23,11 +23,11 @@ import type {
   WorkerEvent,
 } from '@turnwarden/protocol';
 import {
-  ErrorCode,
+  errors,
   isTurnwardenError,
   SeamName,
   seamSync,
-  TurnwardenError,
+  type TurnwardenError,
   toWire,
 } from '@turnwarden/protocol';
 import { createActor, fromPromise } from 'xstate';
@@ -72,14 +72,14 @@ export type LoopOutcome = Omit<TurnOutcome, 'eventsPosted'>;
 const asError = (e: unknown): TurnwardenError => {
   if (isTurnwardenError(e)) return e;
   const message = (e as { message?: unknown } | undefined)?.message;
-  if (typeof message === 'string') return new TurnwardenError(ErrorCode.MODEL_ERROR, message);
+  if (typeof message === 'string') return errors.modelError(message);
   let text: string;
   try {
     text = typeof e === 'object' && e !== null ? JSON.stringify(e) : String(e);
   } catch {
     text = String(e); // a cycle
   }
-  return new TurnwardenError(ErrorCode.MODEL_ERROR, text.length > 500 ? `${text.slice(0, 500)}…` : text);
+  return errors.modelError(text.length > 500 ? `${text.slice(0, 500)}…` : text);
 };
 
 export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<LoopOutcome> {
@@ -102,7 +102,7 @@ export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<LoopOut
   const progress = (code: number) => {
     if (!alive) return;
     if (!deps.touch(code) && !turnSignal.aborted) {
-      deps.abort.abort(new TurnwardenError(ErrorCode.TURN_ABORTED, 'turn aborted: abort committed'));
+      deps.abort.abort(errors.turnAborted('turn aborted: abort committed'));
     }
   };
   // Each caller's heartbeat says who made the progress (the watchdog's log names it).
@@ -184,7 +184,7 @@ export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<LoopOut
           await reported; // listeners hear of `tool-debt` before the tool starts
           const { callIndex } = input;
           const call = calls[callIndex];
-          if (call === undefined) throw new TurnwardenError(ErrorCode.INTERNAL, `no call #${callIndex}`);
+          if (call === undefined) throw errors.internal(`no call #${callIndex}`);
           const result = await runToolCall(call, callIndex, {
             tools: deps.tools,
             ...(deps.runIsolated === undefined
@@ -243,7 +243,7 @@ export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<LoopOut
   const next = () => {
     if (steps >= req.limits.maxModelSteps) {
       const reason = `model exceeded ${req.limits.maxModelSteps} steps in one turn`;
-      failure = toWire(new TurnwardenError(ErrorCode.MODEL_ERROR, reason));
+      failure = toWire(errors.modelError(reason));
       actor.send({ type: 'FAIL', reason });
     } else {
       actor.send({ type: 'STREAM' });
@@ -256,7 +256,7 @@ export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<LoopOut
   turnSignal.addEventListener('abort', onAbort, { once: true });
   if (sessionState(actor.getSnapshot()) !== 'claimed') {
     // Only a claimed session runs a turn; anything else is handed back as it is.
-    failure = toWire(new TurnwardenError(ErrorCode.INTERNAL, `the session is not claimed`));
+    failure = toWire(errors.internal(`the session is not claimed`));
     settle(actor.getSnapshot());
   } else if (turnSignal.aborted) onAbort();
   else next();

@@ -18,15 +18,7 @@ import type {
   WorkerEvent,
   WorkerInit,
 } from '@turnwarden/protocol';
-import {
-  client,
-  ErrorCode,
-  goneSignal,
-  isTurnwardenError,
-  serve,
-  TurnwardenError,
-  toWire,
-} from '@turnwarden/protocol';
+import { client, errors, goneSignal, isTurnwardenError, serve, toWire } from '@turnwarden/protocol';
 import type { Tool } from './contracts.js';
 import { lowerThreadPriority } from './priority.js';
 import { loadRegistry } from './registry.js';
@@ -93,11 +85,9 @@ const hostTools: Tool[] = (boot.hostTools ?? []).map((spec) => ({
 }));
 for (const t of hostTools) {
   if (registry.tools.has(t.name)) {
-    const e = new TurnwardenError(
-      ErrorCode.INVALID_CONFIG,
-      `hostToolModules and pluginModules both export a tool named ${t.name}`,
-      { details: { field: 'hostToolModules' } },
-    );
+    const e = errors.invalidConfig(`hostToolModules and pluginModules both export a tool named ${t.name}`, {
+      field: 'hostToolModules',
+    });
     boot.control.postMessage({ t: 'fatal', error: toWire(e) } satisfies WorkerEvent);
     boot.control.close();
     throw e;
@@ -149,20 +139,17 @@ boot.control.on('message', (msg: ControlMessage) => {
   if (msg.t !== 'abort' || current === undefined || current.generation !== msg.generation) return;
   current.reason = msg.reason;
   if (!current.abort.signal.aborted) {
-    current.abort.abort(new TurnwardenError(ErrorCode.TURN_ABORTED, `turn aborted: ${msg.reason}`));
+    current.abort.abort(errors.turnAborted(`turn aborted: ${msg.reason}`));
   }
 });
 
 const api: WorkerApi = {
   async runTurn(req: TurnRequest): Promise<TurnOutcome> {
     if (current !== undefined) {
-      throw new TurnwardenError(
-        ErrorCode.TURN_IN_PROGRESS,
-        `worker ${boot.workerId} is already running a turn`,
-      );
+      throw errors.turnInProgress(`worker ${boot.workerId} is already running a turn`);
     }
     const model = registry.models.get(req.model);
-    if (!model) throw new TurnwardenError(ErrorCode.INVALID_INPUT, `unknown model provider: ${req.model}`);
+    if (!model) throw errors.invalidInput(`unknown model provider: ${req.model}`);
     const turn = {
       generation: req.generation,
       abort: new AbortController(),

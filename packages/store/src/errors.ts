@@ -1,25 +1,19 @@
-import { ErrorCode, isTurnwardenError, TurnwardenError } from '@turnwarden/protocol';
+import { errors, isTurnwardenError, type TurnwardenError } from '@turnwarden/protocol';
 
 export function invalidConfig(field: string, problem: string): TurnwardenError {
-  return new TurnwardenError(ErrorCode.INVALID_CONFIG, `store option ${field} ${problem}`, {
-    details: { field },
-  });
+  return errors.invalidConfig(`store option ${field} ${problem}`, { field });
 }
 
 export function invalidInput(field: string, problem: string): TurnwardenError {
-  return new TurnwardenError(ErrorCode.INVALID_INPUT, `${field} ${problem}`, { details: { field } });
+  return errors.invalidInput(`${field} ${problem}`, { field });
 }
 
 export function workstreamNotFound(workstreamId: string): TurnwardenError {
-  return new TurnwardenError(ErrorCode.WORKSTREAM_NOT_FOUND, `workstream ${workstreamId} not found`, {
-    details: { workstreamId },
-  });
+  return errors.workstreamNotFound(`workstream ${workstreamId} not found`, { workstreamId });
 }
 
 export function workstreamClosed(workstreamId: string): TurnwardenError {
-  return new TurnwardenError(ErrorCode.WORKSTREAM_CLOSED, `workstream ${workstreamId} is closed`, {
-    details: { workstreamId },
-  });
+  return errors.workstreamClosed(`workstream ${workstreamId} is closed`, { workstreamId });
 }
 
 const RETRYABLE_SQLITE = new Set(['SQLITE_BUSY', 'SQLITE_LOCKED']);
@@ -29,9 +23,9 @@ export function toStoreError(e: unknown, operation: string): TurnwardenError {
   if (isTurnwardenError(e)) return e;
   const code = typeof (e as { code?: unknown })?.code === 'string' ? (e as { code: string }).code : undefined;
   const message = e instanceof Error ? e.message : String(e);
-  return new TurnwardenError(ErrorCode.STORE_ERROR, `store ${operation} failed: ${message}`, {
-    cause: e,
-    retryable: code !== undefined && RETRYABLE_SQLITE.has(code),
-    details: { operation, ...(code === undefined ? {} : { sqliteCode: code }) },
-  });
+  return errors.storeError(
+    `store ${operation} failed: ${message}`,
+    { operation, ...(code === undefined ? {} : { sqliteCode: code }) },
+    { cause: e, retryable: code !== undefined && RETRYABLE_SQLITE.has(code) },
+  );
 }

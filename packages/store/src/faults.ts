@@ -13,7 +13,7 @@
  * slot, the others are written together; a delay delays the whole group.
  */
 import type { JournalEntry } from '@turnwarden/protocol';
-import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+import { errors, type TurnwardenError } from '@turnwarden/protocol';
 import type { AppendInput, AppendOutcome, Store } from './types.js';
 
 export type StoreFault = 'reject' | 'transient' | 'lose-ack' | 'throw' | { readonly delayMs: number };
@@ -35,10 +35,7 @@ export interface FaultyStore {
 }
 
 function storeError(message: string, retryable: boolean): TurnwardenError {
-  return new TurnwardenError(ErrorCode.STORE_ERROR, `injected: ${message}`, {
-    retryable,
-    details: { injected: true },
-  });
+  return errors.storeError(`injected: ${message}`, { injected: true }, { retryable });
 }
 
 export function faultyStore(inner: Store): FaultyStore {

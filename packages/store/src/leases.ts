@@ -4,7 +4,7 @@
  * A lease is live while it is unreleased and `now < expiresAt`.
  */
 
-import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+import { errors, type LeaseRefusal, type TurnwardenError } from '@turnwarden/protocol';
 import type Database from 'better-sqlite3';
 import type { Lease } from './types.js';
 
@@ -28,7 +28,8 @@ function toLease(r: LeaseRow): Lease {
   };
 }
 
-export type FenceReason = 'no_lease' | 'superseded' | 'unknown_token' | 'released' | 'expired';
+/** Why a fenced write was refused (FENCED's `details.reason`). */
+export type FenceReason = LeaseRefusal;
 
 export class LeaseTable {
   readonly #get;
@@ -135,9 +136,8 @@ export function fenceRefusal(
   else if (lease.released) reason = 'released';
   else if (now >= lease.expiresAt) reason = 'expired';
   if (reason === undefined) return undefined;
-  return new TurnwardenError(
-    ErrorCode.FENCED,
+  return errors.fenced(
     `write to workstream ${workstreamId} with fencing token ${token} refused: ${reason.replace('_', ' ')}`,
-    { details: { workstreamId, fencingToken: token, reason, currentToken: lease?.token ?? null } },
+    { workstreamId, fencingToken: token, reason, currentToken: lease?.token ?? null },
   );
 }

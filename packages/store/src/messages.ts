@@ -1,12 +1,11 @@
 /** The `messages` table: gap-free seqs, commit-key idempotency (P1), structural check (S1). */
 
 import {
-  ErrorCode,
+  errors,
   type HistoryRow,
   type JournalEntry,
   openToolCalls,
   structuralRefusal,
-  TurnwardenError,
 } from '@turnwarden/protocol';
 import type Database from 'better-sqlite3';
 import { type MessageRow as SharedMessageRow, toHistoryRow } from './rows.js';
@@ -89,31 +88,25 @@ export class MessageTable {
     const existing = this.#byKey.get(workstreamId, summary.commitKey);
     if (existing !== undefined) {
       if (existing.body !== body) {
-        throw new TurnwardenError(
-          ErrorCode.COMMIT_CONFLICT,
+        throw errors.commitConflict(
           `commit key ${summary.commitKey} of workstream ${workstreamId} already holds a different row`,
-          { details: { workstreamId, commitKey: summary.commitKey } },
+          { workstreamId, commitKey: summary.commitKey },
         );
       }
       return 0;
     }
     const rows = this.all(workstreamId);
     if (throughSeq < 1 || throughSeq > rows.length) {
-      throw new TurnwardenError(
-        ErrorCode.INVALID_INPUT,
-        `throughSeq ${throughSeq} is outside 1..${rows.length}`,
-        {
-          details: { field: 'throughSeq' },
-        },
-      );
+      throw errors.invalidInput(`throughSeq ${throughSeq} is outside 1..${rows.length}`, {
+        field: 'throughSeq',
+      });
     }
     const prefix = rows.slice(0, throughSeq);
     const firstKept = rows[throughSeq];
     if (openToolCalls(prefix).length > 0 || firstKept?.message.role === 'tool') {
-      throw new TurnwardenError(
-        ErrorCode.STRUCTURE_VIOLATION,
+      throw errors.structureViolation(
         `workstream ${workstreamId}: compacting through seq ${throughSeq} would separate tool calls from their results`,
-        { details: { workstreamId, throughSeq } },
+        { workstreamId, throughSeq },
       );
     }
     this.#deleteThrough.run(workstreamId, throughSeq);
@@ -133,18 +126,16 @@ export class MessageTable {
     const atKey = this.#byKey.get(workstreamId, fromKey);
     if (atKey === undefined && lastSeq === fromSeq - 1) return 0;
     if (atKey?.seq !== fromSeq) {
-      throw new TurnwardenError(
-        ErrorCode.COMMIT_CONFLICT,
+      throw errors.commitConflict(
         `workstream ${workstreamId}: the history changed since the rewind was planned (row ${fromSeq} does not hold ${fromKey})`,
-        { details: { workstreamId, fromSeq, fromKey, lastSeq } },
+        { workstreamId, fromSeq, fromKey, lastSeq },
       );
     }
     const kept = this.all(workstreamId).slice(0, fromSeq - 1);
     if (openToolCalls(kept).length > 0) {
-      throw new TurnwardenError(
-        ErrorCode.STRUCTURE_VIOLATION,
+      throw errors.structureViolation(
         `workstream ${workstreamId}: rewinding to seq ${fromSeq} would leave a tool call without its result`,
-        { details: { workstreamId, fromSeq } },
+        { workstreamId, fromSeq },
       );
     }
     this.#deleteFrom.run(workstreamId, fromSeq);
@@ -189,10 +180,9 @@ export class MessageTable {
       const existing = this.#byKey.get(workstreamId, commitKey);
       if (existing !== undefined) {
         if (existing.body !== body) {
-          throw new TurnwardenError(
-            ErrorCode.COMMIT_CONFLICT,
+          throw errors.commitConflict(
             `commit key ${commitKey} of workstream ${workstreamId} already holds a different row (seq ${existing.seq})`,
-            { details: { workstreamId, commitKey, seq: existing.seq } },
+            { workstreamId, commitKey, seq: existing.seq },
           );
         }
         seqs.push(existing.seq);
@@ -200,8 +190,9 @@ export class MessageTable {
       }
       const refusal = structuralRefusal(tail, message);
       if (refusal !== undefined) {
-        throw new TurnwardenError(ErrorCode.STRUCTURE_VIOLATION, `workstream ${workstreamId}: ${refusal}`, {
-          details: { workstreamId, commitKey },
+        throw errors.structureViolation(`workstream ${workstreamId}: ${refusal}`, {
+          workstreamId,
+          commitKey,
         });
       }
       this.#insert.run(workstreamId, next, commitKey, generation, message.role, body, now, token);

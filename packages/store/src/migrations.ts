@@ -4,7 +4,7 @@
  * trace and a reopen applies only what is missing. Never edit an applied migration: add one.
  */
 
-import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+import { errors } from '@turnwarden/protocol';
 import type Database from 'better-sqlite3';
 
 export interface Migration {
@@ -82,10 +82,7 @@ export function applyMigrations(
 ): number[] {
   migrations.forEach((m, i) => {
     if (m.version !== i + 1) {
-      throw new TurnwardenError(
-        ErrorCode.INTERNAL,
-        `migration #${i} has version ${m.version}, expected ${i + 1}`,
-      );
+      throw errors.internal(`migration #${i} has version ${m.version}, expected ${i + 1}`);
     }
   });
   const tx = db.transaction((run: () => void) => run());
@@ -96,10 +93,9 @@ export function applyMigrations(
   });
   const found = schemaVersion(db);
   if (found > migrations.length) {
-    throw new TurnwardenError(
-      ErrorCode.STORE_ERROR,
+    throw errors.storeError(
       `database schema version ${found} is newer than this build supports (${migrations.length})`,
-      { details: { schemaVersion: found, supported: migrations.length } },
+      { schemaVersion: found, supported: migrations.length },
     );
   }
   const applied: number[] = [];

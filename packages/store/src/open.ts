@@ -1,7 +1,7 @@
 /** Opening a SQLite database: parent directory, pragmas, migrations. */
 import { mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+import { errors } from '@turnwarden/protocol';
 import Database from 'better-sqlite3';
 import { applyMigrations } from './migrations.js';
 import type { ResolvedSqliteStoreOptions } from './options.js';
@@ -14,10 +14,7 @@ export function openDatabase(options: ResolvedSqliteStoreOptions, now: () => num
     if (!options.memory) {
       const mode = db.pragma('journal_mode = WAL', { simple: true });
       if (mode !== 'wal') {
-        throw new TurnwardenError(
-          ErrorCode.STORE_ERROR,
-          `could not enable WAL on ${options.path} (got ${mode})`,
-        );
+        throw errors.storeError(`could not enable WAL on ${options.path} (got ${mode})`);
       }
     }
     db.pragma(`synchronous = ${options.synchronous}`);

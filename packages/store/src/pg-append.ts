@@ -10,12 +10,11 @@
  * session snapshots in one UPDATE, and COMMIT. A database failure fails the whole call.
  */
 import {
-  ErrorCode,
+  errors,
   type HistoryMessage,
   type HistoryRow,
   isTurnwardenError,
   structuralRefusal,
-  TurnwardenError,
 } from '@turnwarden/protocol';
 import type { CheckedAppend } from './entries.js';
 import { invalidInput, workstreamClosed, workstreamNotFound } from './errors.js';
@@ -194,10 +193,9 @@ function decide(
     const existing = added.get(commitKey) ?? h.keys.get(commitKey);
     if (existing !== undefined) {
       if (existing.body !== body) {
-        throw new TurnwardenError(
-          ErrorCode.COMMIT_CONFLICT,
+        throw errors.commitConflict(
           `commit key ${commitKey} of workstream ${b.workstreamId} already holds a different row (seq ${existing.seq})`,
-          { details: { workstreamId: b.workstreamId, commitKey, seq: existing.seq } },
+          { workstreamId: b.workstreamId, commitKey, seq: existing.seq },
         );
       }
       seqs.push(existing.seq);
@@ -205,8 +203,9 @@ function decide(
     }
     const refusal = structuralRefusal(tail, message);
     if (refusal !== undefined) {
-      throw new TurnwardenError(ErrorCode.STRUCTURE_VIOLATION, `workstream ${b.workstreamId}: ${refusal}`, {
-        details: { workstreamId: b.workstreamId, commitKey },
+      throw errors.structureViolation(`workstream ${b.workstreamId}: ${refusal}`, {
+        workstreamId: b.workstreamId,
+        commitKey,
       });
     }
     added.set(commitKey, { seq: next, body, role: message.role });

@@ -1,5 +1,5 @@
 /** PostgreSQL failures as typed errors: STORE_ERROR, retryable when a retry can succeed. */
-import { ErrorCode, isTurnwardenError, TurnwardenError } from '@turnwarden/protocol';
+import { errors, isTurnwardenError, type TurnwardenError } from '@turnwarden/protocol';
 
 /**
  * SQLSTATEs worth a retry: serialization failure, deadlock, the server shutting down or
@@ -45,15 +45,13 @@ export function toPgStoreError(e: unknown, operation: string, password: string |
   const message = redact(raw, password);
   // The original error is kept as the cause unless it carries the password.
   const safe = message === raw && !(e instanceof Error && redact(e.stack ?? '', password) !== e.stack);
-  return new TurnwardenError(ErrorCode.STORE_ERROR, `store ${operation} failed: ${message}`, {
-    ...(safe ? { cause: e } : {}),
-    retryable: isRetryablePgError(e),
-    details: { operation, ...(code === undefined ? {} : { sqlState: code }) },
-  });
+  return errors.storeError(
+    `store ${operation} failed: ${message}`,
+    { operation, ...(code === undefined ? {} : { sqlState: code }) },
+    { ...(safe ? { cause: e } : {}), retryable: isRetryablePgError(e) },
+  );
 }
 
 export function storeClosed(): TurnwardenError {
-  return new TurnwardenError(ErrorCode.STORE_ERROR, 'the PostgreSQL store is closed', {
-    details: { closed: true },
-  });
+  return errors.storeError('the PostgreSQL store is closed', { closed: true });
 }

@@ -5,7 +5,7 @@
  * apply each migration once and none sees a half-made schema. Never edit an applied
  * migration: add one.
  */
-import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+import { errors } from '@turnwarden/protocol';
 import type pg from 'pg';
 import type { Migration } from './migrations.js';
 
@@ -73,10 +73,7 @@ export async function applyPgMigrations(
 ): Promise<number[]> {
   migrations.forEach((m, i) => {
     if (m.version !== i + 1) {
-      throw new TurnwardenError(
-        ErrorCode.INTERNAL,
-        `migration #${i} has version ${m.version}, expected ${i + 1}`,
-      );
+      throw errors.internal(`migration #${i} has version ${m.version}, expected ${i + 1}`);
     }
   });
   await client.query('BEGIN');
@@ -91,10 +88,9 @@ export async function applyPgMigrations(
     );
     const found = await pgSchemaVersion(client);
     if (found > migrations.length) {
-      throw new TurnwardenError(
-        ErrorCode.STORE_ERROR,
+      throw errors.storeError(
         `database schema version ${found} is newer than this build supports (${migrations.length})`,
-        { details: { schemaVersion: found, supported: migrations.length } },
+        { schemaVersion: found, supported: migrations.length },
       );
     }
     const applied: number[] = [];

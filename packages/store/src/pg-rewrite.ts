@@ -3,13 +3,7 @@
  * under the workstream's lock, with the same checks as SQLite's MessageTable, then written by
  * statements sent together with COMMIT.
  */
-import {
-  ErrorCode,
-  type HistoryRow,
-  type JournalEntry,
-  openToolCalls,
-  TurnwardenError,
-} from '@turnwarden/protocol';
+import { errors, type HistoryRow, type JournalEntry, openToolCalls } from '@turnwarden/protocol';
 import type { PgTx } from './pg-tx.js';
 
 /** Above every real seq: renumbering goes through it so no step collides on the primary key. */
@@ -34,28 +28,22 @@ export function compactRows(
   const existing = rows.find((r) => r.commitKey === summary.commitKey);
   if (existing !== undefined) {
     if (JSON.stringify(existing.message) !== body) {
-      throw new TurnwardenError(
-        ErrorCode.COMMIT_CONFLICT,
+      throw errors.commitConflict(
         `commit key ${summary.commitKey} of workstream ${workstreamId} already holds a different row`,
-        { details: { workstreamId, commitKey: summary.commitKey } },
+        { workstreamId, commitKey: summary.commitKey },
       );
     }
     return 0;
   }
   if (throughSeq < 1 || throughSeq > rows.length) {
-    throw new TurnwardenError(
-      ErrorCode.INVALID_INPUT,
-      `throughSeq ${throughSeq} is outside 1..${rows.length}`,
-      {
-        details: { field: 'throughSeq' },
-      },
-    );
+    throw errors.invalidInput(`throughSeq ${throughSeq} is outside 1..${rows.length}`, {
+      field: 'throughSeq',
+    });
   }
   if (openToolCalls(rows.slice(0, throughSeq)).length > 0 || rows[throughSeq]?.message.role === 'tool') {
-    throw new TurnwardenError(
-      ErrorCode.STRUCTURE_VIOLATION,
+    throw errors.structureViolation(
       `workstream ${workstreamId}: compacting through seq ${throughSeq} would separate tool calls from their results`,
-      { details: { workstreamId, throughSeq } },
+      { workstreamId, throughSeq },
     );
   }
   tx.send('DELETE FROM messages WHERE workstream_id = $1 AND seq <= $2', [workstreamId, throughSeq]);
@@ -92,17 +80,15 @@ export function truncateRows(
   const atKey = rows.find((r) => r.commitKey === fromKey);
   if (atKey === undefined && lastSeq === fromSeq - 1) return 0;
   if (atKey?.seq !== fromSeq) {
-    throw new TurnwardenError(
-      ErrorCode.COMMIT_CONFLICT,
+    throw errors.commitConflict(
       `workstream ${workstreamId}: the history changed since the rewind was planned (row ${fromSeq} does not hold ${fromKey})`,
-      { details: { workstreamId, fromSeq, fromKey, lastSeq } },
+      { workstreamId, fromSeq, fromKey, lastSeq },
     );
   }
   if (openToolCalls(rows.slice(0, fromSeq - 1)).length > 0) {
-    throw new TurnwardenError(
-      ErrorCode.STRUCTURE_VIOLATION,
+    throw errors.structureViolation(
       `workstream ${workstreamId}: rewinding to seq ${fromSeq} would leave a tool call without its result`,
-      { details: { workstreamId, fromSeq } },
+      { workstreamId, fromSeq },
     );
   }
   tx.send('DELETE FROM messages WHERE workstream_id = $1 AND seq >= $2', [workstreamId, fromSeq]);

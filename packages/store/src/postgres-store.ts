@@ -9,11 +9,11 @@
 
 import { randomUUID } from 'node:crypto';
 import {
-  ErrorCode,
+  errors,
   type HistoryRow,
   openToolCalls,
   type SessionSnapshotData,
-  TurnwardenError,
+  type TurnwardenError,
 } from '@turnwarden/protocol';
 import pg from 'pg';
 import { type CheckedAppend, checkAppend, checkEntries, MAX_COMMIT_KEY_LENGTH } from './entries.js';
@@ -146,9 +146,7 @@ export class PostgresStore implements Store {
       } catch (e) {
         // Two hosts creating one id at once: the loser meets the primary key.
         if ((e as { code?: unknown }).code === '23505') {
-          throw new TurnwardenError(ErrorCode.WORKSTREAM_EXISTS, `workstream ${id} already exists`, {
-            details: { workstreamId: id },
-          });
+          throw errors.workstreamExists(`workstream ${id} already exists`, { workstreamId: id });
         }
         throw e;
       }
@@ -212,10 +210,9 @@ export class PostgresStore implements Store {
         if (ws.status === 'closed') return toRecord(ws);
         const open = openToolCalls((await tailP).rows.map(toHistoryRow));
         if (open.length > 0) {
-          throw new TurnwardenError(
-            ErrorCode.TOOL_CLEANUP_PENDING,
+          throw errors.toolCleanupPending(
             `workstream ${id} has ${open.length} tool call(s) without results; repair before closing`,
-            { details: { workstreamId: id, openCalls: open.length } },
+            { workstreamId: id, openCalls: open.length },
           );
         }
         const { rows } = await tx.query<WorkstreamRow>(
@@ -246,7 +243,7 @@ export class PostgresStore implements Store {
     return this.#run('appendMessages', async () => {
       const checked = checkAppend(input);
       const [outcome] = await this.#tx((tx) => appendBatches(tx, [checked], this.#clock()));
-      if (outcome === undefined) throw new TurnwardenError(ErrorCode.INTERNAL, 'append without an outcome');
+      if (outcome === undefined) throw errors.internal('append without an outcome');
       if ('error' in outcome) throw outcome.error;
       return outcome.seqs;
     });
@@ -350,9 +347,7 @@ export class PostgresStore implements Store {
       if (replacing !== undefined) {
         checkText('replacing', replacing, MAX_HOLDER_LENGTH);
         if (!holder.startsWith(replacing)) {
-          throw new TurnwardenError(ErrorCode.INVALID_INPUT, 'replacing must be a prefix of holder', {
-            details: { field: 'replacing' },
-          });
+          throw errors.invalidInput('replacing must be a prefix of holder', { field: 'replacing' });
         }
       }
       return this.#tx(async (tx) => {

@@ -5,12 +5,12 @@
  */
 
 import {
-  ErrorCode,
+  errors,
   type HistoryRow,
   isTurnwardenError,
   openToolCalls,
   type SessionSnapshotData,
-  TurnwardenError,
+  type TurnwardenError,
 } from '@turnwarden/protocol';
 import type Database from 'better-sqlite3';
 import { type CheckedAppend, checkAppend, checkEntries, MAX_COMMIT_KEY_LENGTH } from './entries.js';
@@ -93,9 +93,7 @@ export class SqliteStore implements Store {
       const tenantId = checkId('tenantId', i.tenantId);
       return this.#write(() => {
         if (this.#workstreams.get(id) !== undefined) {
-          throw new TurnwardenError(ErrorCode.WORKSTREAM_EXISTS, `workstream ${id} already exists`, {
-            details: { workstreamId: id },
-          });
+          throw errors.workstreamExists(`workstream ${id} already exists`, { workstreamId: id });
         }
         return this.#workstreams.insert(id, tenantId, this.#clock());
       });
@@ -147,10 +145,9 @@ export class SqliteStore implements Store {
         if (ws.status === 'closed') return ws;
         const open = openToolCalls(this.#messages.tail(id));
         if (open.length > 0) {
-          throw new TurnwardenError(
-            ErrorCode.TOOL_CLEANUP_PENDING,
+          throw errors.toolCleanupPending(
             `workstream ${id} has ${open.length} tool call(s) without results; repair before closing`,
-            { details: { workstreamId: id, openCalls: open.length } },
+            { workstreamId: id, openCalls: open.length },
           );
         }
         this.#workstreams.close(id, this.#clock());
@@ -324,9 +321,7 @@ export class SqliteStore implements Store {
       if (replacing !== undefined) {
         checkText('replacing', replacing, MAX_HOLDER_LENGTH);
         if (!holder.startsWith(replacing)) {
-          throw new TurnwardenError(ErrorCode.INVALID_INPUT, 'replacing must be a prefix of holder', {
-            details: { field: 'replacing' },
-          });
+          throw errors.invalidInput('replacing must be a prefix of holder', { field: 'replacing' });
         }
       }
       return this.#write(() => {
@@ -413,9 +408,7 @@ export class SqliteStore implements Store {
 
   #assertOpen(): void {
     if (!this.#db.open) {
-      throw new TurnwardenError(ErrorCode.STORE_ERROR, `store ${this.path} is closed`, {
-        details: { closed: true },
-      });
+      throw errors.storeError(`store ${this.path} is closed`, { closed: true });
     }
   }
 

@@ -1,15 +1,12 @@
+import { ID_RULE, isId, Lengths } from '@turnwarden/protocol';
 import { invalidInput } from './errors.js';
 
-/** Lease holders, incarnations, `replacing` prefixes. */
-export const MAX_HOLDER_LENGTH = 256;
+/** Lease holders, incarnations, `replacing` prefixes (the API's rule, packages/protocol). */
+export const MAX_HOLDER_LENGTH = Lengths.holder.max;
 
-/** Workstream and tenant ids (T5). */
-const ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
-
+/** Workstream and tenant ids (T5), by the API's rule. */
 export function checkId(field: string, value: unknown): string {
-  if (typeof value !== 'string' || !ID_PATTERN.test(value)) {
-    throw invalidInput(field, 'must be 1-128 characters of [A-Za-z0-9._:-]');
-  }
+  if (!isId(value)) throw invalidInput(field, ID_RULE);
   return value;
 }
 

@@ -1,15 +1,14 @@
 /**
  * Builds the supervisor twice from one type-checked program:
  *
- * - `dist/` — what a host runs. Every harness mutation switch `mutated(Mutation.x)` is replaced by
- *   `false`, the conditions around it are folded (`a && !false` → `a`, `if (false) …` → nothing,
- *   `false ? a : b` → `b`) and the import of `@turnwarden/protocol/mutations` is dropped, so the
- *   deliberate bugs are not in the shipped code at all. The build fails if a switch survives or
- *   a condition around one cannot be folded.
- * - `dist-harness/` — the same code with the switches, for the interleaving harness only
+ * - `dist/` — what a host runs: every file but the harness-only ones (`src/harness.ts`, the
+ *   harness's entry, and `src/mutants.ts`, its deliberately broken variants of the parts). The
+ *   build fails if any other file imports `@turnwarden/protocol/mutations`, so a switch cannot
+ *   creep back into a part, and if a file of `dist/` reaches the switches.
+ * - `dist-harness/` — everything, for the interleaving harness only
  *   (`@turnwarden/supervisor/harness`; not published, see `publishConfig`).
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
@@ -39,94 +38,51 @@ if (diagnostics.length > 0) {
   process.exit(1);
 }
 
-const isBool = (n) => n.kind === ts.SyntaxKind.TrueKeyword || n.kind === ts.SyntaxKind.FalseKeyword;
-const isTrue = (n) => n.kind === ts.SyntaxKind.TrueKeyword;
+/** The harness build's own files: never emitted to dist/. */
+const HARNESS_ONLY = new Set(['harness.ts', 'mutants.ts'].map((f) => path.join(root, 'src', f)));
+const harnessOnly = (fileName) => HARNESS_ONLY.has(path.resolve(fileName));
 
-/** `mutated(Mutation.x)` → false, then boolean folding bottom-up; throws where it cannot fold. */
-function stripMutations(context) {
-  const f = context.factory;
-  const bool = (v) => (v ? f.createTrue() : f.createFalse());
-  return (sourceFile) => {
-    let stripped = 0;
-    const where = (node) => {
-      const { line } = sourceFile.getLineAndCharacterOfPosition(node.getStart?.(sourceFile) ?? 0);
-      return `${path.relative(root, sourceFile.fileName)}:${line + 1}`;
-    };
-    const fold = (node) => {
-      if (
-        ts.isCallExpression(node) &&
-        ts.isIdentifier(node.expression) &&
-        node.expression.text === 'mutated'
-      ) {
-        stripped++;
-        return f.createFalse();
-      }
-      const visited = ts.visitEachChild(node, fold, context);
-      if (ts.isParenthesizedExpression(visited) && isBool(visited.expression)) return visited.expression;
-      if (ts.isPrefixUnaryExpression(visited) && visited.operator === ts.SyntaxKind.ExclamationToken) {
-        if (isBool(visited.operand)) return bool(!isTrue(visited.operand));
-      }
-      if (ts.isBinaryExpression(visited)) {
-        const { left, right } = visited;
-        const op = visited.operatorToken.kind;
-        if (op === ts.SyntaxKind.AmpersandAmpersandToken && (isBool(left) || isBool(right))) {
-          if (isBool(left)) return isTrue(left) ? right : left;
-          if (isTrue(right)) return left;
-          throw new Error(`${where(node)}: cannot fold \`… && false\` (the left side may have effects)`);
-        }
-        if (op === ts.SyntaxKind.BarBarToken && (isBool(left) || isBool(right))) {
-          if (isBool(left)) return isTrue(left) ? left : right;
-          if (!isTrue(right)) return left;
-          throw new Error(`${where(node)}: cannot fold \`… || true\` (the left side may have effects)`);
-        }
-      }
-      if (ts.isConditionalExpression(visited) && isBool(visited.condition)) {
-        return isTrue(visited.condition) ? visited.whenTrue : visited.whenFalse;
-      }
-      if (ts.isIfStatement(visited) && isBool(visited.expression)) {
-        if (isTrue(visited.expression)) return visited.thenStatement;
-        return visited.elseStatement ?? f.createEmptyStatement();
-      }
-      return visited;
-    };
-    const out = ts.visitEachChild(sourceFile, fold, context);
-    const uses = sourceFile.statements.some(
-      (s) => ts.isImportDeclaration(s) && s.moduleSpecifier.text === MUTATIONS,
+for (const file of program.getSourceFiles()) {
+  if (file.isDeclarationFile || !file.fileName.startsWith(path.join(root, 'src'))) continue;
+  const reaches = file.statements.some(
+    (s) => ts.isImportDeclaration(s) && s.moduleSpecifier.text === MUTATIONS,
+  );
+  if (reaches && !harnessOnly(file.fileName)) {
+    fail(
+      `${path.relative(root, file.fileName)} imports ${MUTATIONS}: a switch belongs in a variant (src/mutants.ts)`,
     );
-    if (uses && stripped === 0)
-      throw new Error(`${where(sourceFile)}: imports ${MUTATIONS} but has no switch`);
-    return f.updateSourceFile(
-      out,
-      out.statements.filter((s) => !(ts.isImportDeclaration(s) && s.moduleSpecifier.text === MUTATIONS)),
-    );
-  };
+  }
 }
 
-function emit(outDir, transformers) {
+function emit(outDir, keep) {
   const fromDir = parsed.options.outDir;
-  const result = program.emit(
-    undefined,
-    (fileName, text, bom) => ts.sys.writeFile(path.join(outDir, path.relative(fromDir, fileName)), text, bom),
-    undefined,
-    false,
-    transformers,
-  );
+  const result = program.emit(undefined, (fileName, text, bom, _onError, sources) => {
+    if (sources?.some((s) => !keep(s.fileName))) return;
+    ts.sys.writeFile(path.join(outDir, path.relative(fromDir, fileName)), text, bom);
+  });
   if (result.emitSkipped) fail(`emit to ${outDir} was skipped`);
 }
 
-try {
-  emit(path.join(root, 'dist'), { before: [stripMutations] });
-} catch (e) {
-  fail(e.message);
-}
-emit(path.join(root, 'dist-harness'), undefined);
+/** Where `file`'s JavaScript lands in `dist/`. */
+const shipped = (file) =>
+  path.join(root, 'dist', path.relative(path.join(root, 'src'), file.fileName)).replace(/\.ts$/, '.js');
 
-// The shipped build must not reach the switches at all.
+// An earlier build's harness-only output, if any, goes; then the two builds.
+for (const file of HARNESS_ONLY) {
+  const base = shipped({ fileName: file }).replace(/\.js$/, '');
+  for (const ext of ['.js', '.js.map', '.d.ts', '.d.ts.map']) rmSync(base + ext, { force: true });
+}
+emit(path.join(root, 'dist'), (fileName) => !harnessOnly(fileName));
+emit(path.join(root, 'dist-harness'), () => true);
+
+// The shipped build holds no variant and does not reach the switches at all.
 for (const file of program.getSourceFiles()) {
   if (file.isDeclarationFile || !file.fileName.startsWith(path.join(root, 'src'))) continue;
-  const js = path
-    .join(root, 'dist', path.relative(path.join(root, 'src'), file.fileName))
-    .replace(/\.ts$/, '.js');
+  const js = shipped(file);
+  if (harnessOnly(file.fileName)) {
+    if (existsSync(js)) fail(`${js}: a harness-only file is in the shipped build`);
+    continue;
+  }
   const text = readFileSync(js, 'utf8');
-  if (text.includes(MUTATIONS) || /\bmutated\(/.test(text)) fail(`${js} still reaches the mutation switches`);
+  if (text.includes(MUTATIONS) || /\bmutated\(/.test(text)) fail(`${js} reaches the mutation switches`);
 }

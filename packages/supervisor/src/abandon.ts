@@ -7,8 +7,6 @@
  * every claim until a later repair succeeds (S3). The one place repair is run and reported.
  */
 import { ErrorCode, isTurnwardenError, type SessionSnapshotData } from '@turnwarden/protocol';
-// Harness-only switches: stripped from dist/ by scripts/build.mjs (see protocol/src/mutations.ts).
-import { Mutation, mutated } from '@turnwarden/protocol/mutations';
 import { finishAbandoning, stateOf } from '@turnwarden/session';
 import type { Lease, TurnStore } from '@turnwarden/store';
 import type { Logger } from 'pino';
@@ -19,6 +17,7 @@ import { repairOpenCalls } from './repair.js';
 import { LogMessage } from './reporting.js';
 import type { SessionRecord, Sessions } from './sessions.js';
 import type { RuntimeCounters } from './stats.js';
+import { variant } from './variants.js';
 
 export interface AbandonHost {
   readonly store: Pick<TurnStore, 'readHistory' | 'appendMessages' | 'saveSession'>;
@@ -63,21 +62,18 @@ export async function abandon(
     rec.snapshot!,
     input.reason,
     () =>
-      // The skip-repair mutation (harness only) pretends the history was complete.
       host.gate.write(
         workstreamId,
         () =>
-          mutated(Mutation.skipRepair)
-            ? Promise.resolve(0)
-            : repairOpenCalls({
-                store: host.store,
-                workstreamId,
-                generation,
-                fencingToken: lease.token,
-                why: input.why,
-                startedCalls: input.startedCalls,
-                durable: (entries, seqs) => host.gate.announceRows(workstreamId, generation, entries, seqs),
-              }),
+          variant(repairOpenCalls)({
+            store: host.store,
+            workstreamId,
+            generation,
+            fencingToken: lease.token,
+            why: input.why,
+            startedCalls: input.startedCalls,
+            durable: (entries, seqs) => host.gate.announceRows(workstreamId, generation, entries, seqs),
+          }),
         // Deleted (P5): nothing left to repair.
         () => 0,
       ),

@@ -6,8 +6,6 @@
  */
 import type { ActivityClock } from '@turnwarden/clock';
 import { type AbortReason, SeamName, seam } from '@turnwarden/protocol';
-// Harness-only switches: stripped from dist/ by scripts/build.mjs (see protocol/src/mutations.ts).
-import { Mutation, mutated } from '@turnwarden/protocol/mutations';
 import type { TurnStore } from '@turnwarden/store';
 import type { Logger } from 'pino';
 import type { ActiveTurn } from './active-turn.js';
@@ -36,7 +34,7 @@ export interface AbortHost {
 }
 
 export class AbortProtocol implements WatchdogDelegate {
-  constructor(private readonly host: AbortHost) {}
+  constructor(protected readonly host: AbortHost) {}
 
   /** Starts renewing the turn's lease every renewMs until the abort commits or the turn ends. */
   startRenewal(turn: ActiveTurn): void {
@@ -63,9 +61,6 @@ export class AbortProtocol implements WatchdogDelegate {
       idleMs: info.idleMs,
       lastActivity: info.lastActivity,
     });
-    if (mutated(Mutation.publishBeforeCommit)) {
-      log.error({ idleMs: info.idleMs }, LogMessage.aborted);
-    }
     this.host.events.emit(info.workstreamId, 'warning', info.generation, {
       stage: 'observational',
       message: observationalWarning(info, this.host.config.watchdog.turnDeadlineMs),
@@ -98,7 +93,7 @@ export class AbortProtocol implements WatchdogDelegate {
     if (turn.abort) return;
     turn.abort = { reason, at: this.host.clock.nowMs() };
     this.host.counters.abortsCommitted++;
-    if (!mutated(Mutation.renewAfterAbort)) this.stopRenewal(turn);
+    this.stopRenewal(turn);
     const step = (fn: () => void) => {
       try {
         fn();
@@ -154,11 +149,11 @@ export class AbortProtocol implements WatchdogDelegate {
 
   /** Lease renewal is never progress: it does not touch the clock. */
   renew(turn: ActiveTurn): void {
-    if ((turn.abort && !mutated(Mutation.renewAfterAbort)) || turn.finished) return;
+    if (!this.renewing(turn)) return;
     this.host.store
       .refreshLease(turn.workstreamId, this.host.holder, turn.lease.token, this.host.config.lease.ttlMs)
       .then((ok) => {
-        if ((turn.abort && !mutated(Mutation.renewAfterAbort)) || turn.finished) return;
+        if (!this.renewing(turn)) return;
         if (ok) {
           this.host.counters.leaseRenewals++;
           return;
@@ -168,6 +163,11 @@ export class AbortProtocol implements WatchdogDelegate {
         this.abort(turn, 'lease_lost');
       })
       .catch((err: unknown) => turn.log.warn({ err }, 'lease renewal failed; will retry'));
+  }
+
+  /** L3: the lease is renewed until the abort commits or the turn ends, and not after. */
+  protected renewing(turn: ActiveTurn): boolean {
+    return turn.abort === undefined && !turn.finished;
   }
 
   stopRenewal(turn: ActiveTurn): void {

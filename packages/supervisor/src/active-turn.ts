@@ -1,4 +1,4 @@
-import type { AbortReason } from '@turnwarden/protocol';
+import type { AbandonReason } from '@turnwarden/protocol';
 import type { Lease } from '@turnwarden/store';
 import type { Logger } from 'pino';
 import type { Permit } from './admission.js';
@@ -8,7 +8,7 @@ import type { TurnResult } from './types.js';
 import type { WatchedTurn } from './watchdog.js';
 
 /** Why a turn is being abandoned: an abort reason, or the death of its worker. */
-export type AbandonReason = AbortReason | 'crash';
+export type { AbandonReason };
 
 /**
  * The supervisor's record of one running turn, from dispatch until the session is idle again.

@@ -15,7 +15,7 @@
  * is free: every release dispatches, and a send is admitted at once only when none of its own
  * tenant's sends wait before it.
  */
-import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+import { type CapacityReason, errors, type TurnwardenError } from '@turnwarden/protocol';
 import type { Timers } from './timers.js';
 
 export interface AdmissionLimits {
@@ -127,8 +127,7 @@ export class Admission {
   acquire(tenantId: string, options: WaitOptions): Promise<Permit> {
     const now = this.tryAcquire(tenantId);
     if (now) return Promise.resolve(now);
-    if (this.closed)
-      return Promise.reject(new TurnwardenError(ErrorCode.SHUTTING_DOWN, 'turnwarden is shutting down'));
+    if (this.closed) return Promise.reject(errors.shuttingDown('turnwarden is shutting down'));
     const queue = this.queues.get(tenantId);
     const full =
       this.waitingCount >= this.limits.maxWaiting || (queue?.length ?? 0) >= this.limits.maxWaitingPerTenant;
@@ -290,19 +289,16 @@ export class Admission {
    * CAPACITY_EXHAUSTED with a retry hint: the smoothed time a turn holds its permit, times the
    * sends ahead per permit that could serve this tenant.
    */
-  private exhausted(tenantId: string, reason: string, message: string): TurnwardenError {
+  private exhausted(tenantId: string, reason: CapacityReason, message: string): TurnwardenError {
     const perHost = (this.waitingCount + 1) / this.limits.maxActive;
     const perTenant = (this.waitingFor(tenantId) + 1) / this.limits.maxActivePerTenant;
     const retryAfterMs = retryHint(this.holdMs * Math.max(perHost, perTenant));
-    return new TurnwardenError(ErrorCode.CAPACITY_EXHAUSTED, message, {
-      details: { reason, retryAfterMs, tenantId },
-    });
+    return errors.capacityExhausted(message, { reason, retryAfterMs, tenantId });
   }
 }
 
 function withdrawn(): TurnwardenError {
-  return new TurnwardenError(
-    ErrorCode.TURN_ABORTED,
+  return errors.turnAborted(
     'the send was withdrawn by its signal while it waited for a session worker; nothing was written',
   );
 }

@@ -9,7 +9,7 @@
 import { randomUUID } from 'node:crypto';
 import type { ActivityClock } from '@turnwarden/clock';
 import type { HistoryMessage, SessionSnapshotData, TurnOutcome, UserMessage } from '@turnwarden/protocol';
-import { ErrorCode, SeamName, seam, TurnwardenError, toWire } from '@turnwarden/protocol';
+import { errors, SeamName, seam, type TurnwardenError, toWire } from '@turnwarden/protocol';
 import { offer } from '@turnwarden/session';
 import type { TurnStore } from '@turnwarden/store';
 import type { ActiveTurn } from './active-turn.js';
@@ -65,10 +65,9 @@ function deferred<T>(): { promise: Promise<T>; resolve: (v: T) => void } {
  * or undefined. Checked where a claim is admitted and where a send would queue.
  */
 export function admissionRefusal(host: ClaimHost, workstreamId: string): TurnwardenError | undefined {
-  if (host.closing) return new TurnwardenError(ErrorCode.SHUTTING_DOWN, 'turnwarden is shutting down');
+  if (host.closing) return errors.shuttingDown('turnwarden is shutting down');
   if (host.closeLatched(workstreamId)) {
-    return new TurnwardenError(
-      ErrorCode.TURN_IN_PROGRESS,
+    return errors.turnInProgress(
       `workstream ${workstreamId} is closing: a soft close waits for its turn to end`,
     );
   }
@@ -326,7 +325,8 @@ export const newHolder = (hostId: string | undefined): string =>
 
 /** P5: what an admission into a deleted workstream is refused with. */
 function deletedError(workstreamId: string): TurnwardenError {
-  return new TurnwardenError(ErrorCode.WORKSTREAM_NOT_FOUND, `workstream ${workstreamId} was deleted`, {
-    details: { workstreamId, reason: 'deleted' },
+  return errors.workstreamNotFound(`workstream ${workstreamId} was deleted`, {
+    workstreamId,
+    reason: 'deleted',
   });
 }

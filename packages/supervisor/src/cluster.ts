@@ -22,10 +22,10 @@
 import { randomUUID } from 'node:crypto';
 import {
   ErrorCode,
+  errors,
   fromWire,
   type HistoryRow,
   isTurnwardenError,
-  TurnwardenError,
   toWire,
   type WireError,
 } from '@turnwarden/protocol';
@@ -93,7 +93,7 @@ type ControlMessage =
     }
   | { readonly k: 'resync'; readonly from: string; readonly ws: string };
 
-const shuttingDown = () => new TurnwardenError(ErrorCode.SHUTTING_DOWN, 'turnwarden is shutting down');
+const shuttingDown = () => errors.shuttingDown('turnwarden is shutting down');
 
 const isText = (v: unknown): v is string => typeof v === 'string' && v.length > 0 && v.length <= 512;
 
@@ -276,10 +276,9 @@ export class Cluster {
     let hops = 0;
     while (lease !== undefined) {
       if (++hops > this.maxRounds) {
-        throw new TurnwardenError(
-          ErrorCode.TIMEOUT,
+        throw errors.timeout(
           `the ${op.op} of ${workstreamId} found its lease moving between hosts ${this.maxRounds} times`,
-          { details: { workstreamId } },
+          { workstreamId },
         );
       }
       if (this.closing) throw shuttingDown();
@@ -369,10 +368,9 @@ export class Cluster {
       if (seen.expiresAt <= lease.expiresAt) return { lapsed: true };
       lease = seen;
     }
-    throw new TurnwardenError(
-      ErrorCode.TIMEOUT,
+    throw errors.timeout(
       `host ${hostOf(lease.holder)} holds the lease of ${workstreamId} and did not answer the ${op.op}`,
-      { details: { workstreamId, hostId: hostOf(lease.holder) } },
+      { workstreamId, hostId: hostOf(lease.holder) },
     );
   }
 

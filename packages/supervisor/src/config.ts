@@ -4,7 +4,7 @@
  */
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+import { errors, HOST_ID_PATTERN, HOST_ID_RULE, type TurnwardenError } from '@turnwarden/protocol';
 
 export interface WatchdogConfig {
   /** A turn with no progress for this long is aborted (L1). */
@@ -193,13 +193,7 @@ export const DEFAULT_CONFIG: Omit<SupervisorConfig, 'model'> = {
 const DAY_MS = 24 * 60 * 60 * 1000;
 
 function bad(field: string, rule: string, value: unknown): TurnwardenError {
-  return new TurnwardenError(
-    ErrorCode.INVALID_CONFIG,
-    `${field} ${rule} (got ${JSON.stringify(value) ?? String(value)})`,
-    {
-      details: { field },
-    },
-  );
+  return errors.invalidConfig(`${field} ${rule} (got ${JSON.stringify(value) ?? String(value)})`, { field });
 }
 
 function int(field: string, value: unknown, min: number, max: number): number {
@@ -416,8 +410,8 @@ export function resolveConfig(input: unknown): SupervisorConfig {
   };
 
   const hostId = top.hostId;
-  if (hostId !== undefined && (typeof hostId !== 'string' || !/^[A-Za-z0-9._-]{1,64}$/.test(hostId))) {
-    throw bad('hostId', 'must be 1–64 characters of A–Z a–z 0–9 . _ -', hostId);
+  if (hostId !== undefined && (typeof hostId !== 'string' || !HOST_ID_PATTERN.test(hostId))) {
+    throw bad('hostId', HOST_ID_RULE, hostId);
   }
 
   return {

@@ -14,7 +14,7 @@ import type {
   SessionSnapshotData,
   TurnOutcome,
 } from '@turnwarden/protocol';
-import { ErrorCode, SeamName, seam, TurnwardenError, toWire } from '@turnwarden/protocol';
+import { errors, SeamName, seam, toWire } from '@turnwarden/protocol';
 import { sessionWorkerUrl, stateOf } from '@turnwarden/session';
 import type { Store } from '@turnwarden/store';
 import type { Logger } from 'pino';
@@ -47,6 +47,7 @@ import { settle } from './settle.js';
 import { newCounters } from './stats.js';
 import { nodeTimers, type Timers } from './timers.js';
 import type { ClaimedTurn, RewindResult, WorkstreamStatus } from './types.js';
+import { variant } from './variants.js';
 import { Watchdog, type WatchdogHooks } from './watchdog.js';
 import { onWorkerEvent } from './worker-events.js';
 
@@ -143,7 +144,7 @@ export class Prelude {
 
   private bound(): TurnEngine {
     if (this.engine === undefined) {
-      throw new TurnwardenError(ErrorCode.INTERNAL, 'a worker called the host before the runtime started');
+      throw errors.internal('a worker called the host before the runtime started');
     }
     return this.engine;
   }
@@ -213,13 +214,16 @@ export class TurnEngine {
     this.clock = prelude.clock;
     this.hostTools = prelude.hostTools;
     this.pool = prelude.pool;
-    this.events = new EventHub(this.logger, config.events);
+    // The parts with a harness variant are built through `variant` (variants.ts).
+    this.events = new (variant(EventHub))(this.logger, config.events);
     this.lifecycle = new LifecycleFeed(this.logger);
     this.sessions = new Sessions(this.store, this.events, this.logger);
-    this.gate = new JournalGate(this);
-    this.aborts = new AbortProtocol(this);
+    this.gate = new (variant(JournalGate))(this);
+    this.aborts = new (variant(AbortProtocol))(this);
     this.recovery = new Recovery(this);
-    this.sends = new SendQueue(config.limits.maxQueuedSends, () => this.admission.oneTurnRetryAfterMs());
+    this.sends = new (variant(SendQueue))(config.limits.maxQueuedSends, () =>
+      this.admission.oneTurnRetryAfterMs(),
+    );
     this.admission = new Admission(
       { maxActive: config.pool.maxWorkers, ...config.admission },
       this.timers,
@@ -230,7 +234,13 @@ export class TurnEngine {
           'send admitted after waiting for a worker',
         ),
     );
-    this.watchdog = new Watchdog(this.clock, config.watchdog, this.aborts, this.logger, options.hooks);
+    this.watchdog = new (variant(Watchdog))(
+      this.clock,
+      config.watchdog,
+      this.aborts,
+      this.logger,
+      options.hooks,
+    );
     this.isolation = new IsolatedPool(config.isolation, {
       turnOf: (workstreamId) => this.sessions.peek(workstreamId)?.turn,
       clock: this.clock.buffer,
@@ -318,10 +328,7 @@ export class TurnEngine {
               if (permit === undefined) return { wait: true };
             }
             if (permit === undefined) {
-              throw new TurnwardenError(
-                ErrorCode.INTERNAL,
-                `a claim on ${workstreamId} reached admission without a permit`,
-              );
+              throw errors.internal(`a claim on ${workstreamId} reached admission without a permit`);
             }
             return { admitted: await admit(this, rec, input, permit) };
           });
@@ -594,10 +601,9 @@ export class TurnEngine {
           cancelTimer();
           if (ended !== false) {
             this.logger.warn({ workstreamId, waitMs }, 'soft close timed out; the turn keeps running');
-            throw new TurnwardenError(
-              ErrorCode.TIMEOUT,
+            throw errors.timeout(
               `soft close of ${workstreamId} timed out after ${waitMs} ms: its turn is still running (cancel() forces it)`,
-              { details: { waitMs } },
+              { waitMs },
             );
           }
         }
@@ -763,10 +769,9 @@ export class TurnEngine {
     try {
       const result = await this.rewriting(workstreamId, async (rec) => {
         if (rec.turn !== undefined) {
-          throw new TurnwardenError(
-            ErrorCode.TURN_IN_PROGRESS,
+          throw errors.turnInProgress(
             `rewind of ${workstreamId} refused: a turn is running (cancel it or wait for its end)`,
-            { details: { workstreamId } },
+            { workstreamId },
           );
         }
         const refused = admissionRefusal(this, workstreamId);

@@ -26,8 +26,6 @@
  * emitted in between is lost or delivered twice. A listener that throws is logged and kept.
  */
 import type { AbortReason, HistoryMessage, SessionState, TurnStatus } from '@turnwarden/protocol';
-// Harness-only switches: stripped from dist/ by scripts/build.mjs (see protocol/src/mutations.ts).
-import { Mutation, mutated } from '@turnwarden/protocol/mutations';
 import type { Logger } from 'pino';
 import type { EventsConfig } from './config.js';
 import type { PersistenceStatus } from './types.js';
@@ -105,26 +103,6 @@ export type StartAt =
   /** E2: after a history read's position, without the rows it returned. */
   | { readonly kind: 'handoff'; readonly position: number; readonly lastSeq: number };
 
-/**
- * E2: a handoff listener is not told again of the rows its history read returned — a row
- * durable before the read may be announced after the position, in the replay or live. Until a
- * `history_resync`: after it the client re-reads, and seqs may have been renumbered.
- */
-function withoutRowsRead(listener: Listener, lastSeq: number): Listener {
-  let filtering = true;
-  return (event) => {
-    if (event.type === 'history_resync') filtering = false;
-    if (
-      filtering &&
-      event.type === 'message' &&
-      event.data.seq <= lastSeq &&
-      !mutated(Mutation.handoffRowsTwice)
-    )
-      return;
-    listener(event);
-  };
-}
-
 class Stream {
   readonly listeners = new Set<Listener>();
   /** Recent events, oldest first, at most `replayLimit`. */
@@ -168,14 +146,16 @@ export class EventHub {
    * `ws_closed` at once and is not kept (D6).
    */
   subscribe(workstreamId: string, listener: Listener, from: StartAt = { kind: 'live' }): () => void {
-    if (from.kind === 'handoff') listener = withoutRowsRead(listener, from.lastSeq);
+    if (from.kind === 'handoff') listener = this.withoutRowsRead(listener, from.lastSeq);
     const stream = this.streamOf(workstreamId, false);
     if (from.kind !== 'live') this.replay(stream, workstreamId, listener, from);
-    if (stream.closed !== undefined && !mutated(Mutation.lateListenerKept)) {
-      // A replay may have delivered it already.
-      if (from.kind === 'live' || !this.replayed(stream, from)) this.deliver(listener, stream.closed);
-      this.evictIdle();
-      return () => {};
+    if (stream.closed !== undefined) {
+      // A replay may have delivered the notice already.
+      const told = from.kind !== 'live' && this.replayed(stream, from);
+      if (this.closeLate(listener, () => (told ? undefined : stream.closed))) {
+        this.evictIdle();
+        return () => {};
+      }
     }
     stream.listeners.add(listener);
     this.idle.delete(workstreamId);
@@ -203,6 +183,23 @@ export class EventHub {
     this.idle.delete(workstreamId);
     this.idle.set(workstreamId, stream);
     this.evictIdle();
+  }
+
+  /**
+   * D6: a listener registering after `ws_closed` is closed at once and not kept: `off` removes
+   * what registration it has, then it receives the notice (none when a replay delivered it).
+   * Also for a workstream whose stream left memory since: the facade learns of its close from
+   * the store. True: it was closed.
+   */
+  closeLate(
+    listener: Listener,
+    notice: () => TurnwardenEvent | undefined,
+    off: () => void = () => {},
+  ): boolean {
+    off();
+    const closed = notice();
+    if (closed !== undefined) this.deliver(listener, closed);
+    return true;
   }
 
   /** A workstream created (again) under the id: a fresh stream, not the closed one's (D4, D6). */
@@ -289,6 +286,20 @@ export class EventHub {
   private replayed(stream: Stream, from: Exclude<StartAt, { kind: 'live' }>): boolean {
     const after = from.kind === 'after' ? from.id : from.position;
     return this.reaches(stream, after) && stream.closed !== undefined && stream.closed.id > after;
+  }
+
+  /**
+   * E2: a handoff listener is not told again of the rows its history read returned — a row
+   * durable before the read may be announced after the position, in the replay or live. Until a
+   * `history_resync`: after it the client re-reads, and seqs may have been renumbered.
+   */
+  protected withoutRowsRead(listener: Listener, lastSeq: number): Listener {
+    let filtering = true;
+    return (event) => {
+      if (event.type === 'history_resync') filtering = false;
+      if (filtering && event.type === 'message' && event.data.seq <= lastSeq) return;
+      listener(event);
+    };
   }
 
   private deliver(listener: Listener, event: TurnwardenEvent): void {

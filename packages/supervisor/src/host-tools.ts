@@ -12,7 +12,7 @@
  * isolated tool. One that ignores its signal is abandoned, not waited for.
  */
 import { Activity, SlotStamp } from '@turnwarden/clock';
-import { ErrorCode, type HostToolRequest, type HostToolSpec, TurnwardenError } from '@turnwarden/protocol';
+import { errors, type HostToolRequest, type HostToolSpec, type TurnwardenError } from '@turnwarden/protocol';
 import { declaredEffect, raceAbort, type Tool, type ToolContext } from '@turnwarden/session';
 import type { Logger } from 'pino';
 import type { ActiveTurn } from './active-turn.js';
@@ -25,10 +25,11 @@ export interface HostToolsHost {
 }
 
 function refuse(field: string, message: string, cause?: unknown): TurnwardenError {
-  return new TurnwardenError(ErrorCode.INVALID_CONFIG, `${field} ${message}`, {
-    details: { field },
-    ...(cause === undefined ? {} : { cause }),
-  });
+  return errors.invalidConfig(
+    `${field} ${message}`,
+    { field },
+    { ...(cause === undefined ? {} : { cause }) },
+  );
 }
 
 /** Runtimes started in this process: each imports its host tool modules as instances of its own. */
@@ -83,9 +84,7 @@ export class HostTools {
     const task = this.tasks.start(this.host.turnOf(req.workstreamId), req, 'host tool call');
     if (tool === undefined) {
       task.end();
-      throw new TurnwardenError(ErrorCode.TOOL_ERROR, `no host tool named ${req.name}`, {
-        details: { toolEffect: 'none' },
-      });
+      throw errors.toolError(`no host tool named ${req.name}`, { toolEffect: 'none' });
     }
     this.calls++;
     const stamp = new SlotStamp(this.host.clock, task.turn.worker.slot);
@@ -105,17 +104,14 @@ export class HostTools {
       .then(() => tool.run({ ...req.args }, ctx))
       .then(String, (e: unknown) => {
         const effect = declaredEffect(e);
-        throw new TurnwardenError(ErrorCode.TOOL_ERROR, e instanceof Error ? e.message : String(e), {
-          ...(effect === undefined ? {} : { details: { toolEffect: effect } }),
-        });
+        throw errors.toolError(
+          e instanceof Error ? e.message : String(e),
+          effect === undefined ? undefined : { toolEffect: effect },
+        );
       });
     try {
       // A tool that ignores its signal is abandoned, not waited for.
-      return await raceAbort(
-        run,
-        task.signal,
-        () => new TurnwardenError(ErrorCode.TURN_ABORTED, `host tool ${req.name} was aborted`),
-      );
+      return await raceAbort(run, task.signal, () => errors.turnAborted(`host tool ${req.name} was aborted`));
     } finally {
       settled = true;
       task.end();

@@ -4,19 +4,40 @@
  * `@turnwarden/supervisor/testing`.
  */
 export type {
+  AbandonReason,
   AbortReason,
   AssistantMessage,
+  CapacityReason,
+  CodeSpec,
   EffectStatus,
+  ErrorDetails,
   HistoryMessage,
   HistoryRow,
+  LeaseRefusal,
+  PersistenceState,
+  RevokeReason,
   SystemMessage,
   ToolCall,
   ToolResultMessage,
   TurnStatus,
+  TurnwardenErrorDetails,
+  TurnwardenErrorOptions,
   UserMessage,
   WireError,
+  WorkstreamStatusName,
 } from '@turnwarden/protocol';
-export { ErrorCode, isTurnwardenError, SessionState, TurnwardenError } from '@turnwarden/protocol';
+export {
+  ABANDON_REASONS,
+  ABORT_REASONS,
+  ERROR_TABLE,
+  ErrorCode,
+  isTurnwardenError,
+  PERSISTENCE_STATES,
+  SessionState,
+  TURN_STATUSES,
+  TurnwardenError,
+  WORKSTREAM_STATUSES,
+} from '@turnwarden/protocol';
 export type { Store } from '@turnwarden/store';
 export type { AdmissionStats } from './admission.js';
 export type { ClusterStats } from './cluster.js';

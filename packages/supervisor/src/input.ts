@@ -1,28 +1,44 @@
-/** Input checks (T5): refuse bad input with a typed error before anything is written. */
-import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+/**
+ * Input checks (T5): refuse bad input with a typed error before anything is written. The ids,
+ * bounds and enums are the API's rules (packages/protocol/src/rules.ts), which the server's
+ * schemas are built from too.
+ */
+import {
+  type Bound,
+  Bounds,
+  errors,
+  ID_RULE,
+  inBound,
+  isId,
+  Lengths,
+  ofLength,
+  type TurnwardenError,
+  WORKSTREAM_STATUSES,
+} from '@turnwarden/protocol';
 import type { LimitsConfig } from './config.js';
+import type {
+  CloseInput,
+  CompactInput,
+  DeleteInput,
+  ListWorkstreamsInput,
+  RewindInput,
+  SendInput,
+} from './types.js';
 
 /** The limits a call's input is checked against. */
 type InputLimits = Omit<LimitsConfig, 'maxQueuedSends'>;
 
-import type { CompactInput, RewindInput, SendInput } from './types.js';
-
-const ID_RE = /^[A-Za-z0-9._:-]{1,128}$/;
 const CALLER_FIELDS = ['tenantId', 'principal'] as const;
 const SEND_FIELDS: readonly string[] = ['content', 'signal', 'tools', 'maxWaitMs'];
 const COMPACT_FIELDS: readonly string[] = ['throughSeq', 'summary', 'commitKey'];
 const REWIND_FIELDS: readonly string[] = ['turns', 'ifLastSeq'];
-/** More turns than any rewind needs; a larger count is a caller's bug. */
-const MAX_REWIND_TURNS = 10_000;
 
 export function invalid(message: string, field: string): TurnwardenError {
-  return new TurnwardenError(ErrorCode.INVALID_INPUT, message, { details: { field } });
+  return errors.invalidInput(message, { field });
 }
 
 export function checkId(value: unknown, field: string): asserts value is string {
-  if (typeof value !== 'string' || !ID_RE.test(value)) {
-    throw invalid(`${field} must be 1–128 characters of A–Z a–z 0–9 . _ : -`, field);
-  }
+  if (!isId(value)) throw invalid(`${field} ${ID_RULE}`, field);
 }
 
 /** A call's one argument: an object whose fields are all known. */
@@ -79,18 +95,13 @@ export function checkSendInput(input: SendInput, limits: InputLimits, known?: re
     throw invalid('signal must be an AbortSignal', 'signal');
   }
   if (input.tools !== undefined) checkToolNames(input.tools, known);
-  if (
-    input.maxWaitMs !== undefined &&
-    (!Number.isSafeInteger(input.maxWaitMs) || input.maxWaitMs < 0 || input.maxWaitMs > 3_600_000)
-  ) {
-    throw invalid('maxWaitMs must be an integer from 0 to 3600000', 'maxWaitMs');
-  }
+  if (input.maxWaitMs !== undefined) checkInteger(input.maxWaitMs, 'maxWaitMs', Bounds.maxWaitMs);
   checkText(input.content, 'content', limits.maxMessageBytes);
 }
 
 export function checkCompactInput(input: CompactInput, limits: InputLimits): void {
   checkRef(input, 'compact', COMPACT_FIELDS);
-  if (!Number.isSafeInteger(input.throughSeq) || input.throughSeq < 1) {
+  if (!inBound(input.throughSeq, Bounds.throughSeq)) {
     throw invalid('throughSeq must be a positive integer', 'throughSeq');
   }
   checkText(input.summary, 'summary', limits.maxMessageBytes);
@@ -104,10 +115,35 @@ export function checkCompactInput(input: CompactInput, limits: InputLimits): voi
 
 export function checkRewindInput(input: RewindInput): void {
   checkRef(input, 'rewind', REWIND_FIELDS);
-  if (!Number.isSafeInteger(input.turns) || input.turns < 1 || input.turns > MAX_REWIND_TURNS) {
-    throw invalid(`turns must be an integer from 1 to ${MAX_REWIND_TURNS}`, 'turns');
-  }
-  if (input.ifLastSeq !== undefined && (!Number.isSafeInteger(input.ifLastSeq) || input.ifLastSeq < 0)) {
+  checkInteger(input.turns, 'turns', Bounds.rewindTurns);
+  if (input.ifLastSeq !== undefined && !inBound(input.ifLastSeq, Bounds.ifLastSeq)) {
     throw invalid('ifLastSeq must be a non-negative integer', 'ifLastSeq');
   }
+}
+
+/** `listWorkstreams`: a page size within its bound and a known status (the cursor is decoded there). */
+export function checkListInput(input: ListWorkstreamsInput): void {
+  checkCaller(input, 'listWorkstreams', ['status', 'limit', 'cursor']);
+  if (input.limit !== undefined) checkInteger(input.limit, 'limit', Bounds.limit);
+  if (input.status !== undefined && !WORKSTREAM_STATUSES.includes(input.status)) {
+    throw invalid(`status must be ${WORKSTREAM_STATUSES.map((s) => `'${s}'`).join(' or ')}`, 'status');
+  }
+}
+
+export function checkDeleteInput(input: DeleteInput): void {
+  checkRef(input, 'deleteWorkstream', ['incarnation']);
+  if (!ofLength(input.incarnation, Lengths.incarnation)) {
+    throw invalid('incarnation must be the one createWorkstream or getWorkstream returned', 'incarnation');
+  }
+}
+
+export function checkCloseInput(input: CloseInput): void {
+  checkRef(input, 'close', ['waitMs']);
+  if (input.waitMs !== undefined) checkInteger(input.waitMs, 'waitMs', Bounds.waitMs);
+}
+
+/** An integer within `bound`, named by its field and bound as the refusal says it. */
+function checkInteger(value: unknown, field: string, bound: Bound): void {
+  if (!inBound(value, bound))
+    throw invalid(`${field} must be an integer from ${bound.min} to ${bound.max}`, field);
 }

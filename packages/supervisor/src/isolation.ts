@@ -7,7 +7,7 @@
  * session worker, which was only waiting on the RPC, is left running and goes back to the pool.
  * The pool is created on first use.
  */
-import { ErrorCode, type IsolatedRequest, TurnwardenError } from '@turnwarden/protocol';
+import { errors, type IsolatedRequest } from '@turnwarden/protocol';
 import { isolatedRunnerUrl } from '@turnwarden/session';
 import type { Logger } from 'pino';
 import { Piscina } from 'piscina';
@@ -73,13 +73,10 @@ export class IsolatedPool {
       )) as string;
     } catch (e) {
       if (task.signal.aborted) {
-        throw new TurnwardenError(
-          ErrorCode.TURN_ABORTED,
-          'the isolated task was cancelled; its thread was terminated',
-        );
+        throw errors.turnAborted('the isolated task was cancelled; its thread was terminated');
       }
       this.failed++;
-      throw new TurnwardenError(ErrorCode.TOOL_ERROR, e instanceof Error ? e.message : String(e));
+      throw errors.toolError(e instanceof Error ? e.message : String(e));
     } finally {
       task.end();
     }

@@ -38,9 +38,15 @@
  */
 
 import type { JournalAck, JournalEntry, JournalRequest } from '@turnwarden/protocol';
-import { ErrorCode, isTurnwardenError, SeamName, seam, TurnwardenError, toWire } from '@turnwarden/protocol';
-// Harness-only switches: stripped from dist/ by scripts/build.mjs (see protocol/src/mutations.ts).
-import { Mutation, mutated } from '@turnwarden/protocol/mutations';
+import {
+  ErrorCode,
+  errors,
+  isTurnwardenError,
+  SeamName,
+  seam,
+  type TurnwardenError,
+  toWire,
+} from '@turnwarden/protocol';
 import type { AppendInput, AppendOutcome, TurnStore } from '@turnwarden/store';
 import type { Logger } from 'pino';
 import type { ActiveTurn } from './active-turn.js';
@@ -301,10 +307,7 @@ export class JournalGate {
         group.forEach((g, i) => {
           const o = outcomes[i];
           if (o !== undefined && 'seqs' in o) g.resolve(o.seqs);
-          else
-            g.reject(
-              o?.error ?? new TurnwardenError(ErrorCode.STORE_ERROR, 'appendMany returned no outcome'),
-            );
+          else g.reject(o?.error ?? errors.storeError('appendMany returned no outcome'));
         });
       },
       // The transaction itself failed (the store is down, busy): every batch in it failed.
@@ -378,31 +381,29 @@ export class JournalGate {
         const ack = await this.admit(append);
         if (fault?.kind === 'lose-ack') {
           // Injected: the rows are durable, the worker never hears so (S6, P1 retries).
-          throw new TurnwardenError(ErrorCode.STORE_ERROR, 'journal acknowledgement lost', {
-            details: { injected: true },
-          });
+          throw errors.storeError('journal acknowledgement lost', { injected: true });
         }
         return ack;
       });
     });
   }
 
+  /** L3: rows are admitted from the live turn only — not ended, superseded or abort-committed. */
+  protected live(req: Omit<JournalRequest, 'eventsPosted'>): boolean {
+    const turn = this.host.turnOf(req.workstreamId);
+    return (
+      turn !== undefined &&
+      turn.generation === req.generation &&
+      turn.abort === undefined &&
+      !this.host.fenced(turn)
+    );
+  }
+
   /** Admission and queueing: one synchronous step (see the file comment). */
   private admit(req: Omit<JournalRequest, 'eventsPosted'>): Promise<JournalAck> {
-    const turn = this.host.turnOf(req.workstreamId);
-    const fenced =
-      turn === undefined ||
-      turn.generation !== req.generation ||
-      turn.abort !== undefined ||
-      this.host.fenced(turn);
-    if (fenced && !mutated(Mutation.admitFencedJournal)) {
+    if (!this.live(req)) {
       this.host.refused();
-      return Promise.reject(
-        new TurnwardenError(
-          ErrorCode.FENCED,
-          `turn ${req.generation} of ${req.workstreamId} is no longer live`,
-        ),
-      );
+      return Promise.reject(errors.fenced(`turn ${req.generation} of ${req.workstreamId} is no longer live`));
     }
     if (this.host.logger.isLevelEnabled('debug')) {
       // The admission point orders a row against an abort commit (debug; the harness judges it).

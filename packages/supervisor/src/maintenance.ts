@@ -4,8 +4,8 @@
  * the startup sweep over such sessions, closing (the machine's CLOSE), and history rewrites of
  * an idle session.
  */
-import type { HistoryRow } from '@turnwarden/protocol';
-import { ErrorCode, openToolCalls, TurnwardenError } from '@turnwarden/protocol';
+import type { HistoryRow, RevokeReason } from '@turnwarden/protocol';
+import { errors, openToolCalls, type TurnwardenError } from '@turnwarden/protocol';
 import { offer, stateOf } from '@turnwarden/session';
 import type { AdminStore, CompactInput, CompactResult, Lease, TurnStore } from '@turnwarden/store';
 import type { Logger } from 'pino';
@@ -49,11 +49,9 @@ export async function acquireLease(
   // since is refused all the same, with the least retryAfterMs: the retry takes it.
   const held = await host.store.getLease(workstreamId);
   if (held === undefined) {
-    throw new TurnwardenError(
-      ErrorCode.INTERNAL,
-      `the store refused the lease of ${workstreamId} but holds no lease for it`,
-      { details: { workstreamId } },
-    );
+    throw errors.internal(`the store refused the lease of ${workstreamId} but holds no lease for it`, {
+      workstreamId,
+    });
   }
   if (rec !== undefined && rec.turn === undefined) rec.snapshot = undefined;
   throw leasedElsewhere(workstreamId, held, host.leaseTtlMs);
@@ -71,17 +69,14 @@ export async function acquireLease(
 function leasedElsewhere(workstreamId: string, held: Lease, ttlMs: number): TurnwardenError {
   const { holder, expiresAt } = held;
   const hostId = hostOf(holder);
-  return new TurnwardenError(
-    ErrorCode.LEASED_ELSEWHERE,
+  return errors.leasedElsewhere(
     `the turn lease of ${workstreamId} is held by ${hostId ? `host ${hostId}` : `another holder (${holder})`}`,
     {
-      details: {
-        workstreamId,
-        holder,
-        expiresAt,
-        retryAfterMs: Math.min(ttlMs, Math.max(1, Math.ceil(expiresAt - Date.now()))),
-        ...(hostId ? { hostId } : {}),
-      },
+      workstreamId,
+      holder,
+      expiresAt,
+      retryAfterMs: Math.min(ttlMs, Math.max(1, Math.ceil(expiresAt - Date.now()))),
+      ...(hostId ? { hostId } : {}),
     },
   );
 }
@@ -142,10 +137,7 @@ export async function repairLeftover(
       log,
     });
     if (!result.repaired) {
-      throw new TurnwardenError(
-        ErrorCode.STORE_ERROR,
-        `repair of ${workstreamId} failed; it refuses claims until repaired`,
-      );
+      throw errors.storeError(`repair of ${workstreamId} failed; it refuses claims until repaired`);
     }
     log.warn({ count: result.synthesized }, 'repaired a session left with debt');
     return result;
@@ -185,7 +177,7 @@ export interface RewindPlan {
   readonly turns: number;
   readonly ifLastSeq: number | undefined;
   /** What fenced the workstream since the rewind was called (a cancel): it must not begin. */
-  revokedBy(): string | undefined;
+  revokedBy(): RevokeReason | undefined;
 }
 
 /**
@@ -206,27 +198,24 @@ export function rewindIdle(
       const rows = await host.store.readHistory(workstreamId);
       const lastSeq = rows.at(-1)?.seq ?? 0;
       if (plan.ifLastSeq !== undefined && plan.ifLastSeq !== lastSeq) {
-        throw new TurnwardenError(
-          ErrorCode.COMMIT_CONFLICT,
+        throw errors.commitConflict(
           `rewind of ${workstreamId}: the history ends at seq ${lastSeq}, not ${plan.ifLastSeq} as expected`,
-          { details: { workstreamId, ifLastSeq: plan.ifLastSeq, lastSeq } },
+          { workstreamId, ifLastSeq: plan.ifLastSeq, lastSeq },
         );
       }
       const starts = rows.filter((r) => r.message.role === 'user');
       const from = starts[starts.length - plan.turns];
       if (from === undefined) {
-        throw new TurnwardenError(
-          ErrorCode.INVALID_INPUT,
+        throw errors.invalidInput(
           `rewind of ${workstreamId}: ${plan.turns} turns asked, the history holds ${starts.length}`,
-          { details: { field: 'turns', available: starts.length } },
+          { field: 'turns', available: starts.length },
         );
       }
       const revoked = plan.revokedBy();
       if (revoked !== undefined) {
-        throw new TurnwardenError(
-          ErrorCode.FENCED,
+        throw errors.fenced(
           `rewind of ${workstreamId} revoked before it began: the workstream was cancelled`,
-          { details: { workstreamId, reason: revoked } },
+          { workstreamId, reason: revoked },
         );
       }
       const { removed } = await host.store.truncateHistory({

@@ -5,7 +5,7 @@
  * turn already uses. An idle session holds no worker: workers go back to the pool between turns.
  */
 import type { HarnessLink, HostApi, HostToolSpec } from '@turnwarden/protocol';
-import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+import { errors } from '@turnwarden/protocol';
 import type { Logger } from 'pino';
 import { type Catalogue, spawnSessionWorker } from './spawn.js';
 import { LoopTurns } from './turns.js';
@@ -111,7 +111,7 @@ export class WorkerPool {
   async acquire(): Promise<WorkerHandle> {
     const deadline = Date.now() + this.opts.acquireTimeoutMs;
     for (;;) {
-      if (this.closed) throw new TurnwardenError(ErrorCode.SHUTTING_DOWN, 'the worker pool is closed');
+      if (this.closed) throw errors.shuttingDown('the worker pool is closed');
       const warm = this.warm.pop();
       if (warm) {
         warm.state = 'busy';
@@ -130,18 +130,13 @@ export class WorkerPool {
       const pending = [...this.workers].filter((w) => w.terminating || w.state === 'starting');
       const left = deadline - Date.now();
       if (pending.length === 0 || left <= 0) {
-        throw new TurnwardenError(
-          ErrorCode.CAPACITY_EXHAUSTED,
+        throw errors.capacityExhausted(
           pending.length === 0
             ? `all ${this.opts.maxWorkers} session workers are busy; retry later`
             : `no session worker became free within ${this.opts.acquireTimeoutMs} ms; retry later`,
           {
-            // T4: every CAPACITY_EXHAUSTED carries a hint; a worker frees up on the scale of
-            // acquireTimeoutMs (whole ms, 50 to 60,000, as admission's hints).
-            details: {
-              reason: pending.length === 0 ? 'workers_busy' : 'worker_exiting',
-              retryAfterMs: Math.min(60_000, Math.max(50, this.opts.acquireTimeoutMs)),
-            },
+            reason: pending.length === 0 ? 'workers_busy' : 'worker_exiting',
+            retryAfterMs: Math.min(60_000, Math.max(50, this.opts.acquireTimeoutMs)),
           },
         );
       }
@@ -259,7 +254,7 @@ export class WorkerPool {
 
   private spawn(): WorkerHandle {
     const slot = this.freeSlots.pop();
-    if (slot === undefined) throw new TurnwardenError(ErrorCode.CAPACITY_EXHAUSTED, 'no free clock slot');
+    if (slot === undefined) throw errors.capacityExhausted('no free clock slot');
     const id = this.nextId++;
     this.spawned++;
     const log = this.opts.logger.child({ workerId: id, slot });

@@ -4,12 +4,11 @@
  * flight, queued with the turn's writes under its lease, and the turn's end waits for it — an
  * abort never tears it; a declined abort changes nothing.
  */
-import { ErrorCode, SeamName, seam, TurnwardenError } from '@turnwarden/protocol';
-// Harness-only switches: stripped from dist/ by scripts/build.mjs (see protocol/src/mutations.ts).
-import { Mutation, mutated } from '@turnwarden/protocol/mutations';
+import { errors, SeamName, seam } from '@turnwarden/protocol';
 import type { CompactResult, TurnStore } from '@turnwarden/store';
 import type { ActiveTurn } from './active-turn.js';
 import type { JournalGate } from './journal-gate.js';
+import { variant } from './variants.js';
 
 export interface RewriteHost {
   readonly store: Pick<TurnStore, 'compactHistory'>;
@@ -23,12 +22,7 @@ export async function compactLive(
   summary: { commitKey: string; message: { role: 'system'; content: string } },
 ): Promise<CompactResult> {
   const { workstreamId, generation } = turn;
-  if (turn.abort && !mutated(Mutation.rewriteIgnoresAbort)) {
-    throw new TurnwardenError(
-      ErrorCode.FENCED,
-      `history rewrite of ${workstreamId} revoked: the turn's abort (${turn.abort.reason}) has committed`,
-    );
-  }
+  variant(admitRewrite)(turn);
   // Admitted: from here the rewrite is in flight and the turn's end waits for it.
   const held = seam(SeamName.rewriteAdmitToWrite, { workstreamId, generation });
   const write = () =>
@@ -48,4 +42,18 @@ export async function compactLive(
   } finally {
     turn.rewrites.delete(rewrite);
   }
+}
+
+/** L8: a rewrite asked for once the turn's abort has committed is refused (FENCED). */
+export function admitRewrite(turn: ActiveTurn): void {
+  if (turn.abort) {
+    throw errors.fenced(
+      `history rewrite of ${turn.workstreamId} revoked: the turn's abort (${turn.abort.reason}) has committed`,
+    );
+  }
+}
+
+/** L8: the rewrites admitted and still in flight, which the turn's end waits for. */
+export function rewritesInFlight(turn: ActiveTurn): Promise<unknown>[] {
+  return [...turn.rewrites];
 }

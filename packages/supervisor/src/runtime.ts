@@ -17,12 +17,11 @@ import {
   attachSeamController,
   detachSeamController,
   ErrorCode,
+  errors,
   type HarnessLink,
   isTurnwardenError,
-  TurnwardenError,
+  type TurnwardenError,
 } from '@turnwarden/protocol';
-// Harness-only switches: stripped from dist/ by scripts/build.mjs (see protocol/src/mutations.ts).
-import { Mutation, mutated } from '@turnwarden/protocol/mutations';
 import { openPostgresStore, openSqliteStore, type Store } from '@turnwarden/store';
 import { type Level, type Logger, pino } from 'pino';
 import type { AdmissionStats } from './admission.js';
@@ -37,8 +36,11 @@ import { Prelude, TurnEngine } from './engine.js';
 import type { EventStats, Listener, StartAt, TurnwardenEvent } from './events.js';
 import {
   checkCaller,
+  checkCloseInput,
   checkCompactInput,
+  checkDeleteInput,
   checkId,
+  checkListInput,
   checkRef,
   checkRewindInput,
   checkSendInput,
@@ -153,19 +155,14 @@ export interface RuntimeStats extends RuntimeCounters {
 }
 
 function aborted(): TurnwardenError {
-  return new TurnwardenError(
-    ErrorCode.TURN_ABORTED,
-    'the send was aborted by its signal before the turn was claimed',
-  );
+  return errors.turnAborted('the send was aborted by its signal before the turn was claimed');
 }
 
 /** The store option's own checks, before anything starts (the store's are at its opening). */
 function checkStoreOption(option: TurnwardenOptions['store']): void {
   if (option !== undefined && 'postgres' in option) {
     if (typeof option.postgres !== 'string' || option.postgres.length === 0) {
-      throw new TurnwardenError(ErrorCode.INVALID_CONFIG, 'store.postgres must be a connection string', {
-        details: { field: 'store.postgres' },
-      });
+      throw errors.invalidConfig('store.postgres must be a connection string', { field: 'store.postgres' });
     }
   }
 }
@@ -180,19 +177,21 @@ async function startPrelude(prelude: Prelude, config: SupervisorConfig): Promise
     await prelude.start(config.hostToolModules);
   } catch (e) {
     if (isTurnwardenError(e, ErrorCode.INVALID_CONFIG)) throw e;
-    throw new TurnwardenError(
-      isTurnwardenError(e, ErrorCode.TIMEOUT) ? ErrorCode.TIMEOUT : ErrorCode.WORKER_EXITED,
+    const failed = isTurnwardenError(e, ErrorCode.TIMEOUT) ? errors.timeout : errors.workerExited;
+    throw failed(
       'session workers fail to start (the worker error is logged; check pluginModules)',
-      { cause: e },
+      undefined,
+      {
+        cause: e,
+      },
     );
   }
   const models = prelude.models();
   if (!models.includes(config.model)) {
     await prelude.close();
-    throw new TurnwardenError(
-      ErrorCode.INVALID_CONFIG,
+    throw errors.invalidConfig(
       `model ${config.model} is not provided by pluginModules (available: ${models.length > 0 ? models.join(', ') : 'none'})`,
-      { details: { field: 'model' } },
+      { field: 'model' },
     );
   }
 }
@@ -257,13 +256,9 @@ export class Turnwarden {
   private static async open(options: TurnwardenOptions, seams: TestSeams): Promise<Turnwarden> {
     const { store: storeOption, logger: _l, logLevel, ...rest } = options;
     if (logLevel !== undefined && logLevel !== 'silent' && !(logLevel in pino.levels.values)) {
-      throw new TurnwardenError(
-        ErrorCode.INVALID_CONFIG,
-        `logLevel must be a pino level or silent (got ${String(logLevel)})`,
-        {
-          details: { field: 'logLevel' },
-        },
-      );
+      throw errors.invalidConfig(`logLevel must be a pino level or silent (got ${String(logLevel)})`, {
+        field: 'logLevel',
+      });
     }
     const { harness, manualWatchdog } = seams;
     const resolved = resolveConfig(rest);
@@ -332,8 +327,9 @@ export class Turnwarden {
     checkId(id, 'workstreamId');
     if (this.engine.tombstone(id) !== undefined) {
       // D2: a delete of this id is not finished; it cannot be created again until it is.
-      throw new TurnwardenError(ErrorCode.WORKSTREAM_EXISTS, `workstream ${id} is being deleted`, {
-        details: { workstreamId: id, reason: 'deleting' },
+      throw errors.workstreamExists(`workstream ${id} is being deleted`, {
+        workstreamId: id,
+        reason: 'deleting',
       });
     }
     let rec: Awaited<ReturnType<Store['createWorkstream']>>;
@@ -345,7 +341,7 @@ export class Turnwarden {
       throw e;
     }
     // A predecessor's closed stream does not close the new incarnation's listeners (D6).
-    if (!mutated(Mutation.successorSharesStream)) this.engine.events.reopen(id);
+    this.engine.events.reopen(id);
     this.logger.info(
       {
         workstreamId: id,
@@ -381,14 +377,8 @@ export class Turnwarden {
    * the previous page). Workstreams being deleted are not listed (D2).
    */
   async listWorkstreams(input: ListWorkstreamsInput): Promise<WorkstreamPage> {
-    checkCaller(input, 'listWorkstreams', ['status', 'limit', 'cursor']);
+    checkListInput(input);
     const limit = input.limit ?? 100;
-    if (!Number.isSafeInteger(limit) || limit < 1 || limit > 1_000) {
-      throw invalid('limit must be an integer from 1 to 1000', 'limit');
-    }
-    if (input.status !== undefined && input.status !== 'open' && input.status !== 'closed') {
-      throw invalid("status must be 'open' or 'closed'", 'status');
-    }
     let afterId: string | undefined;
     if (input.cursor !== undefined) {
       afterId =
@@ -431,14 +421,7 @@ export class Turnwarden {
    * delete happened (D3). Its journal is never written in the background meanwhile (D4).
    */
   async deleteWorkstream(input: DeleteInput): Promise<void> {
-    checkRef(input, 'deleteWorkstream', ['incarnation']);
-    if (
-      typeof input.incarnation !== 'string' ||
-      input.incarnation.length === 0 ||
-      input.incarnation.length > 256
-    ) {
-      throw invalid('incarnation must be the one createWorkstream or getWorkstream returned', 'incarnation');
-    }
+    checkDeleteInput(input);
     // C7: announced as the host calls, like a cancel.
     const fence = this.engine.sends.announce(input.workstreamId);
     try {
@@ -453,10 +436,7 @@ export class Turnwarden {
     // T2: one refusal, word for word, whatever the reason — another tenant's, a pending delete
     // of another incarnation, or no such workstream — so none of them tells the others apart.
     const notFound = () =>
-      new TurnwardenError(
-        ErrorCode.WORKSTREAM_NOT_FOUND,
-        `workstream ${workstreamId} (incarnation ${incarnation}) not found`,
-      );
+      errors.workstreamNotFound(`workstream ${workstreamId} (incarnation ${incarnation}) not found`);
     const pending = this.engine.tombstone(workstreamId);
     if (pending !== undefined && (pending.tenantId !== tenantId || pending.incarnation !== incarnation)) {
       throw notFound();
@@ -545,14 +525,14 @@ export class Turnwarden {
         verified = true;
         for (const event of held.splice(0)) deliver(event);
         // D6: closed before this call, its stream since dropped from memory: closed at once.
-        if (ws.status === 'closed' && !closed && !mutated(Mutation.lateListenerKept)) {
-          off();
-          deliver({
+        if (ws.status === 'closed' && !closed) {
+          const notice = (): TurnwardenEvent => ({
             id: this.engine.events.position(workstreamId),
             workstreamId,
             type: 'ws_closed',
             data: { reason: 'closed' },
           });
+          this.engine.events.closeLate(deliver, notice, off);
         }
         return off;
       },
@@ -603,11 +583,8 @@ export class Turnwarden {
    * Listeners receive `ws_closed` and are removed.
    */
   async close(input: CloseInput): Promise<void> {
-    checkRef(input, 'close', ['waitMs']);
+    checkCloseInput(input);
     const { tenantId, workstreamId, waitMs = 0 } = input;
-    if (!Number.isSafeInteger(waitMs) || waitMs < 0 || waitMs > 3_600_000) {
-      throw invalid('waitMs must be an integer from 0 to 3600000', 'waitMs');
-    }
     // C7: announced as the host calls; a dispatch under way waits for the ownership check.
     const fence = this.engine.sends.announce(workstreamId);
     let closedHere: boolean;
@@ -747,8 +724,7 @@ export class Turnwarden {
     // No more takeovers of other hosts' workstreams; routed calls are answered SHUTTING_DOWN.
     this.engine.cluster?.beginShutdown();
     // Sends waiting behind a turn never start now.
-    const down = () =>
-      new TurnwardenError(ErrorCode.SHUTTING_DOWN, 'turnwarden shut down before the send could start');
+    const down = () => errors.shuttingDown('turnwarden shut down before the send could start');
     this.engine.sends.rejectAll(down);
     this.engine.admission.rejectAll(down);
     // Sends already on their way finish their admission (or are refused) before turns are aborted.
@@ -791,7 +767,7 @@ export class Turnwarden {
   }
 
   private assertOpen(): void {
-    if (this.closing) throw new TurnwardenError(ErrorCode.SHUTTING_DOWN, 'turnwarden is shutting down');
+    if (this.closing) throw errors.shuttingDown('turnwarden is shutting down');
   }
 
   /** T2: another tenant's workstream is simply not found. */
@@ -803,7 +779,7 @@ export class Turnwarden {
     // The ids were checked with the call's input (checkRef, checkSendInput, checkCompactInput).
     const ws = await this.store.getWorkstream(workstreamId);
     if (!ws || ws.tenantId !== tenantId || (!deleting && this.engine.tombstone(workstreamId) !== undefined)) {
-      throw new TurnwardenError(ErrorCode.WORKSTREAM_NOT_FOUND, `workstream ${workstreamId} not found`);
+      throw errors.workstreamNotFound(`workstream ${workstreamId} not found`);
     }
     return ws;
   }

@@ -22,14 +22,12 @@
  * or by shutdown. The queue holds claims and input only; the turn itself is claimed by the
  * session's mailbox when its turn comes (claim.ts), revalidated there.
  */
-import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
-// Harness-only switches: stripped from dist/ by scripts/build.mjs (see protocol/src/mutations.ts).
-import { Mutation, mutated } from '@turnwarden/protocol/mutations';
+import { errors, type RevokeReason, type TurnwardenError } from '@turnwarden/protocol';
 import type { ClaimInput } from './claim.js';
 import type { ClaimedTurn } from './types.js';
 
-/** What fenced a workstream's earlier claims. */
-export type FenceReason = 'cancel' | 'close' | 'poison' | 'gone';
+/** What fenced a workstream's earlier claims (SEND_REVOKED's `details.reason`). */
+export type FenceReason = RevokeReason;
 
 /** A send's claim: its workstream and the moment (ticket) it was captured. */
 export interface SendClaim {
@@ -155,7 +153,11 @@ export class SendQueue {
       const last = this.fences.get(workstreamId);
       if (last === undefined || last.ticket < ticket) this.fences.set(workstreamId, { ticket, reason });
     }
-    if (mutated(Mutation.claimIgnoresFence)) return 0;
+    return this.revokeBefore(workstreamId, ticket, reason);
+  }
+
+  /** Revokes the sends waiting on the workstream whose claims were captured before `ticket`. */
+  protected revokeBefore(workstreamId: string, ticket: number, reason: FenceReason): number {
     let parked = 0;
     for (const p of this.parked.get(workstreamId) ?? []) {
       if (p.ticket >= ticket) continue;
@@ -202,7 +204,6 @@ export class SendQueue {
   /** What fenced the workstream after the claim was captured, if anything did. */
   fencedSince(claim: SendClaim): FenceReason | undefined {
     const fence = this.fences.get(claim.workstreamId);
-    if (mutated(Mutation.claimIgnoresFence)) return undefined;
     return fence !== undefined && fence.ticket > claim.ticket ? fence.reason : undefined;
   }
 
@@ -227,20 +228,16 @@ export class SendQueue {
     const { workstreamId } = claim;
     const queue = this.queues.get(workstreamId) ?? [];
     if (queue.length >= this.maxPerWorkstream) {
-      throw new TurnwardenError(
-        ErrorCode.QUEUE_FULL,
+      throw errors.queueFull(
         `${queue.length} sends already wait on ${workstreamId} (limits.maxQueuedSends); retry when its turn ends`,
-        { details: { limit: this.maxPerWorkstream, retryAfterMs: this.retryAfterMs() } },
+        { limit: this.maxPerWorkstream, retryAfterMs: this.retryAfterMs() },
       );
     }
     return new Promise<ClaimedTurn>((resolve, reject) => {
       const onAbort = () => {
         if (!this.remove(entry)) return;
         reject(
-          new TurnwardenError(
-            ErrorCode.TURN_ABORTED,
-            'the send was withdrawn by its signal while it waited for the turn before it',
-          ),
+          errors.turnAborted('the send was withdrawn by its signal while it waited for the turn before it'),
         );
       };
       const entry: Entry = {
@@ -297,9 +294,8 @@ export class SendQueue {
 }
 
 function revokedError(workstreamId: string, reason: FenceReason): TurnwardenError {
-  return new TurnwardenError(
-    ErrorCode.SEND_REVOKED,
+  return errors.sendRevoked(
     `the send to ${workstreamId} did not start: ${WHY[reason]}; nothing was written`,
-    { details: { reason } },
+    { reason },
   );
 }

@@ -10,7 +10,7 @@
  * in arrival order, through the record's mailbox — like an actor's.
  */
 import type { SessionSnapshotData, SessionState } from '@turnwarden/protocol';
-import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+import { errors, type TurnwardenError } from '@turnwarden/protocol';
 import {
   newSession,
   offer,
@@ -110,7 +110,7 @@ export class Sessions {
     if (rec.snapshot !== undefined) return rec.snapshot;
     const ws = await this.store.getWorkstream(rec.workstreamId);
     if (ws === undefined) {
-      throw new TurnwardenError(ErrorCode.WORKSTREAM_NOT_FOUND, `workstream ${rec.workstreamId} not found`);
+      throw errors.workstreamNotFound(`workstream ${rec.workstreamId} not found`);
     }
     rec.snapshot ??= ws.session ?? newSession(rec.workstreamId);
     return rec.snapshot;
@@ -169,13 +169,12 @@ export class Sessions {
 /** The typed refusal of a claim, by the state whose machine refused it (S3, T3). */
 export function claimRefusal(workstreamId: string, state: SessionState, running: boolean): TurnwardenError {
   if (state === 'closed') {
-    return new TurnwardenError(ErrorCode.WORKSTREAM_CLOSED, `workstream ${workstreamId} is closed`);
+    return errors.workstreamClosed(`workstream ${workstreamId} is closed`);
   }
   if (running || state === 'claimed' || state === 'streaming') {
-    return new TurnwardenError(ErrorCode.TURN_IN_PROGRESS, `a turn is already running on ${workstreamId}`);
+    return errors.turnInProgress(`a turn is already running on ${workstreamId}`);
   }
-  return new TurnwardenError(
-    ErrorCode.TOOL_CLEANUP_PENDING,
+  return errors.toolCleanupPending(
     `workstream ${workstreamId} has tool calls without results; cancel() repairs it`,
   );
 }

@@ -9,8 +9,6 @@
 import type { ActivityClock } from '@turnwarden/clock';
 import type { TurnOutcome, TurnStatus } from '@turnwarden/protocol';
 import { toWire } from '@turnwarden/protocol';
-// Harness-only switches: stripped from dist/ by scripts/build.mjs (see protocol/src/mutations.ts).
-import { Mutation, mutated } from '@turnwarden/protocol/mutations';
 import { stateOf } from '@turnwarden/session';
 import type { TurnStore } from '@turnwarden/store';
 import { type AbandonHost, abandon } from './abandon.js';
@@ -19,7 +17,9 @@ import type { HostTools } from './host-tools.js';
 import type { IsolatedPool } from './isolation.js';
 import type { WorkerPool } from './pool.js';
 import { describeAbort, LogMessage } from './reporting.js';
+import { rewritesInFlight } from './rewrite.js';
 import type { SessionRecord } from './sessions.js';
+import { variant } from './variants.js';
 import type { Watchdog } from './watchdog.js';
 
 export interface SettleHost extends AbandonHost {
@@ -61,10 +61,11 @@ export async function settle(
     log.error({ err }, LogMessage.workerDied);
     void host.pool.terminate(turn.worker);
   }
-  if (turn.rewrites.size > 0 && !mutated(Mutation.abortTearsRewrite)) {
-    // L8: a rewrite already in flight completes before the abort's repair reads history.
-    log.info({ rewrites: turn.rewrites.size }, 'turn end waiting for history rewrite in flight');
-    await Promise.allSettled([...turn.rewrites]);
+  // L8: a rewrite already in flight completes before the abort's repair reads history.
+  const rewrites = variant(rewritesInFlight)(turn);
+  if (rewrites.length > 0) {
+    log.info({ rewrites: rewrites.length }, 'turn end waiting for history rewrite in flight');
+    await Promise.allSettled(rewrites);
   }
   // Everything the turn had admitted is ahead of the repair and the snapshot in the
   // workstream's write queue: repair reads history only once those rows are durable.

@@ -13,7 +13,7 @@ import type {
   WorkerApi,
   WorkerEvent,
 } from '@turnwarden/protocol';
-import { client, ErrorCode, fromWire, goneSignal, serve, TurnwardenError } from '@turnwarden/protocol';
+import { client, errors, fromWire, goneSignal, serve } from '@turnwarden/protocol';
 import { ARG, DECISION, Decision, RELEASED } from '@turnwarden/session';
 import type { PoolOptions } from './pool.js';
 import { WorkerHandle } from './worker-handle.js';
@@ -118,8 +118,7 @@ export function spawnSessionWorker(
     if (h.state !== 'starting' || h.terminating) return;
     log.error({ startTimeoutMs: opts.startTimeoutMs }, 'session worker did not become ready; terminating it');
     failReady(
-      new TurnwardenError(
-        ErrorCode.TIMEOUT,
+      errors.timeout(
         `session worker ${id} did not become ready within ${opts.startTimeoutMs} ms (check pluginModules)`,
       ),
     );
@@ -173,7 +172,7 @@ export function spawnSessionWorker(
       ? `worker ${id} was terminated`
       : `worker ${id} exited unexpectedly with code ${code}`;
     markGone(reason);
-    failReady(new TurnwardenError(ErrorCode.WORKER_EXITED, reason));
+    failReady(errors.workerExited(reason));
     control.port1.close();
     harness?.close();
     workerRpc.port1.close();

@@ -2,6 +2,7 @@
  * What the public API adds to the event hub: history-handoff tokens (E2) and the async iterator
  * form of a subscription, bounded, with backpressure and an AbortSignal (E3).
  */
+import { Lengths, ofLength } from '@turnwarden/protocol';
 import type { StartAt, TurnwardenEvent } from './events.js';
 import { invalid } from './input.js';
 
@@ -12,7 +13,7 @@ export function handoffToken(workstreamId: string, position: number, lastSeq: nu
 
 /** Where a listener registered with `token` starts; INVALID_INPUT (field `handoff`) when it is not one of ours. */
 function fromHandoff(token: unknown, workstreamId: string): StartAt {
-  if (typeof token !== 'string' || token.length === 0 || token.length > 512) {
+  if (!ofLength(token, Lengths.handoff)) {
     throw invalid('handoff must be a token returned by history()', 'handoff');
   }
   let parsed: unknown;

@@ -4,10 +4,10 @@
  * the seams tests and the interleaving harness drive: injected time and timers, watchdog hooks,
  * a watchdog polled by hand, the harness link.
  *
- * The interleaving harness imports this entry as `@turnwarden/supervisor/harness`: the same
- * module built with the mutation switches kept (dist-harness/, never published).
+ * The interleaving harness imports `@turnwarden/supervisor/harness` (harness.ts): this entry
+ * with the harness's variants of the parts installed (dist-harness/, never published).
  */
-import { ErrorCode, type HostApi, TurnwardenError } from '@turnwarden/protocol';
+import { errors, type HostApi } from '@turnwarden/protocol';
 
 export { DEFAULT_CONFIG, resolveConfig } from './config.js';
 export { EventHub } from './events.js';
@@ -36,7 +36,7 @@ export { Watchdog } from './watchdog.js';
  * `who`.
  */
 export function refusingHost(who: string): HostApi {
-  const refuse = (what: string) => Promise.reject(new TurnwardenError(ErrorCode.FENCED, `${who} ${what}`));
+  const refuse = (what: string) => Promise.reject(errors.fenced(`${who} ${what}`));
   return {
     journal: () => refuse('journals nothing'),
     runIsolated: () => refuse('runs no isolated task'),

@@ -4,7 +4,7 @@
  * (`cancel`) or the turn's end (`cancelTurn`, from settle) can abort it. Cancelling marks the turn
  * `workReclaimed`: its session worker was only waiting on this work, and is kept.
  */
-import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+import { errors } from '@turnwarden/protocol';
 import type { ActiveTurn } from './active-turn.js';
 
 interface Task {
@@ -31,7 +31,7 @@ export class TurnTasks {
     what: string,
   ): { readonly turn: ActiveTurn; readonly signal: AbortSignal; end(): void } {
     if (turn === undefined || turn.generation !== req.generation || turn.finished) {
-      throw new TurnwardenError(ErrorCode.TURN_ABORTED, `the turn that asked for the ${what} has ended`);
+      throw errors.turnAborted(`the turn that asked for the ${what} has ended`);
     }
     const controller = new AbortController();
     const tasks = this.byWorkstream.get(req.workstreamId) ?? new Map<string, Task>();

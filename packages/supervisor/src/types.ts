@@ -1,4 +1,12 @@
-import type { AbortReason, HistoryRow, SessionState, TurnStatus, WireError } from '@turnwarden/protocol';
+import type {
+  AbandonReason,
+  HistoryRow,
+  PersistenceState,
+  SessionState,
+  TurnStatus,
+  WireError,
+  WorkstreamStatusName,
+} from '@turnwarden/protocol';
 
 export interface WorkstreamInfo {
   readonly workstreamId: string;
@@ -9,7 +17,7 @@ export interface WorkstreamInfo {
 
 /** A workstream as `getWorkstream` and `listWorkstreams` describe it. */
 export interface WorkstreamDetails extends WorkstreamInfo {
-  readonly status: 'open' | 'closed';
+  readonly status: WorkstreamStatusName;
   /** Turns claimed so far. */
   readonly generation: number;
   readonly createdAt: number;
@@ -29,7 +37,7 @@ export interface Caller {
 
 export interface ListWorkstreamsInput extends Caller {
   /** `open` or `closed`; default both. */
-  readonly status?: 'open' | 'closed';
+  readonly status?: WorkstreamStatusName;
   /** Page size, 1–1000; default 100. */
   readonly limit?: number;
   /** The previous page's `nextCursor`. */
@@ -135,7 +143,7 @@ export interface TurnResult {
   readonly generation: number;
   readonly status: TurnStatus;
   readonly finalText?: string;
-  readonly abortReason?: AbortReason | 'crash';
+  readonly abortReason?: AbandonReason;
   readonly error?: WireError;
   /** Results written by recovery for calls that could not complete (S2). */
   readonly synthesized: number;
@@ -165,7 +173,7 @@ export interface TurnHandle {
  * retried, cleared by the next successful write.
  */
 export interface PersistenceStatus {
-  readonly state: 'healthy' | 'pending' | 'retrying' | 'conflict';
+  readonly state: PersistenceState;
   readonly pendingRows: number;
   readonly attempts?: number;
   readonly nextRetryAt?: number;
@@ -187,6 +195,6 @@ export interface WorkstreamStatus {
     readonly generation: number;
     readonly idleMs: number;
     readonly lastActivity: string;
-    readonly abortReason?: string;
+    readonly abortReason?: AbandonReason;
   };
 }

@@ -15,8 +15,6 @@
  */
 import { type ActivityClock, activityName, isFenced } from '@turnwarden/clock';
 import { SeamName, seam } from '@turnwarden/protocol';
-// Harness-only switches: stripped from dist/ by scripts/build.mjs (see protocol/src/mutations.ts).
-import { Mutation, mutated } from '@turnwarden/protocol/mutations';
 import type { Logger } from 'pino';
 import type { WatchdogConfig } from './config.js';
 import { LatencyHistogram } from './latency.js';
@@ -107,7 +105,7 @@ export class Watchdog {
   readonly lateness = new LatencyHistogram();
 
   constructor(
-    private readonly clock: ActivityClock,
+    protected readonly clock: ActivityClock,
     private readonly config: WatchdogConfig,
     private readonly delegate: WatchdogDelegate,
     private readonly logger: Logger,
@@ -241,7 +239,7 @@ export class Watchdog {
     }
   }
 
-  private commit(turn: WatchedTurn, sampled: number, info: StallInfo): void {
+  protected commit(turn: WatchedTurn, sampled: number, info: StallInfo): void {
     turn.attempting = false;
     if (this.turns.get(turn.slot) !== turn) {
       this.declinedCount++;
@@ -250,13 +248,7 @@ export class Watchdog {
     }
     let won: boolean;
     try {
-      // L6: one CAS checks the sampled version and publishes the fence. The deadline bound
-      // ignores activity by definition (L11), so it fences unconditionally. The dispatch bound
-      // uses the CAS: a first stamp that lands meanwhile means the worker did take the turn.
-      won =
-        info.bound === 'deadline' || mutated(Mutation.commitIgnoresActivity)
-          ? this.clock.fence(turn.slot)
-          : this.clock.commitAbort(turn.slot, sampled);
+      won = this.fence(turn, sampled, info);
     } catch (err) {
       this.failClosed(turn, info, err);
       return;
@@ -273,12 +265,20 @@ export class Watchdog {
     this.safely('committed', () => this.delegate.committed(turn, info));
   }
 
+  /**
+   * L6: one CAS checks the sampled version and publishes the fence; false when the turn stamped
+   * since. The deadline bound ignores activity by definition (L11), so it fences
+   * unconditionally. The dispatch bound uses the CAS: a first stamp that lands meanwhile means
+   * the worker did take the turn.
+   */
+  protected fence(turn: WatchedTurn, sampled: number, info: StallInfo): boolean {
+    return info.bound === 'deadline'
+      ? this.clock.fence(turn.slot)
+      : this.clock.commitAbort(turn.slot, sampled);
+  }
+
   /** L7: nothing was published; keep sampling as if the attempt never happened. */
-  private failClosed(turn: WatchedTurn, info: StallInfo, err: unknown): void {
-    if (mutated(Mutation.commitOnPublishFailure)) {
-      this.commit(turn, info.sampledVersion, info);
-      return;
-    }
+  protected failClosed(turn: WatchedTurn, info: StallInfo, err: unknown): void {
     turn.attempting = false;
     turn.lastChangeAt = this.clock.nowMs();
     this.declinedCount++;

@@ -136,11 +136,11 @@ export async function benchSeams(ctx: BenchContext): Promise<Omit<SectionResult,
       }),
       row('mutation switches in the host build (dist/)', '', shipped, {
         baseline: harnessOnly,
-        target: target('0 (stripped at build time)', shipped === 0 && harnessOnly > 0),
+        target: target('0 (the variants are harness-only)', shipped === 0 && harnessOnly > 0),
       }),
     ],
     notes: [
-      'baseline of the switch count: the harness build (dist-harness/), which keeps them for `turnwarden stress`',
+      'baseline of the switch count: the harness build (dist-harness/), whose variants of the parts hold them for `turnwarden stress`',
       'a detached seam is one module-variable load and compare; worker seams take primitives, so nothing is allocated',
       `per-round token ratios: ${withSeam.map((x, i) => `${(x / (without[i] ?? Number.NaN)).toFixed(2)}×`).join(' ')}`,
     ],

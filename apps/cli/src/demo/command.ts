@@ -1,5 +1,5 @@
 /** `turnwarden demo`: runs the demo, prints the summary (or JSON), returns the exit code. */
-import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+import { errors } from '@turnwarden/protocol';
 import type { DemoArgs } from '../args.js';
 import { type Output, styler } from '../output.js';
 import { formatHosts, runHostsDemo } from './hosts.js';
@@ -46,7 +46,7 @@ export async function demoCommand(args: DemoArgs, output: Output): Promise<numbe
       process.exit(EXIT_INTERRUPTED);
     }
     output.err('\nturnwarden demo: stopping (running turns are aborted; Ctrl-C again to force)…\n');
-    stop.abort(new TurnwardenError(ErrorCode.SHUTTING_DOWN, 'the demo was stopped'));
+    stop.abort(errors.shuttingDown('the demo was stopped'));
   };
   process.on('SIGINT', onSigint);
   let report: Awaited<ReturnType<typeof runDemo>>;

@@ -1,6 +1,6 @@
-import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+import { errors, type TurnwardenError } from '@turnwarden/protocol';
 
 /** The error of a malformed script: the message starts with the path of the bad field. */
 export function invalidScript(path: string, problem: string): TurnwardenError {
-  return new TurnwardenError(ErrorCode.INVALID_SCRIPT, `${path} ${problem}`, { details: { path } });
+  return errors.invalidScript(`${path} ${problem}`, { path });
 }

@@ -3,7 +3,7 @@
  * echoes that message when it is not a script. Stateless and deterministic: model call k of
  * a turn (k = assistant messages after the last user message) plays segment k of the script.
  */
-import { ErrorCode, isTurnwardenError, TurnwardenError } from '@turnwarden/protocol';
+import { ErrorCode, errors, isTurnwardenError } from '@turnwarden/protocol';
 import type { ModelEvent, ModelProvider, ModelRequest, TurnSignals } from '../contracts.js';
 import { DEFAULT_CHUNKS } from './limits.js';
 import { parseScript } from './parse.js';
@@ -20,9 +20,7 @@ function scriptOf(content: string): Script | undefined {
     return parseScript(content);
   } catch (error) {
     if (!isTurnwardenError(error, ErrorCode.INVALID_SCRIPT)) throw error;
-    throw new TurnwardenError(ErrorCode.MODEL_ERROR, `scripted model: invalid script: ${error.message}`, {
-      cause: error,
-    });
+    throw errors.modelError(`scripted model: invalid script: ${error.message}`, undefined, { cause: error });
   }
 }
 

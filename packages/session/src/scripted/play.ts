@@ -1,5 +1,5 @@
 /** Plays one segment of a script: the steps of one model call. */
-import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+import { errors } from '@turnwarden/protocol';
 import type { ModelEvent, TurnSignals } from '../contracts.js';
 import { spinForever, stallForever } from '../tools/hang.js';
 import { heartbeatFor, throwIfAborted, wait } from '../tools/wait.js';
@@ -32,7 +32,7 @@ export async function* playSegment(
         spinForever();
         break;
       case 'fail':
-        throw new TurnwardenError(ErrorCode.MODEL_ERROR, step.message);
+        throw errors.modelError(step.message);
     }
   }
 }

@@ -1,6 +1,6 @@
 /** Where a model call stands in its turn: what the stateless scripted model reads from the history. */
 import type { HistoryMessage } from '@turnwarden/protocol';
-import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+import { errors } from '@turnwarden/protocol';
 
 export interface TurnPosition {
   /** The content of the last user message: the script (or the text to echo). */
@@ -16,5 +16,5 @@ export function turnPosition(history: readonly HistoryMessage[]): TurnPosition {
     if (message?.role === 'user') return { content: message.content, modelCall };
     if (message?.role === 'assistant') modelCall += 1;
   }
-  throw new TurnwardenError(ErrorCode.MODEL_ERROR, 'scripted model: the history has no user message');
+  throw errors.modelError('scripted model: the history has no user message');
 }

@@ -2,11 +2,11 @@
  * Argument checks for the demo tools. Every bad argument becomes a TurnwardenError(TOOL_ERROR)
  * whose message names the tool and the argument, e.g. `sleep: args.ms must be a non-negative integer`.
  */
-import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+import { errors, type TurnwardenError } from '@turnwarden/protocol';
 import { durationProblem, intervalProblem, isJsonObject, unknownKeys } from './checks.js';
 
 function badArgs(tool: string, message: string): TurnwardenError {
-  return new TurnwardenError(ErrorCode.TOOL_ERROR, `${tool}: ${message}`, { details: { tool } });
+  return errors.toolError(`${tool}: ${message}`, { tool });
 }
 
 /** Reads the arguments of one tool call; refuses non-objects and unknown keys. */

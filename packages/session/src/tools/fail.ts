@@ -1,4 +1,4 @@
-import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+import { errors } from '@turnwarden/protocol';
 import type { Tool } from '../contracts.js';
 import { ToolArgs } from './args.js';
 
@@ -8,6 +8,6 @@ export const failTool: Tool = {
   description: 'Fails with `message` as its error. Args: {"message": string}.',
   async run(rawArgs) {
     const message = ToolArgs.of('fail', rawArgs, ['message']).string('message');
-    throw new TurnwardenError(ErrorCode.TOOL_ERROR, message, { details: { tool: 'fail' } });
+    throw errors.toolError(message, { tool: 'fail' });
   },
 };

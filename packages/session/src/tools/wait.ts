@@ -3,7 +3,7 @@
  * and the demo tools. Every wait rejects promptly with TurnwardenError(TURN_ABORTED) once the
  * signal is aborted (or at once if it already is).
  */
-import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+import { errors, type TurnwardenError } from '@turnwarden/protocol';
 import type { TurnSignals } from '../contracts.js';
 
 /** Default interval between two heartbeats of `heartbeatFor`. */
@@ -18,7 +18,7 @@ function describeReason(reason: unknown): string | undefined {
 /** The error a wait rejects with when `signal` is aborted; the signal's reason is its cause. */
 export function abortError(signal: AbortSignal, what = 'wait'): TurnwardenError {
   const reason = describeReason(signal.reason);
-  return new TurnwardenError(ErrorCode.TURN_ABORTED, `${what} aborted${reason ? `: ${reason}` : ''}`, {
+  return errors.turnAborted(`${what} aborted${reason ? `: ${reason}` : ''}`, undefined, {
     cause: signal.reason,
   });
 }

@@ -1,5 +1,5 @@
 import type { JournalEntry } from '@turnwarden/protocol';
-import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+import { errors } from '@turnwarden/protocol';
 import { openSqliteStore, type Store } from '@turnwarden/store';
 
 /**
@@ -35,7 +35,7 @@ export function faultyStore() {
       rule = {
         n,
         match,
-        error: () => new TurnwardenError(ErrorCode.STORE_ERROR, 'injected: the store rejected the write'),
+        error: () => errors.storeError('injected: the store rejected the write'),
       };
     },
     /** Rejects the next `n` matching appends with `error()` (a transient error, a conflict …). */

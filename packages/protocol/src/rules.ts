@@ -1,0 +1,120 @@
+/**
+ * One source per rule: the ids, bounds and enums of the API, defined once. The supervisor's
+ * input checks (T5), the store's validation and the server's zod schemas — and so the OpenAPI
+ * document generated from them — are built from these; the TypeScript unions are derived from
+ * the arrays, so a member added here is a member of the type and of the document at once.
+ */
+
+// ── ids ──────────────────────────────────────────────────────────────────────
+
+/** Longest workstream, tenant or principal id. The server's router bound follows it. */
+export const ID_MAX_LENGTH = 128;
+/** Workstream, tenant and principal ids (T5). */
+export const ID_PATTERN = new RegExp(`^[A-Za-z0-9._:-]{1,${ID_MAX_LENGTH}}$`);
+/** The id rule as a refusal says it, after the field's name. */
+export const ID_RULE = `must be 1–${ID_MAX_LENGTH} characters of A–Z a–z 0–9 . _ : -`;
+
+/** Cluster host ids: stable names, a prefix of lease holders (no `:`, the holder's separator). */
+export const HOST_ID_PATTERN = /^[A-Za-z0-9._-]{1,64}$/;
+export const HOST_ID_RULE = 'must be 1–64 characters of A–Z a–z 0–9 . _ -';
+
+export const isId = (value: unknown): value is string => typeof value === 'string' && ID_PATTERN.test(value);
+
+// ── bounds (inclusive) ──────────────────────────────────────────────────────
+
+export interface Bound {
+  readonly min: number;
+  readonly max: number;
+}
+
+/** Integer arguments of the API. */
+export const Bounds = {
+  /** A soft close's wait for the running turn (ms): at most an hour. */
+  waitMs: { min: 0, max: 3_600_000 },
+  /** A send's wait for a session worker (ms): at most an hour. */
+  maxWaitMs: { min: 0, max: 3_600_000 },
+  /** A page of `listWorkstreams`. */
+  limit: { min: 1, max: 1_000 },
+  /** The turns a rewind drops: more than any rewind needs, a larger count is a caller's bug. */
+  rewindTurns: { min: 1, max: 10_000 },
+  /** The last row a compaction replaces. */
+  throughSeq: { min: 1, max: Number.MAX_SAFE_INTEGER },
+  /** The history's last seq a rewind expects. */
+  ifLastSeq: { min: 0, max: Number.MAX_SAFE_INTEGER },
+} as const satisfies Record<string, Bound>;
+
+/** String arguments, by length (UTF-16 code units). */
+export const Lengths = {
+  /** Lease holders (`host:uuid`), incarnations, `replacing` prefixes. */
+  holder: { min: 1, max: 256 },
+  /** An incarnation, as `createWorkstream` minted it. */
+  incarnation: { min: 1, max: 256 },
+  /** A history read's handoff token. */
+  handoff: { min: 1, max: 512 },
+  /** A page's `nextCursor`. */
+  cursor: { min: 1, max: 512 },
+} as const satisfies Record<string, Bound>;
+
+/** A safe integer within `bound`. */
+export const inBound = (value: unknown, bound: Bound): value is number =>
+  typeof value === 'number' && Number.isSafeInteger(value) && value >= bound.min && value <= bound.max;
+
+/** A string whose length is within `bound`. */
+export const ofLength = (value: unknown, bound: Bound): value is string =>
+  typeof value === 'string' && value.length >= bound.min && value.length <= bound.max;
+
+// ── enums ────────────────────────────────────────────────────────────────────
+
+/** The session machine's states (see packages/session/src/machine.ts). */
+export const SessionState = {
+  idle: 'idle',
+  claimed: 'claimed',
+  streaming: 'streaming',
+  toolDebt: 'tool-debt',
+  forceAbandoning: 'force-abandoning',
+  closed: 'closed',
+} as const;
+export type SessionState = (typeof SessionState)[keyof typeof SessionState];
+export const SESSION_STATES = Object.values(SessionState) as readonly SessionState[];
+
+/** How a turn ended. */
+export const TURN_STATUSES = ['completed', 'interrupted', 'failed'] as const;
+export type TurnStatus = (typeof TURN_STATUSES)[number];
+
+/** Why a turn was aborted (`workstream_gone`: the workstream was deleted under it, P5). */
+export const ABORT_REASONS = [
+  'watchdog',
+  'deadline',
+  'dispatch',
+  'cancel',
+  'shutdown',
+  'lease_lost',
+  'workstream_gone',
+] as const;
+export type AbortReason = (typeof ABORT_REASONS)[number];
+
+/** Why a turn was abandoned: an abort's reason, or `crash` (its worker died, T7). */
+export const ABANDON_REASONS = [...ABORT_REASONS, 'crash'] as const;
+export type AbandonReason = (typeof ABANDON_REASONS)[number];
+
+/** A workstream is open until closed (final). */
+export const WORKSTREAM_STATUSES = ['open', 'closed'] as const;
+export type WorkstreamStatusName = (typeof WORKSTREAM_STATUSES)[number];
+
+/** The journal's persistence state (P3). */
+export const PERSISTENCE_STATES = ['healthy', 'pending', 'retrying', 'conflict'] as const;
+export type PersistenceState = (typeof PERSISTENCE_STATES)[number];
+
+/** What revoked a send captured before it (C7): SEND_REVOKED's `details.reason`. */
+export type RevokeReason = 'cancel' | 'close' | 'poison' | 'gone';
+
+/** Why the store refused a fenced write (P6): FENCED's `details.reason` from the store. */
+export type LeaseRefusal = 'no_lease' | 'superseded' | 'unknown_token' | 'released' | 'expired';
+
+/** Why there was no capacity (T4): CAPACITY_EXHAUSTED's `details.reason`. */
+export type CapacityReason =
+  | 'queue_full'
+  | 'tenant_queue_full'
+  | 'wait_timeout'
+  | 'workers_busy'
+  | 'worker_exiting';
