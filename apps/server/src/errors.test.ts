@@ -4,13 +4,13 @@
  */
 import type { Duplex } from 'node:stream';
 import { Writable } from 'node:stream';
-import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+import { ErrorCode, ID_RULE, TurnwardenError } from '@turnwarden/protocol';
 import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { handleError, ID_RULE, refuseMalformed, refuseUnrouted } from './errors.js';
+import { handleError, refuseMalformed, refuseUnrouted } from './errors.js';
 
 async function statusOf(error: Error) {
   const app = Fastify();
