@@ -64,6 +64,11 @@ export class Drains {
     });
   }
 
+  /** Drains in progress (the server's close ends them). */
+  get inProgress(): number {
+    return this.#active.size;
+  }
+
   /** Ends every drain in progress (their answers go out with `Connection: close`). */
   stopAll(): void {
     for (const stop of [...this.#active]) stop();

@@ -189,3 +189,71 @@ describe('a provider failure keeps the provider’s words', () => {
     expect(done).toEqual([{ type: 'text', text: 'partial ' }]);
   });
 });
+
+describe('how a provider’s words are read and bounded', () => {
+  const said = async (error: unknown, secrets?: readonly string[]) =>
+    (await fails(recorded([...HEAD, errorPart(error)]), secrets)).message.replace(
+      'model rec: the stream reported an error: ',
+      '',
+    );
+
+  it('words that are only whitespace say so; words are trimmed, their whitespace runs made one space', async () => {
+    expect(await said('  \n ')).toBe('an empty error');
+    expect(await said({ message: '  line one\n\n  line two\t ' })).toBe('line one line two');
+    expect(await said(new Error('terminated', { cause: new Error('  other side closed \n') }))).toBe(
+      'terminated (cause: other side closed)',
+    );
+    // An Error without words of its own shows its name.
+    expect(await said(Object.assign(new Error(''), { name: ' CustomError ' }))).toBe('CustomError');
+  });
+
+  it('a message is kept up to 500 characters; a longer one is clipped, marked …', async () => {
+    expect(await said('a'.repeat(500))).toBe('a'.repeat(500));
+    expect(await said(`${'b'.repeat(500)}cdef`)).toBe(`${'b'.repeat(500)}…`);
+  });
+
+  it('only objects are envelopes: a string, an array or null under `error` leaves the object itself as the words', async () => {
+    expect(await said({ error: 'upstream model crashed' })).toBe('{"error":"upstream model crashed"}');
+    expect(await said({ error: ['bad', 'things'] })).toBe('{"error":["bad","things"]}');
+    expect(await said({ error: null, message: 'kept' })).toBe('kept');
+  });
+
+  it('envelopes are opened four levels deep, causes followed four levels deep (a cycle ends)', async () => {
+    const wrap = (levels: number) => {
+      let o: Record<string, unknown> = { message: 'deep' };
+      for (let i = 0; i < levels; i++) o = { error: o };
+      return o;
+    };
+    expect(await said(wrap(4))).toBe('deep');
+    expect(await said(wrap(6))).toBe('{"error":{"error":{"message":"deep"}}}');
+    let chain: Error | undefined;
+    for (let i = 6; i >= 0; i--) chain = new Error(`l${i}`, chain === undefined ? {} : { cause: chain });
+    expect(await said(chain)).toBe('l0 (cause: l1 (cause: l2 (cause: l3 (cause: l4))))');
+    const cyclic = new Error('loop');
+    (cyclic as { cause?: unknown }).cause = cyclic;
+    expect(await said(cyclic)).toBe('loop');
+  });
+
+  it('a status is an integer from 400 to 599, a code a word or an integer; anything else is left out', async () => {
+    const detailsOf = async (error: unknown) => (await fails(recorded([...HEAD, errorPart(error)]))).details;
+    expect(await detailsOf({ message: 'm', status: 599 })).toMatchObject({ status: 599 });
+    for (const odd of [
+      { status: 600 },
+      { status: 503.5 },
+      { status: '503' },
+      { code: 1.5 },
+      { code: true },
+    ]) {
+      expect(Object.keys((await detailsOf({ message: 'm', ...odd })) ?? {}).sort()).toEqual([
+        'message',
+        'model',
+        'provider',
+      ]);
+    }
+  });
+
+  it('a value JSON cannot write is shown as a string; an empty secret redacts nothing', async () => {
+    expect(await said(10n)).toBe('10');
+    expect(await said('plain words', [''])).toBe('plain words');
+  });
+});
