@@ -6,7 +6,7 @@
  * the server).
  */
 import { request as httpRequest, type IncomingMessage } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { type AddressInfo, connect } from 'node:net';
 import { Writable } from 'node:stream';
 import type { Turnwarden, TurnwardenEvent } from '@turnwarden/supervisor';
 import type { FastifyInstance } from 'fastify';
@@ -328,6 +328,30 @@ describe('the app, against a fake runtime', () => {
       404,
       { error: { code: 'NOT_FOUND', message: 'no such asset', retryable: false } },
     ]);
+  });
+});
+
+describe('the drain of a refused body, against a fake runtime', () => {
+  it('the server’s close ends a drain in progress: the refusal goes out with Connection: close and the close completes', async () => {
+    const { app: a } = await app({ drainTimeoutMs: 600_000 });
+    const url = new URL(await listening(a));
+    const arrived = new Promise<IncomingMessage>((resolve) => a.server.once('request', resolve));
+    // No token, and a quarter of the body declared: the 401 waits for the rest, for ten minutes.
+    const client = connect(Number(url.port), url.hostname);
+    const received: Buffer[] = [];
+    client.on('data', (chunk: Buffer) => received.push(chunk));
+    const ended = new Promise((resolve) => client.on('close', resolve));
+    client.write(
+      'POST /v1/workstreams HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 4096\r\n\r\n{"a":',
+    );
+    const req = await within(arrived, 10_000, 'the request');
+    // The drain reads what is left of the body: it has started once something listens for it.
+    await until(() => req.listenerCount('data') > 0, 'the drain');
+    await within(a.close(), 10_000, 'the server’s close with a drain in progress');
+    await within(ended, 10_000, 'the connection closed');
+    const text = Buffer.concat(received).toString('utf8');
+    expect(text.split('\r\n')[0]).toBe('HTTP/1.1 401 Unauthorized');
+    expect(text.toLowerCase()).toContain('\r\nconnection: close\r\n');
   });
 });
 
