@@ -1,9 +1,9 @@
 /**
- * The app's own wiring, against a fake runtime (no workers, no store): fast, and each answer
- * asserted to the byte — defaults, request ids, the documented refusal bodies, metrics by
- * route, readiness over shutdown, the console's assets, and what a client going away releases
- * (a send not yet admitted is withdrawn; an event stream's subscription ends with it, and with
- * the server).
+ * The app's own wiring, against a fake runtime (no workers, no store), fast: defaults, request
+ * ids, the documented refusal bodies, metrics by route, readiness, the console's assets,
+ * keep-alive periods, and what a client going away or the server closing releases (a send not
+ * yet admitted is withdrawn; an event stream's subscription ends with its client, and with the
+ * server; a drain in progress ends with the server).
  */
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { type AddressInfo, connect } from 'node:net';
@@ -356,7 +356,7 @@ describe('the drain of a refused body, against a fake runtime', () => {
 });
 
 describe('event streams, against a fake runtime', () => {
-  it('E1: a client that will not take text/event-stream is 406 INVALID_INPUT naming Accept', async () => {
+  it('a client that will not take text/event-stream is 406 INVALID_INPUT naming Accept', async () => {
     const { app: a, fake } = await app();
     const res = await a.inject({
       method: 'GET',
@@ -425,7 +425,7 @@ describe('event streams, against a fake runtime', () => {
     ]);
   });
 
-  it('E3: when the client goes away, its subscription is stopped', async () => {
+  it('when the client goes away, its subscription is stopped', async () => {
     const { app: a, fake } = await app();
     const url = await listening(a);
     const stop = new AbortController();
@@ -495,7 +495,7 @@ describe('event streams, against a fake runtime', () => {
 });
 
 describe('sends, against a fake runtime', () => {
-  it('T4: a client that goes away before its send is admitted withdraws it; once admitted, a disconnect leaves the turn', async () => {
+  it('a client that goes away before its send is admitted withdraws it; once admitted, a disconnect leaves the turn', async () => {
     const { app: a, fake } = await app();
     const url = await listening(a);
     const admit = deferred<void>();
