@@ -1,12 +1,12 @@
 /**
- * The app's own wiring, against a fake runtime (no workers, no store): fast, and each answer
- * asserted to the byte — defaults, request ids, the documented refusal bodies, metrics by
- * route, readiness over shutdown, the console's assets, and what a client going away releases
- * (a send not yet admitted is withdrawn; an event stream's subscription ends with it, and with
- * the server).
+ * The app's own wiring, against a fake runtime (no workers, no store), fast: defaults, request
+ * ids, the documented refusal bodies, metrics by route, readiness, the console's assets,
+ * keep-alive periods, and what a client going away or the server closing releases (a send not
+ * yet admitted is withdrawn; an event stream's subscription ends with its client, and with the
+ * server; a drain in progress ends with the server).
  */
 import { request as httpRequest, type IncomingMessage } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { type AddressInfo, connect } from 'node:net';
 import { Writable } from 'node:stream';
 import type { Turnwarden, TurnwardenEvent } from '@turnwarden/supervisor';
 import type { FastifyInstance } from 'fastify';
@@ -331,8 +331,32 @@ describe('the app, against a fake runtime', () => {
   });
 });
 
+describe('the drain of a refused body, against a fake runtime', () => {
+  it('the server’s close ends a drain in progress: the refusal goes out with Connection: close and the close completes', async () => {
+    const { app: a } = await app({ drainTimeoutMs: 600_000 });
+    const url = new URL(await listening(a));
+    const arrived = new Promise<IncomingMessage>((resolve) => a.server.once('request', resolve));
+    // No token, and a quarter of the body declared: the 401 waits for the rest, for ten minutes.
+    const client = connect(Number(url.port), url.hostname);
+    const received: Buffer[] = [];
+    client.on('data', (chunk: Buffer) => received.push(chunk));
+    const ended = new Promise((resolve) => client.on('close', resolve));
+    client.write(
+      'POST /v1/workstreams HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 4096\r\n\r\n{"a":',
+    );
+    const req = await within(arrived, 10_000, 'the request');
+    // The drain reads what is left of the body: it has started once something listens for it.
+    await until(() => req.listenerCount('data') > 0, 'the drain');
+    await within(a.close(), 10_000, 'the server’s close with a drain in progress');
+    await within(ended, 10_000, 'the connection closed');
+    const text = Buffer.concat(received).toString('utf8');
+    expect(text.split('\r\n')[0]).toBe('HTTP/1.1 401 Unauthorized');
+    expect(text.toLowerCase()).toContain('\r\nconnection: close\r\n');
+  });
+});
+
 describe('event streams, against a fake runtime', () => {
-  it('E1: a client that will not take text/event-stream is 406 INVALID_INPUT naming Accept', async () => {
+  it('a client that will not take text/event-stream is 406 INVALID_INPUT naming Accept', async () => {
     const { app: a, fake } = await app();
     const res = await a.inject({
       method: 'GET',
@@ -401,7 +425,7 @@ describe('event streams, against a fake runtime', () => {
     ]);
   });
 
-  it('E3: when the client goes away, its subscription is stopped', async () => {
+  it('when the client goes away, its subscription is stopped', async () => {
     const { app: a, fake } = await app();
     const url = await listening(a);
     const stop = new AbortController();
@@ -471,7 +495,7 @@ describe('event streams, against a fake runtime', () => {
 });
 
 describe('sends, against a fake runtime', () => {
-  it('T4: a client that goes away before its send is admitted withdraws it; once admitted, a disconnect leaves the turn', async () => {
+  it('a client that goes away before its send is admitted withdraws it; once admitted, a disconnect leaves the turn', async () => {
     const { app: a, fake } = await app();
     const url = await listening(a);
     const admit = deferred<void>();
