@@ -4,7 +4,7 @@
 # (tools/node22.sh); the report lands in reports/mutation/ of this checkout.
 #
 #   npm run mutation                       # the whole core (tools/mutation/stryker.config.json)
-#   npm run mutation -- --mutate packages/supervisor/src/repair.ts
+#   npm run mutation -- --mutate packages/supervisor/src/turn/repair.ts
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)

@@ -11,8 +11,8 @@
 import { ErrorCode, isTurnwardenError, openToolCalls, type TurnwardenError } from '@turnwarden/protocol';
 import { openSqliteStore } from '@turnwarden/store';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { WorkstreamLifecycleEvent } from './lifecycle-feed.js';
-import { SendQueue } from './send-queue.js';
+import { SendQueue } from './commands/send-queue.js';
+import type { WorkstreamLifecycleEvent } from './streams/lifecycle-feed.js';
 import { refusal, within } from './test-support/bounded.js';
 import { interceptStore } from './test-support/intercept.js';
 import { nextEvent, script, startRuntime } from './test-support/runtime.js';

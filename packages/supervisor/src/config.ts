@@ -102,7 +102,7 @@ export interface AdmissionConfig {
   readonly maxWaitMs: number;
 }
 
-import type { IsolationConfig } from './isolation.js';
+import type { IsolationConfig } from './tools/isolation.js';
 
 export type { IsolationConfig };
 

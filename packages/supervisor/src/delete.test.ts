@@ -6,7 +6,7 @@
 import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
 import { openSqliteStore, type SqliteStore } from '@turnwarden/store';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { TurnwardenEvent } from './events.js';
+import type { TurnwardenEvent } from './streams/events.js';
 import { refusal } from './test-support/bounded.js';
 import { interceptStore } from './test-support/intercept.js';
 import { nextEvent, script, startRuntime } from './test-support/runtime.js';

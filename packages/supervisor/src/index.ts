@@ -39,8 +39,9 @@ export {
   WORKSTREAM_STATUSES,
 } from '@turnwarden/protocol';
 export type { Store } from '@turnwarden/store';
-export type { AdmissionStats } from './admission.js';
-export type { ClusterStats } from './cluster.js';
+export type { AdmissionStats } from './capacity/admission.js';
+export type { PoolStats } from './capacity/pool.js';
+export type { ClusterStats } from './cluster/cluster.js';
 export type {
   AdmissionConfig,
   IsolationConfig,
@@ -51,14 +52,20 @@ export type {
   SupervisorConfigInput,
   WatchdogConfig,
 } from './config.js';
-export type { EventData, EventStats, Listener, TurnwardenEvent, TurnwardenEventType } from './events.js';
-export type { IsolationStats } from './isolation.js';
-export type { JournalStats } from './journal-gate.js';
-export type { LifecycleListener, WorkstreamLifecycleEvent } from './lifecycle-feed.js';
-export type { PoolStats } from './pool.js';
+export type { JournalStats } from './journal/journal-gate.js';
+export type { WatchdogStats } from './liveness/watchdog.js';
 export type { TurnwardenOptions } from './runtime.js';
 export { Turnwarden } from './runtime.js';
 export type { RuntimeCounters, RuntimeStats } from './stats.js';
+export type {
+  EventData,
+  EventStats,
+  Listener,
+  TurnwardenEvent,
+  TurnwardenEventType,
+} from './streams/events.js';
+export type { LifecycleListener, WorkstreamLifecycleEvent } from './streams/lifecycle-feed.js';
+export type { IsolationStats } from './tools/isolation.js';
 export type {
   Caller,
   CloseInput,
@@ -79,4 +86,3 @@ export type {
   WorkstreamRef,
   WorkstreamStatus,
 } from './types.js';
-export type { WatchdogStats } from './watchdog.js';

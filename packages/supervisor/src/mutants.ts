@@ -8,17 +8,17 @@
  */
 import type { JournalRequest } from '@turnwarden/protocol';
 import { Mutation, mutated } from '@turnwarden/protocol/mutations';
-import { AbortProtocol } from './abort-protocol.js';
-import { EventHub, type Listener, type TurnwardenEvent } from './events.js';
-import { JournalGate } from './journal-gate.js';
-import { type RepairInput, repairOpenCalls } from './repair.js';
-import { LogMessage } from './reporting.js';
-import { admitRewrite, rewritesInFlight } from './rewrite.js';
-import { type FenceReason, type SendClaim, SendQueue } from './send-queue.js';
+import { type FenceReason, type SendClaim, SendQueue } from './commands/send-queue.js';
+import { JournalGate } from './journal/journal-gate.js';
+import { AbortProtocol } from './liveness/abort-protocol.js';
+import { LogMessage } from './liveness/reporting.js';
+import { type StallInfo, Watchdog, type WatchedTurn } from './liveness/watchdog.js';
+import { EventHub, type Listener, type TurnwardenEvent } from './streams/events.js';
 import { LeaseRenewal } from './turn/renewal.js';
+import { type RepairInput, repairOpenCalls } from './turn/repair.js';
+import { admitRewrite, rewritesInFlight } from './turn/rewrite.js';
 import type { Turn } from './turn/turn.js';
 import { installVariant } from './variants.js';
-import { type StallInfo, Watchdog, type WatchedTurn } from './watchdog.js';
 
 class MutantAbortProtocol extends AbortProtocol {
   /** publish-before-commit (breaks L5): the definitive abort log is written before the commit decides. */

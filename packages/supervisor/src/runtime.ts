@@ -26,6 +26,7 @@ import {
 import { openPostgresStore, openSqliteStore, type Store } from '@turnwarden/store';
 import { type Level, type Logger, pino } from 'pino';
 import type { Commands } from './commands/index.js';
+import type { Announced } from './commands/send-queue.js';
 import {
   checkPluginModules,
   resolveConfig,
@@ -33,7 +34,6 @@ import {
   type SupervisorConfigInput,
 } from './config.js';
 import { Prelude, TurnEngine } from './engine.js';
-import type { Listener, StartAt, TurnwardenEvent } from './events.js';
 import {
   checkCaller,
   checkCloseInput,
@@ -46,11 +46,12 @@ import {
   checkSendInput,
   invalid,
 } from './input.js';
-import type { LifecycleListener } from './lifecycle-feed.js';
-import type { Announced } from './send-queue.js';
+import type { Timers } from './liveness/timers.js';
+import type { WatchdogHooks } from './liveness/watchdog.js';
 import type { RuntimeStats } from './stats.js';
-import { EventIterator, startAt } from './streams.js';
-import type { Timers } from './timers.js';
+import type { Listener, StartAt, TurnwardenEvent } from './streams/events.js';
+import type { LifecycleListener } from './streams/lifecycle-feed.js';
+import { EventIterator, startAt } from './streams/streams.js';
 import type {
   Caller,
   ClaimedTurn,
@@ -71,7 +72,6 @@ import type {
   WorkstreamRef,
   WorkstreamStatus,
 } from './types.js';
-import type { WatchdogHooks } from './watchdog.js';
 
 export interface TurnwardenOptions extends SupervisorConfigInput {
   /** A store, or where to open the SQLite one (default `:memory:`). */

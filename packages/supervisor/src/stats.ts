@@ -1,10 +1,10 @@
-import type { AdmissionStats } from './admission.js';
-import type { ClusterStats } from './cluster.js';
-import type { EventStats } from './events.js';
-import type { IsolationStats } from './isolation.js';
-import type { JournalStats } from './journal-gate.js';
-import type { PoolStats } from './pool.js';
-import type { WatchdogStats } from './watchdog.js';
+import type { AdmissionStats } from './capacity/admission.js';
+import type { PoolStats } from './capacity/pool.js';
+import type { ClusterStats } from './cluster/cluster.js';
+import type { JournalStats } from './journal/journal-gate.js';
+import type { WatchdogStats } from './liveness/watchdog.js';
+import type { EventStats } from './streams/events.js';
+import type { IsolationStats } from './tools/isolation.js';
 
 /** Counters an operator (and the demo's summary) reads. */
 export interface RuntimeCounters {

@@ -12,7 +12,7 @@ import { ErrorCode, isTurnwardenError, TurnwardenError } from '@turnwarden/proto
 import { openSqliteStore, type SqliteStore, type Store } from '@turnwarden/store';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Turnwarden, type TurnwardenEvent } from './index.js';
-import type { WorkstreamLifecycleEvent } from './lifecycle-feed.js';
+import type { WorkstreamLifecycleEvent } from './streams/lifecycle-feed.js';
 import { refusal, within } from './test-support/bounded.js';
 import { interceptStore } from './test-support/intercept.js';
 import { script, startRuntime } from './test-support/runtime.js';

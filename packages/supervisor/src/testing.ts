@@ -9,26 +9,26 @@
  */
 import { errors, type HostApi } from '@turnwarden/protocol';
 
+export type { PoolOptions, WorkerHandle } from './capacity/pool.js';
+export { WorkerPool } from './capacity/pool.js';
 export { DEFAULT_CONFIG, resolveConfig } from './config.js';
-export { EventHub } from './events.js';
 // The public entry too, so a consumer of the harness build takes every value and type from one build.
 export * from './index.js';
-export type { GateHost } from './journal-gate.js';
-export { JournalGate } from './journal-gate.js';
-export type { PoolOptions, WorkerHandle } from './pool.js';
-export { WorkerPool } from './pool.js';
-export type { TestControls, TestSeams } from './runtime.js';
-export { startForTesting, testControls } from './runtime.js';
-export type { CancelTimer, Timers } from './timers.js';
-export { nodeTimers } from './timers.js';
+export type { GateHost } from './journal/journal-gate.js';
+export { JournalGate } from './journal/journal-gate.js';
+export type { CancelTimer, Timers } from './liveness/timers.js';
+export { nodeTimers } from './liveness/timers.js';
 export type {
   StallBound,
   StallInfo,
   WatchdogDelegate,
   WatchdogHooks,
   WatchedTurn,
-} from './watchdog.js';
-export { Watchdog } from './watchdog.js';
+} from './liveness/watchdog.js';
+export { Watchdog } from './liveness/watchdog.js';
+export type { TestControls, TestSeams } from './runtime.js';
+export { startForTesting, testControls } from './runtime.js';
+export { EventHub } from './streams/events.js';
 
 /**
  * The host side of a bare `WorkerPool` that runs no turn (benchmarks of spawning and

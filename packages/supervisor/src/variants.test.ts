@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { AbortProtocol } from './abort-protocol.js';
-import { EventHub } from './events.js';
-import { JournalGate } from './journal-gate.js';
-import { repairOpenCalls } from './repair.js';
-import { admitRewrite, rewritesInFlight } from './rewrite.js';
-import { SendQueue } from './send-queue.js';
+import { SendQueue } from './commands/send-queue.js';
+import { JournalGate } from './journal/journal-gate.js';
+import { AbortProtocol } from './liveness/abort-protocol.js';
+import { Watchdog } from './liveness/watchdog.js';
+import { EventHub } from './streams/events.js';
 import { startForTesting } from './testing.js';
+import { repairOpenCalls } from './turn/repair.js';
+import { admitRewrite, rewritesInFlight } from './turn/rewrite.js';
 import { installVariant, variant } from './variants.js';
-import { Watchdog } from './watchdog.js';
 
 describe('variants', () => {
   it("a host's build installs none: every part with a harness variant is the part itself", () => {

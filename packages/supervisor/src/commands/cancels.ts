@@ -4,11 +4,11 @@
  * is a silent no-op. A turn running on another host is that host's to cancel (cluster.ts).
  */
 import type { Logger } from 'pino';
-import type { Cluster } from '../cluster.js';
-import { leftover, type MaintenanceHost, repairLeftover } from '../maintenance.js';
-import type { Announced, SendQueue } from '../send-queue.js';
-import type { SessionRecord, Sessions } from '../sessions.js';
+import type { Cluster } from '../cluster/cluster.js';
+import { leftover, type MaintenanceHost, repairLeftover } from '../sessions/maintenance.js';
+import type { SessionRecord, Sessions } from '../sessions/sessions.js';
 import { revoke } from './revoke.js';
+import type { Announced, SendQueue } from './send-queue.js';
 
 export interface CancelsDeps {
   readonly logger: Logger;

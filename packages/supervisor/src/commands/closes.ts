@@ -5,13 +5,13 @@
  */
 import { errors } from '@turnwarden/protocol';
 import type { Logger } from 'pino';
-import type { Cluster } from '../cluster.js';
-import { closeSession, type MaintenanceHost } from '../maintenance.js';
-import type { Announced, SendQueue } from '../send-queue.js';
-import type { Sessions } from '../sessions.js';
-import type { Timers } from '../timers.js';
+import type { Cluster } from '../cluster/cluster.js';
+import type { Timers } from '../liveness/timers.js';
+import { closeSession, type MaintenanceHost } from '../sessions/maintenance.js';
+import type { Sessions } from '../sessions/sessions.js';
 import { type EndsDeps, workstreamEnded } from './ends.js';
 import { revoke } from './revoke.js';
+import type { Announced, SendQueue } from './send-queue.js';
 
 export interface ClosesDeps extends EndsDeps {
   readonly logger: Logger;

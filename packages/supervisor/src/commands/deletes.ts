@@ -7,12 +7,12 @@
  */
 import type { Store } from '@turnwarden/store';
 import type { Logger } from 'pino';
-import type { Cluster } from '../cluster.js';
-import type { EventHub } from '../events.js';
-import type { Announced, SendQueue } from '../send-queue.js';
-import type { Sessions } from '../sessions.js';
+import type { Cluster } from '../cluster/cluster.js';
+import type { Sessions } from '../sessions/sessions.js';
+import type { EventHub } from '../streams/events.js';
 import { type EndsDeps, workstreamEnded } from './ends.js';
 import { revoke } from './revoke.js';
+import type { Announced, SendQueue } from './send-queue.js';
 
 export interface DeletesDeps extends EndsDeps {
   readonly logger: Logger;

@@ -4,9 +4,9 @@
  * theirs, and the tenant's lifecycle feed advertises it (D5) where the tenant is known — on the
  * host the call was made on.
  */
-import type { Cluster } from '../cluster.js';
-import type { EventHub } from '../events.js';
-import type { LifecycleFeed } from '../lifecycle-feed.js';
+import type { Cluster } from '../cluster/cluster.js';
+import type { EventHub } from '../streams/events.js';
+import type { LifecycleFeed } from '../streams/lifecycle-feed.js';
 
 export interface EndsDeps {
   readonly events: Pick<EventHub, 'closeWorkstream'>;

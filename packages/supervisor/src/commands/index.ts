@@ -5,14 +5,14 @@
  */
 import type { SessionSnapshotData } from '@turnwarden/protocol';
 import type { WorkstreamRecord } from '@turnwarden/store';
-import type { ClaimInput } from '../claim.js';
-import type { Listener, StartAt, TurnwardenEvent } from '../events.js';
-import type { LifecycleListener } from '../lifecycle-feed.js';
-import type { Announced, SendClaim } from '../send-queue.js';
 import type { RuntimeStats } from '../stats.js';
+import type { Listener, StartAt, TurnwardenEvent } from '../streams/events.js';
+import type { LifecycleListener } from '../streams/lifecycle-feed.js';
+import type { ClaimInput } from '../turn/claim.js';
 import type { ClaimedTurn, HistoryRead, RewindResult, WorkstreamInfo, WorkstreamStatus } from '../types.js';
 import type { Tombstone } from './deletes.js';
 import type { Summary } from './rewrites.js';
+import type { Announced, SendClaim } from './send-queue.js';
 import type { ListQuery } from './workstreams.js';
 
 export interface Commands {

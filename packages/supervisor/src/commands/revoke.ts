@@ -3,7 +3,7 @@
  * for a permit are revoked (SEND_REVOKED) — and says so when any were dropped.
  */
 import type { Logger } from 'pino';
-import type { SendQueue } from '../send-queue.js';
+import type { SendQueue } from './send-queue.js';
 
 export interface Revoker {
   readonly queue: Pick<SendQueue, 'fence'>;

@@ -5,14 +5,14 @@
  * them. A committed rewrite makes what listeners hold stale: `history_resync` (E2).
  */
 import { errors } from '@turnwarden/protocol';
-import { admissionRefusal, type ClaimHost } from '../claim.js';
-import type { Cluster } from '../cluster.js';
-import type { EventHub } from '../events.js';
-import { compactIdle, type MaintenanceHost, rewindIdle } from '../maintenance.js';
-import { compactLive, type RewriteHost } from '../rewrite.js';
-import type { SendClaim, SendQueue } from '../send-queue.js';
-import { claimRefusal, type SessionRecord, type Sessions } from '../sessions.js';
+import type { Cluster } from '../cluster/cluster.js';
+import { compactIdle, type MaintenanceHost, rewindIdle } from '../sessions/maintenance.js';
+import { claimRefusal, type SessionRecord, type Sessions } from '../sessions/sessions.js';
+import type { EventHub } from '../streams/events.js';
+import { admissionRefusal, type ClaimHost } from '../turn/claim.js';
+import { compactLive, type RewriteHost } from '../turn/rewrite.js';
 import type { RewindResult } from '../types.js';
+import type { SendClaim, SendQueue } from './send-queue.js';
 
 export interface RewritesDeps {
   readonly sessions: Sessions;

@@ -5,13 +5,13 @@
  */
 import { SeamName, seam } from '@turnwarden/protocol';
 import type { Logger } from 'pino';
-import type { Admission, Permit } from '../admission.js';
-import { admissionRefusal, type ClaimHost, type ClaimInput, claim } from '../claim.js';
+import type { Admission, Permit } from '../capacity/admission.js';
 import type { SupervisorConfig } from '../config.js';
-import type { SendClaim, SendQueue } from '../send-queue.js';
-import type { SessionRecord, Sessions } from '../sessions.js';
+import type { SessionRecord, Sessions } from '../sessions/sessions.js';
+import { admissionRefusal, type ClaimHost, type ClaimInput, claim } from '../turn/claim.js';
 import type { Turn } from '../turn/turn.js';
 import type { ClaimedTurn } from '../types.js';
+import type { SendClaim, SendQueue } from './send-queue.js';
 
 export interface SendsDeps {
   readonly config: Pick<SupervisorConfig, 'limits' | 'admission'>;

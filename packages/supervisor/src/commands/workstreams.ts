@@ -8,14 +8,14 @@ import { ErrorCode, errors, isTurnwardenError, type SessionSnapshotData } from '
 import { stateOf } from '@turnwarden/session';
 import type { Store, WorkstreamStatus as StoredStatus, WorkstreamRecord } from '@turnwarden/store';
 import type { Logger } from 'pino';
-import type { EventHub } from '../events.js';
-import type { JournalGate } from '../journal-gate.js';
-import type { LifecycleFeed } from '../lifecycle-feed.js';
-import type { SendQueue } from '../send-queue.js';
-import type { Sessions } from '../sessions.js';
-import { handoffToken } from '../streams.js';
+import type { JournalGate } from '../journal/journal-gate.js';
+import type { Sessions } from '../sessions/sessions.js';
+import type { EventHub } from '../streams/events.js';
+import type { LifecycleFeed } from '../streams/lifecycle-feed.js';
+import { handoffToken } from '../streams/streams.js';
 import type { HistoryRead, WorkstreamInfo, WorkstreamStatus } from '../types.js';
 import type { Deletes } from './deletes.js';
+import type { SendQueue } from './send-queue.js';
 
 export interface WorkstreamsDeps {
   readonly store: Pick<Store, 'createWorkstream' | 'listWorkstreams' | 'readHistory'>;

@@ -7,17 +7,17 @@ import { ActivityClock } from '@turnwarden/clock';
 import type { AbortReason, TurnOutcome } from '@turnwarden/protocol';
 import { newSession, type SessionEvent } from '@turnwarden/session';
 import { pino } from 'pino';
-import { type AbortHost, AbortProtocol } from '../abort-protocol.js';
 import { resolveConfig } from '../config.js';
-import { EventHub, type TurnwardenEvent } from '../events.js';
-import { SessionRecord } from '../sessions.js';
+import { type AbortHost, AbortProtocol } from '../liveness/abort-protocol.js';
+import type { CancelTimer, Timers } from '../liveness/timers.js';
+import { LoopTurns } from '../liveness/turns.js';
+import { type StallInfo, WatchedTurn } from '../liveness/watchdog.js';
+import { SessionRecord } from '../sessions/sessions.js';
 import { newCounters } from '../stats.js';
-import type { CancelTimer, Timers } from '../timers.js';
+import { EventHub, type TurnwardenEvent } from '../streams/events.js';
 import { TurnSlots } from '../turn/slots.js';
 import { Turn } from '../turn/turn.js';
 import type { TurnHost } from '../turn/types.js';
-import { LoopTurns } from '../turns.js';
-import { type StallInfo, WatchedTurn } from '../watchdog.js';
 
 export class Timeline implements Timers {
   private t = 0;

@@ -7,11 +7,11 @@
  */
 import { type AbortReason, SeamName, seam } from '@turnwarden/protocol';
 import type { Logger } from 'pino';
-import type { EventHub } from '../events.js';
-import type { WorkerHandle } from '../pool.js';
-import { definitiveWarning, LogMessage } from '../reporting.js';
-import type { SessionRecord, Sessions } from '../sessions.js';
-import type { StallInfo } from '../watchdog.js';
+import type { WorkerHandle } from '../capacity/pool.js';
+import { definitiveWarning, LogMessage } from '../liveness/reporting.js';
+import type { StallInfo } from '../liveness/watchdog.js';
+import type { SessionRecord, Sessions } from '../sessions/sessions.js';
+import type { EventHub } from '../streams/events.js';
 
 export interface AnnounceHost {
   readonly events: EventHub;

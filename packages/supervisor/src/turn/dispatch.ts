@@ -14,11 +14,11 @@ import type {
 } from '@turnwarden/protocol';
 import { SeamName, seam } from '@turnwarden/protocol';
 import type { Logger } from 'pino';
+import type { WorkerHandle } from '../capacity/pool.js';
+import type { SendClaim, SendQueue } from '../commands/send-queue.js';
 import type { SupervisorConfig } from '../config.js';
-import type { EventHub } from '../events.js';
-import type { WorkerHandle } from '../pool.js';
-import { LogMessage } from '../reporting.js';
-import type { SendClaim, SendQueue } from '../send-queue.js';
+import { LogMessage } from '../liveness/reporting.js';
+import type { EventHub } from '../streams/events.js';
 
 export interface DispatchHost {
   readonly config: Pick<SupervisorConfig, 'model' | 'limits'>;

@@ -8,9 +8,9 @@
 import type { Lease, TurnStore } from '@turnwarden/store';
 import type { Logger } from 'pino';
 import type { SupervisorConfig } from '../config.js';
-import { LogMessage } from '../reporting.js';
+import { LogMessage } from '../liveness/reporting.js';
+import type { CancelTimer, Timers } from '../liveness/timers.js';
 import type { RuntimeCounters } from '../stats.js';
-import type { CancelTimer, Timers } from '../timers.js';
 
 export interface RenewalHost {
   readonly config: Pick<SupervisorConfig, 'lease'>;

@@ -13,20 +13,19 @@
 import { type AbandonReason, type TurnOutcome, toWire } from '@turnwarden/protocol';
 import type { Lease } from '@turnwarden/store';
 import type { Logger } from 'pino';
-import type { Permit } from '../admission.js';
-import type { WorkerHandle } from '../pool.js';
-import { LogMessage } from '../reporting.js';
-import type { SendClaim } from '../send-queue.js';
-import type { SessionRecord } from '../sessions.js';
-import { settle } from '../settle.js';
-import type { CancelTimer } from '../timers.js';
+import type { Permit } from '../capacity/admission.js';
+import type { WorkerHandle } from '../capacity/pool.js';
+import type { SendClaim } from '../commands/send-queue.js';
+import { LogMessage } from '../liveness/reporting.js';
+import type { CancelTimer } from '../liveness/timers.js';
+import type { WatchedTurn } from '../liveness/watchdog.js';
+import type { SessionRecord } from '../sessions/sessions.js';
 import type { ClaimedTurn, TurnResult } from '../types.js';
 import { variant } from '../variants.js';
-import type { WatchedTurn } from '../watchdog.js';
-import { onWorkerEvent } from '../worker-events.js';
 import { announceAbort } from './abort.js';
 import { dispatch } from './dispatch.js';
 import { LeaseRenewal } from './renewal.js';
+import { settle } from './settle.js';
 import {
   type AbortInfo,
   type AbortRecord,
@@ -37,6 +36,7 @@ import {
   type TurnInit,
   type TurnPhase,
 } from './types.js';
+import { onWorkerEvent } from './worker-events.js';
 
 function deferred<T>(): { promise: Promise<T>; resolve: (v: T) => void } {
   let resolve!: (v: T) => void;

@@ -13,20 +13,20 @@ import type {
 } from '@turnwarden/protocol';
 import type { Lease, TurnStore } from '@turnwarden/store';
 import type { Logger } from 'pino';
-import type { Permit } from '../admission.js';
+import type { Permit } from '../capacity/admission.js';
+import type { WorkerHandle, WorkerPool } from '../capacity/pool.js';
+import type { SendQueue } from '../commands/send-queue.js';
 import type { SupervisorConfig } from '../config.js';
-import type { HostTools } from '../host-tools.js';
-import type { IsolatedPool } from '../isolation.js';
-import type { WorkerHandle, WorkerPool } from '../pool.js';
-import type { SendQueue } from '../send-queue.js';
-import type { SessionRecord, Sessions } from '../sessions.js';
-import type { SettleHost } from '../settle.js';
+import type { StallInfo, Watchdog } from '../liveness/watchdog.js';
+import type { SessionRecord, Sessions } from '../sessions/sessions.js';
+import type { HostTools } from '../tools/host-tools.js';
+import type { IsolatedPool } from '../tools/isolation.js';
 import type { TurnResult } from '../types.js';
-import type { StallInfo, Watchdog } from '../watchdog.js';
-import type { WorkerEventHost } from '../worker-events.js';
 import type { AnnounceHost } from './abort.js';
 import type { RenewalHost } from './renewal.js';
+import type { SettleHost } from './settle.js';
 import type { TurnSlots } from './slots.js';
+import type { WorkerEventHost } from './worker-events.js';
 
 export type TurnPhase = 'admitted' | 'running' | 'aborting' | 'settling' | 'done';
 

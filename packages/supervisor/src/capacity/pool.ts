@@ -1,0 +1,293 @@
+/**
+ * The warm pool of session workers (plain worker_threads; see docs/architecture.md, Decisions,
+ * for why not piscina). Each worker owns one clock slot for its whole life; the slot returns to the free
+ * list only after the thread has exited, so a dying worker can never stamp a slot that a new
+ * turn already uses. An idle session holds no worker: workers go back to the pool between turns.
+ */
+import type { HarnessLink, HostApi, HostToolSpec } from '@turnwarden/protocol';
+import { errors } from '@turnwarden/protocol';
+import type { Logger } from 'pino';
+import { LoopTurns } from '../liveness/turns.js';
+import { type Catalogue, spawnSessionWorker } from './spawn.js';
+import type { WorkerHandle } from './worker-handle.js';
+
+export type { WorkerHandle } from './worker-handle.js';
+
+export interface PoolOptions {
+  readonly clock: SharedArrayBuffer;
+  readonly maxWorkers: number;
+  readonly warmWorkers: number;
+  readonly workerUrl: URL;
+  readonly pluginModules: readonly string[];
+  /** The host tools workers offer (read at each spawn: they are loaded before the pool starts). */
+  readonly hostTools?: () => readonly HostToolSpec[];
+  readonly host: HostApi;
+  readonly logger: Logger;
+  readonly maxOldGenerationSizeMb?: number;
+  /** A worker not ready this long after its spawn is terminated (its start fails with TIMEOUT). */
+  readonly startTimeoutMs: number;
+  /** How long `acquire` waits for a worker that is starting or exiting. */
+  readonly acquireTimeoutMs: number;
+  /** Workers starting at once. */
+  readonly maxConcurrentSpawns: number;
+  /** Lowers each worker thread's scheduling priority by this much (Linux; default 0). */
+  readonly workerNice?: number;
+  /** The interleaving harness, when attached: every worker gets a seam channel. */
+  readonly harness?: HarnessLink;
+}
+
+export interface PoolStats {
+  readonly spawned: number;
+  readonly terminated: number;
+  readonly crashed: number;
+  /** Workers terminated after a turn that did not end cleanly (see `retire`). */
+  readonly retired: number;
+  readonly warm: number;
+  /** Workers serving a turn. */
+  readonly busy: number;
+  readonly starting: number;
+  /** Workers being terminated (retired or escalated) that have not exited yet. */
+  readonly exiting: number;
+}
+
+/** Consecutive workers that died before serving: past this, the pool stops respawning in the background. */
+const MAX_FAILED_STARTS = 3;
+
+export class WorkerPool {
+  private readonly freeSlots: number[];
+  private readonly workers = new Set<WorkerHandle>();
+  private readonly warm: WorkerHandle[] = [];
+  private nextId = 1;
+  private closed = false;
+  private spawned = 0;
+  private terminated = 0;
+  private crashed = 0;
+  private failedStarts = 0;
+  private retired = 0;
+  /** What the workers can run, from the first one ready. */
+  catalogue: Catalogue | undefined;
+  private readonly loop = new LoopTurns();
+
+  constructor(private readonly opts: PoolOptions) {
+    this.freeSlots = Array.from({ length: opts.maxWorkers }, (_, i) => opts.maxWorkers - 1 - i);
+  }
+
+  /**
+   * Spawns the warm workers and waits until they serve. With no warm worker, one is started
+   * and stopped, so a plugin module that cannot load fails here, not at the first turn.
+   */
+  async start(): Promise<void> {
+    try {
+      if (this.opts.warmWorkers === 0 && this.freeSlots.length > 0) {
+        const probe = this.spawn();
+        await probe.ready;
+        await this.terminate(probe);
+      }
+      while (this.warm.length < this.opts.warmWorkers && this.freeSlots.length > 0) {
+        const batch: Promise<void>[] = [];
+        while (
+          this.warm.length + batch.length < this.opts.warmWorkers &&
+          batch.length < this.opts.maxConcurrentSpawns &&
+          this.freeSlots.length > 0
+        ) {
+          const h = this.spawn();
+          batch.push(h.ready.then(() => this.makeWarm(h)));
+        }
+        await Promise.all(batch);
+      }
+    } catch (e) {
+      // A worker that cannot even start (a broken plugin module) would fail the same way on
+      // every respawn: close instead of looping, and let the caller see why.
+      await this.close();
+      throw e;
+    }
+  }
+
+  /**
+   * A worker for one turn: a warm one when there is one (no spawn on the hot path), else a
+   * fresh spawn while under capacity, else a typed retryable refusal (T4). It waits only for a
+   * worker that is starting or exiting, and at most `acquireTimeoutMs`.
+   */
+  async acquire(): Promise<WorkerHandle> {
+    const deadline = Date.now() + this.opts.acquireTimeoutMs;
+    for (;;) {
+      if (this.closed) throw errors.shuttingDown('the worker pool is closed');
+      const warm = this.warm.pop();
+      if (warm) {
+        warm.state = 'busy';
+        this.replenish();
+        return warm;
+      }
+      if (this.freeSlots.length > 0 && this.starting() < this.opts.maxConcurrentSpawns) {
+        const h = this.spawn();
+        h.state = 'busy';
+        await h.ready;
+        this.replenish();
+        return h;
+      }
+      // No warm worker to take. Capacity is only exhausted if every worker is busy with a turn:
+      // a worker being retired or warming up frees or fills a slot shortly.
+      const pending = [...this.workers].filter((w) => w.terminating || w.state === 'starting');
+      const left = deadline - Date.now();
+      if (pending.length === 0 || left <= 0) {
+        throw errors.capacityExhausted(
+          pending.length === 0
+            ? `all ${this.opts.maxWorkers} session workers are busy; retry later`
+            : `no session worker became free within ${this.opts.acquireTimeoutMs} ms; retry later`,
+          {
+            reason: pending.length === 0 ? 'workers_busy' : 'worker_exiting',
+            retryAfterMs: Math.min(60_000, Math.max(50, this.opts.acquireTimeoutMs)),
+          },
+        );
+      }
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        ...pending.map((w) => (w.terminating ? w.exited : w.ready.catch(() => undefined))),
+        new Promise((resolve) => {
+          timer = setTimeout(resolve, left);
+        }),
+      ]);
+      clearTimeout(timer);
+    }
+  }
+
+  /** Workers spawned and not yet ready. */
+  private starting(): number {
+    let n = 0;
+    for (const h of this.workers) if (h.state === 'starting' && !h.terminating) n++;
+    return n;
+  }
+
+  /** Returns a worker whose turn unwound to the pool. */
+  release(h: WorkerHandle): void {
+    h.onEvent = undefined;
+    if (h.state === 'dead' || h.terminating) return;
+    if (this.closed) {
+      void this.terminate(h);
+      return;
+    }
+    this.makeWarm(h);
+  }
+
+  /** Hard kill (L3 escalation, crash cleanup). Resolves once the thread is gone. */
+  async terminate(h: WorkerHandle): Promise<void> {
+    if (h.state !== 'dead' && !h.terminating) {
+      h.terminating = true;
+      this.terminated++;
+      // Stopping a thread costs the caller a few ms: after an abort storm, grace expires for
+      // every turn in the same timer phase, so terminations go one per loop turn (L12).
+      await new Promise<void>((resolve, reject) =>
+        this.loop.run(() => void h.worker.terminate().then(() => resolve(), reject)),
+      );
+    }
+    await h.exited;
+  }
+
+  /**
+   * Retires a worker whose turn did not end cleanly (aborted, failed): it may still hold work
+   * the turn leaked — timers, promises that ignored their signal — which must never run during
+   * another session's turn. It is terminated in the background and replaced like any exit.
+   */
+  retire(h: WorkerHandle): void {
+    h.onEvent = undefined;
+    if (h.state === 'dead' || h.terminating) return;
+    h.terminating = true;
+    this.retired++;
+    // Stopping a thread costs the caller a few ms: retirements go one per loop turn (L12).
+    this.loop.run(() => void h.worker.terminate());
+  }
+
+  stats(): PoolStats {
+    let busy = 0;
+    let starting = 0;
+    let exiting = 0;
+    for (const h of this.workers) {
+      if (h.terminating) exiting++;
+      else if (h.state === 'busy') busy++;
+      else if (h.state === 'starting') starting++;
+    }
+    return {
+      spawned: this.spawned,
+      terminated: this.terminated,
+      crashed: this.crashed,
+      retired: this.retired,
+      warm: this.warm.length,
+      busy,
+      starting,
+      exiting,
+    };
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.warm.length = 0;
+    await Promise.all([...this.workers].map((h) => this.terminate(h)));
+  }
+
+  private makeWarm(h: WorkerHandle): void {
+    if (h.state === 'dead' || h.terminating) return;
+    h.state = 'warm';
+    this.warm.push(h);
+  }
+
+  /** Keeps `warmWorkers` ready, starting at most `maxConcurrentSpawns` at once. */
+  private replenish(): void {
+    if (this.closed) return;
+    if (this.failedStarts >= MAX_FAILED_STARTS) return; // crash loop: spawn on demand only
+    let starting = this.starting();
+    while (
+      this.warm.length + starting < this.opts.warmWorkers &&
+      starting < this.opts.maxConcurrentSpawns &&
+      this.freeSlots.length > 0
+    ) {
+      const h = this.spawn();
+      starting++;
+      h.ready.then(
+        () => {
+          if (h.state === 'starting') this.makeWarm(h);
+          this.replenish();
+        },
+        () => {},
+      );
+    }
+  }
+
+  private spawn(): WorkerHandle {
+    const slot = this.freeSlots.pop();
+    if (slot === undefined) throw errors.capacityExhausted('no free clock slot');
+    const id = this.nextId++;
+    this.spawned++;
+    const log = this.opts.logger.child({ workerId: id, slot });
+    const h = spawnSessionWorker(this.opts, id, slot, {
+      ready: (_h, catalogue) => {
+        this.failedStarts = 0;
+        this.catalogue ??= catalogue;
+      },
+      startTimedOut: () => {
+        this.failedStarts++;
+      },
+      crashed: (handle) => {
+        if (!handle.terminating) this.crashed++;
+      },
+      exited: (handle, how) => {
+        if (!how.terminated && how.beforeReady) {
+          this.failedStarts++;
+          if (this.failedStarts === MAX_FAILED_STARTS) {
+            log.error(
+              { failedStarts: this.failedStarts },
+              'session workers fail to start; background respawn stopped',
+            );
+          }
+        }
+        this.workers.delete(handle);
+        const i = this.warm.indexOf(handle);
+        if (i >= 0) this.warm.splice(i, 1);
+        // Only now may another worker stamp this slot.
+        this.freeSlots.push(slot);
+        this.replenish();
+      },
+    });
+    this.workers.add(h);
+    return h;
+  }
+}

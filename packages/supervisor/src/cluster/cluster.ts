@@ -1,0 +1,615 @@
+/**
+ * (Over 300 lines on purpose, for now: routing, following and the failover sweep share one
+ * channel, its cursors and the holder's identity; they split along those three seams when the
+ * supervisor gets its folders — issue 23, item 3.)
+ *
+ * Several hosts on one store (issue 13). Each supervisor process is a host with a stable id;
+ * a workstream's turn runs on whichever host holds its turn lease, and fencing tokens (P6) keep
+ * a host that lost the lease from writing. What crosses hosts goes through the store's own
+ * notification channel (PostgreSQL LISTEN/NOTIFY), never a side channel of ours:
+ *
+ * - **Routing.** A cancel, close or delete called on a host that does not hold the workstream's
+ *   live lease is sent to the holder, which runs it as if called there and answers. When the
+ *   holder does not answer and its lease is not renewed — it died, or it is paused past its
+ *   lease — the call runs here once the lease has expired (a cancel then repairs: S7, C5). A
+ *   holder that keeps renewing without answering is a TIMEOUT after `maxRounds` periods.
+ * - **Following.** A host whose listeners follow a workstream that runs elsewhere reads the
+ *   rows the holder announces from the durable journal and emits them as `message` events, in
+ *   seq order; closes, deletes and history rewrites are announced too (D6, E2's resync).
+ * - **Failover.** Every `lease.renewMs` the host looks for expired, unreleased leases of other
+ *   holders — a host that died mid-turn — and repairs those sessions (S7): one host wins the
+ *   lease, the others find it taken.
+ *
+ * Cluster mode is on when the store offers a notification channel (`notify`/`listen`) and the
+ * host has an id (`hostId`).
+ */
+import { randomUUID } from 'node:crypto';
+import {
+  ErrorCode,
+  errors,
+  fromWire,
+  type HistoryRow,
+  isTurnwardenError,
+  toWire,
+  type WireError,
+} from '@turnwarden/protocol';
+import type { Lease, Store } from '@turnwarden/store';
+import type { Logger } from 'pino';
+import type { CancelTimer, Timers } from '../liveness/timers.js';
+import type { EventHub } from '../streams/events.js';
+
+/** What a store offers for several hosts: notifications (delivered after commit) and tail reads. */
+export interface ClusterChannel {
+  notify(channel: string, payload: string): Promise<void>;
+  listen(
+    channel: string,
+    onPayload: (payload: string) => void,
+    onReconnect?: () => void,
+  ): Promise<() => Promise<void>>;
+  readHistoryAfter(workstreamId: string, afterSeq: number): Promise<HistoryRow[]>;
+}
+
+export function channelOf(store: Store): ClusterChannel | undefined {
+  const s = store as Partial<ClusterChannel>;
+  return typeof s.notify === 'function' &&
+    typeof s.listen === 'function' &&
+    typeof s.readHistoryAfter === 'function'
+    ? (store as unknown as ClusterChannel)
+    : undefined;
+}
+
+/** The channels every host listens on. */
+const CONTROL_CHANNEL = 'turnwarden_control';
+const JOURNAL_CHANNEL = 'turnwarden_journal';
+
+export type RoutedOp =
+  | { readonly op: 'cancel' }
+  | { readonly op: 'close'; readonly waitMs: number }
+  | { readonly op: 'delete'; readonly tenantId: string; readonly incarnation: string };
+
+/** A routed call's answer: its result or error, or `stale` — the holder no longer holds that lease. */
+interface Reply {
+  readonly k: 'rep';
+  readonly id: string;
+  readonly to: string;
+  readonly ok: boolean;
+  readonly stale?: boolean;
+  readonly result?: unknown;
+  readonly error?: WireError;
+}
+
+type ControlMessage =
+  | ({
+      readonly k: 'req';
+      readonly id: string;
+      readonly to: string;
+      readonly from: string;
+      readonly ws: string;
+      /** The lease the call was routed by: served only while the holder still holds it. */
+      readonly token: number;
+    } & RoutedOp)
+  | Reply
+  | {
+      readonly k: 'ended';
+      readonly from: string;
+      readonly ws: string;
+      readonly reason: 'closed' | 'deleted';
+    }
+  | { readonly k: 'resync'; readonly from: string; readonly ws: string };
+
+const shuttingDown = () => errors.shuttingDown('turnwarden is shutting down');
+
+const isText = (v: unknown): v is string => typeof v === 'string' && v.length > 0 && v.length <= 512;
+
+/** Any database user can NOTIFY: a payload that is not one of ours is dropped, never trusted. */
+function parseControl(payload: string): ControlMessage | undefined {
+  let m: unknown;
+  try {
+    m = JSON.parse(payload);
+  } catch {
+    return undefined;
+  }
+  if (typeof m !== 'object' || m === null) return undefined;
+  const r = m as Record<string, unknown>;
+  switch (r.k) {
+    case 'rep':
+      return isText(r.id) && isText(r.to) && typeof r.ok === 'boolean' ? (m as Reply) : undefined;
+    case 'req':
+      if (!isText(r.id) || !isText(r.to) || !isText(r.from) || !isText(r.ws)) return undefined;
+      if (typeof r.token !== 'number') return undefined;
+      if (r.op === 'cancel') return m as ControlMessage;
+      if (r.op === 'close') return typeof r.waitMs === 'number' ? (m as ControlMessage) : undefined;
+      if (r.op === 'delete')
+        return isText(r.tenantId) && isText(r.incarnation) ? (m as ControlMessage) : undefined;
+      return undefined;
+    case 'ended':
+      return isText(r.from) && isText(r.ws) && (r.reason === 'closed' || r.reason === 'deleted')
+        ? (m as ControlMessage)
+        : undefined;
+    case 'resync':
+      return isText(r.from) && isText(r.ws) ? (m as ControlMessage) : undefined;
+    default:
+      return undefined;
+  }
+}
+
+function parseNotice(payload: string): JournalNotice | undefined {
+  let n: unknown;
+  try {
+    n = JSON.parse(payload);
+  } catch {
+    return undefined;
+  }
+  if (typeof n !== 'object' || n === null) return undefined;
+  const r = n as Record<string, unknown>;
+  return isText(r.from) &&
+    isText(r.ws) &&
+    Number.isSafeInteger(r.first) &&
+    Number.isSafeInteger(r.last) &&
+    (r.first as number) >= 1 &&
+    (r.last as number) >= (r.first as number)
+    ? (n as JournalNotice)
+    : undefined;
+}
+
+interface JournalNotice {
+  readonly from: string;
+  readonly ws: string;
+  readonly first: number;
+  readonly last: number;
+}
+
+export interface ClusterHost {
+  readonly store: Store;
+  readonly holder: string;
+  readonly hostId: string;
+  /** The holder prefix of this host's earlier processes. */
+  readonly predecessors: string | undefined;
+  readonly events: EventHub;
+  readonly timers: Timers;
+  readonly logger: Logger;
+  readonly lease: { readonly ttlMs: number; readonly renewMs: number };
+  /** Whether a turn of the workstream runs on this host. */
+  runsHere(workstreamId: string): boolean;
+  /** Runs a routed call here, as if called on this host. */
+  runLocally(workstreamId: string, op: RoutedOp): Promise<unknown>;
+  /** Repairs a session left with debt (S7); true when it did. LEASED_ELSEWHERE when another holds it. */
+  repairIfLeft(workstreamId: string): Promise<boolean>;
+}
+
+export interface ClusterStats {
+  readonly hostId: string;
+  readonly routedOut: number;
+  readonly routedIn: number;
+  /** Routed calls that ran here because the holder's lease expired unanswered. */
+  readonly routedFallbacks: number;
+  readonly failovers: number;
+  readonly followedRows: number;
+}
+
+/** The host id of a lease holder (`<hostId>:<uuid>`). */
+export const hostOf = (holder: string): string => holder.slice(0, Math.max(0, holder.lastIndexOf(':')));
+
+export class Cluster {
+  private readonly waiting = new Map<string, { resolve: (m: Reply) => void }>();
+  /** Followed workstreams: the last seq emitted here, and the reads in flight (in order). */
+  private readonly cursors = new Map<string, { last: number; chain: Promise<void> }>();
+  /** Work that must finish before the store closes: routed calls being served, the sweep. */
+  private readonly busy = new Set<Promise<unknown>>();
+  private closing = false;
+  /** Expired leases looked at already (workstream → token@expiry): each expiry is looked at once here. */
+  private readonly seen = new Map<string, string>();
+  private unlisten: (() => Promise<void>)[] = [];
+  private stopSweep: CancelTimer | undefined;
+  private sweeping = false;
+  private stopped = false;
+  private readonly counts = { routedOut: 0, routedIn: 0, routedFallbacks: 0, failovers: 0, followedRows: 0 };
+  /** Journal notices queued for the next tick (one notification per workstream per tick). */
+  private readonly outgoing = new Map<string, { first: number; last: number }>();
+  private flushScheduled = false;
+  /** How many unanswered, unrenewed periods a routed call waits before it fails with TIMEOUT. */
+  readonly maxRounds = 4;
+
+  constructor(
+    private readonly host: ClusterHost,
+    private readonly channel: ClusterChannel,
+  ) {}
+
+  async start(): Promise<void> {
+    const resync = () => this.resyncAll();
+    this.unlisten.push(
+      await this.channel.listen(CONTROL_CHANNEL, (p) => this.onControl(p), resync),
+      await this.channel.listen(JOURNAL_CHANNEL, (p) => this.onJournal(p), resync),
+    );
+    this.stopSweep = this.host.timers.every(this.host.lease.renewMs, () => {
+      void this.track(this.sweep());
+    });
+    this.host.logger.info({ hostId: this.host.hostId, holder: this.host.holder }, 'cluster host joined');
+  }
+
+  /**
+   * Shutdown begins: no more takeovers, routed calls are answered SHUTTING_DOWN; replies to this
+   * host's own routed calls are still listened to until `stop`.
+   */
+  beginShutdown(): void {
+    this.closing = true;
+    this.stopSweep?.();
+    this.stopSweep = undefined;
+  }
+
+  /** After the turns ended: waits for the sweep and routed calls in flight, then stops listening. */
+  async stop(): Promise<void> {
+    this.beginShutdown();
+    await Promise.allSettled([...this.busy]);
+    this.stopped = true;
+    for (const un of this.unlisten.splice(0)) await un().catch(() => undefined);
+    for (const [id, w] of this.waiting) {
+      w.resolve({ k: 'rep', id, to: this.host.holder, ok: false, error: toWire(shuttingDown()) });
+    }
+    this.waiting.clear();
+  }
+
+  private track<T>(p: Promise<T>): Promise<T> {
+    this.busy.add(p);
+    const done = () => this.busy.delete(p);
+    p.then(done, done);
+    return p;
+  }
+
+  stats(): ClusterStats {
+    return { hostId: this.host.hostId, ...this.counts };
+  }
+
+  /** A lease that makes a call on this workstream belong to another host, if any. */
+  async foreignLease(workstreamId: string): Promise<Lease | undefined> {
+    const lease = await this.host.store.getLease(workstreamId);
+    if (lease === undefined || lease.released || this.mine(lease.holder)) return undefined;
+    return lease;
+  }
+
+  /**
+   * Sends the call to the host holding the workstream's lease when it is not this one. Resolves
+   * `{ ran: false }` when this host should run it (no other holder; or the holder's lease was
+   * released, lapsed or is now this host's, unanswered), or the holder's answer; rejects with the
+   * holder's error. The request names the lease token it was routed by: a holder that no longer
+   * holds that lease answers `stale`, and the call is routed again by the lease as it is then.
+   */
+  async route(workstreamId: string, op: RoutedOp): Promise<{ ran: false } | { ran: true; result: unknown }> {
+    if (this.host.runsHere(workstreamId)) return { ran: false };
+    let lease = await this.foreignLease(workstreamId);
+    let hops = 0;
+    while (lease !== undefined) {
+      if (++hops > this.maxRounds) {
+        throw errors.timeout(
+          `the ${op.op} of ${workstreamId} found its lease moving between hosts ${this.maxRounds} times`,
+          { workstreamId },
+        );
+      }
+      if (this.closing) throw shuttingDown();
+      const id = randomUUID();
+      const reply = this.await(id);
+      this.counts.routedOut++;
+      this.host.logger.info(
+        { workstreamId, op: op.op, to: lease.holder, token: lease.token },
+        'call routed to the host holding the lease',
+      );
+      let outcome: Awaited<ReturnType<Cluster['answerOrLapse']>>;
+      try {
+        await this.send({
+          k: 'req',
+          id,
+          to: lease.holder,
+          from: this.host.holder,
+          ws: workstreamId,
+          token: lease.token,
+          ...op,
+        });
+        outcome = await this.answerOrLapse(reply, workstreamId, lease, op);
+      } finally {
+        reply.done();
+      }
+      if ('answer' in outcome) {
+        const { answer } = outcome;
+        if (answer.stale !== true) {
+          if (answer.ok) return { ran: true, result: answer.result };
+          throw fromWire(answer.error!);
+        }
+        lease = await this.foreignLease(workstreamId);
+        continue;
+      }
+      if ('moved' in outcome) {
+        lease = outcome.moved;
+        continue;
+      }
+      this.counts.routedFallbacks++;
+      this.host.logger.warn(
+        { workstreamId, op: op.op, holder: lease.holder },
+        'the lease holder did not answer and its lease lapsed or changed hands: running the call here',
+      );
+      return { ran: false };
+    }
+    return { ran: false };
+  }
+
+  /**
+   * Waits for the holder's answer, looking at the lease every renewal period. The lease released
+   * or now this host's: the holder is done with it — one more short wait for an answer on its
+   * way, then `lapsed`. Taken by another holder: `moved` (the call follows it). Not renewed for a
+   * whole TTL and period (and, in the first round, a soft close's waitMs): the holder is gone
+   * (`lapsed`). Renewed without an answer for `maxRounds` such periods: TIMEOUT — no call waits
+   * forever.
+   */
+  private async answerOrLapse(
+    reply: ReturnType<Cluster['await']>,
+    workstreamId: string,
+    lease: Lease,
+    op: RoutedOp,
+  ): Promise<{ answer: Reply } | { moved: Lease } | { lapsed: true }> {
+    const { ttlMs, renewMs } = this.host.lease;
+    let seen = lease;
+    for (let round = 0; round < this.maxRounds; round++) {
+      // A soft close's holder answers within its waitMs: the first round waits for that on top
+      // of a TTL and a period, the later ones do not (a routed close is bounded by waitMs plus
+      // maxRounds TTL-and-period rounds, not maxRounds times waitMs).
+      const budget = ttlMs + renewMs + (round === 0 && op.op === 'close' ? op.waitMs : 0);
+      let waited = 0;
+      while (waited < budget) {
+        const slice = Math.min(renewMs, budget - waited);
+        const answer = await reply.within(slice);
+        if (answer !== undefined) return { answer };
+        waited += slice;
+        const now = await this.foreignLease(workstreamId);
+        if (now === undefined || now.token !== lease.token) {
+          // An answer may be on its way (the holder released the lease, then answers).
+          const late = await reply.within(Math.min(renewMs, 1_000));
+          if (late !== undefined) return { answer: late };
+          return now === undefined ? { lapsed: true } : { moved: now };
+        }
+        if (this.closing) throw shuttingDown();
+        seen = now;
+      }
+      // A whole TTL and period: renewed since (alive, busy) or not (gone)?
+      if (seen.expiresAt <= lease.expiresAt) return { lapsed: true };
+      lease = seen;
+    }
+    throw errors.timeout(
+      `host ${hostOf(lease.holder)} holds the lease of ${workstreamId} and did not answer the ${op.op}`,
+      { workstreamId, hostId: hostOf(lease.holder) },
+    );
+  }
+
+  /** Rows became durable here: other hosts' followers read them (coalesced per tick). */
+  journaled(workstreamId: string, first: number, last: number): void {
+    // Emitted here already (the gate announced them): a later foreign notice starts after them.
+    const cursor = this.cursors.get(workstreamId);
+    if (cursor !== undefined) cursor.last = Math.max(cursor.last, last);
+    const prev = this.outgoing.get(workstreamId);
+    this.outgoing.set(workstreamId, {
+      first: Math.min(prev?.first ?? first, first),
+      last: Math.max(prev?.last ?? last, last),
+    });
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    setImmediate(() => {
+      this.flushScheduled = false;
+      for (const [ws, r] of this.outgoing) {
+        const notice: JournalNotice = { from: this.host.holder, ws, first: r.first, last: r.last };
+        this.channel.notify(JOURNAL_CHANNEL, JSON.stringify(notice)).catch((err: unknown) => {
+          this.host.logger.warn({ err, workstreamId: ws }, 'journal notice not sent');
+        });
+      }
+      this.outgoing.clear();
+    });
+  }
+
+  /** The workstream closed or was deleted here: other hosts close their listeners (D6). */
+  ended(workstreamId: string, reason: 'closed' | 'deleted'): void {
+    void this.send({ k: 'ended', from: this.host.holder, ws: workstreamId, reason });
+  }
+
+  /** The history was rewritten here (compaction, rewind): other hosts' listeners re-read it. */
+  rewritten(workstreamId: string): void {
+    void this.send({ k: 'resync', from: this.host.holder, ws: workstreamId });
+  }
+
+  // ── internals ──────────────────────────────────────────────────────────────
+
+  private mine(holder: string): boolean {
+    return (
+      holder === this.host.holder ||
+      (this.host.predecessors !== undefined && holder.startsWith(this.host.predecessors))
+    );
+  }
+
+  private await(id: string) {
+    let resolveAnswer: (m: Reply) => void = () => {};
+    this.waiting.set(id, { resolve: (m) => resolveAnswer(m) });
+    let answer: Reply | undefined;
+    const got = new Promise<void>((r) => {
+      resolveAnswer = (m: Reply) => {
+        answer = m;
+        r();
+      };
+    });
+    return {
+      /** The answer if it came within `ms` (or before), else undefined. */
+      within: async (ms: number) => {
+        if (answer !== undefined) return answer;
+        let cancel = () => {};
+        const timeout = new Promise<void>((r) => {
+          cancel = this.host.timers.after(ms, r);
+        });
+        await Promise.race([got, timeout]);
+        cancel();
+        return answer;
+      },
+      done: () => {
+        this.waiting.delete(id);
+      },
+    };
+  }
+
+  private send(message: ControlMessage): Promise<void> {
+    return this.channel.notify(CONTROL_CHANNEL, JSON.stringify(message)).catch((err: unknown) => {
+      this.host.logger.warn(
+        { err, kind: message.k, workstreamId: 'ws' in message ? message.ws : undefined },
+        'control message not sent',
+      );
+    });
+  }
+
+  private onControl(payload: string): void {
+    const m = parseControl(payload);
+    if (m === undefined) {
+      this.host.logger.warn({ payload: payload.slice(0, 200) }, 'malformed control message ignored');
+      return;
+    }
+    if (this.stopped) return;
+    switch (m.k) {
+      case 'rep':
+        if (m.to === this.host.holder) this.waiting.get(m.id)?.resolve(m);
+        return;
+      case 'req':
+        if (m.to === this.host.holder) void this.track(this.serve(m));
+        return;
+      case 'ended':
+        // Listeners here are closed (D6); the lifecycle feed stays per host.
+        if (m.from === this.host.holder || this.host.events.listenerCount(m.ws) === 0) return;
+        this.cursors.delete(m.ws);
+        this.host.events.closeWorkstream(m.ws, { reason: m.reason });
+        return;
+      case 'resync':
+        if (m.from === this.host.holder || this.host.events.listenerCount(m.ws) === 0) return;
+        this.cursors.delete(m.ws);
+        this.host.events.emit(m.ws, 'history_resync', undefined, { reason: 'rewritten' });
+        return;
+    }
+  }
+
+  /**
+   * Runs a call another host routed here — only while this host still holds the lease it was
+   * routed by (a request that waited, say through a pause, must not act on a later turn).
+   */
+  private async serve(m: Extract<ControlMessage, { k: 'req' }>): Promise<void> {
+    this.counts.routedIn++;
+    const { k: _k, id, to: _to, from, ws, token, ...op } = m;
+    this.host.logger.info({ workstreamId: ws, op: op.op, from }, 'routed call received');
+    let reply: Reply;
+    try {
+      if (this.closing) throw shuttingDown();
+      const lease = await this.host.store.getLease(ws);
+      if (
+        lease === undefined ||
+        lease.token !== token ||
+        lease.holder !== this.host.holder ||
+        lease.released
+      ) {
+        reply = { k: 'rep', id, to: from, ok: false, stale: true };
+      } else {
+        const result = await this.host.runLocally(ws, op as RoutedOp);
+        reply = { k: 'rep', id, to: from, ok: true, result: result ?? null };
+      }
+    } catch (e) {
+      reply = { k: 'rep', id, to: from, ok: false, error: toWire(e) };
+    }
+    await this.send(reply);
+  }
+
+  private onJournal(payload: string): void {
+    const n = parseNotice(payload);
+    if (n === undefined || this.stopped || n.from === this.host.holder) return;
+    if (this.host.events.listenerCount(n.ws) === 0 || this.host.runsHere(n.ws)) {
+      this.cursors.delete(n.ws);
+      return;
+    }
+    let cursor = this.cursors.get(n.ws);
+    if (cursor === undefined) {
+      cursor = { last: n.first - 1, chain: Promise.resolve() };
+      this.cursors.set(n.ws, cursor);
+    }
+    const c = cursor;
+    // Only while this cursor is the workstream's: a resync or a close replaced or dropped it.
+    const current = () => this.cursors.get(n.ws) === c;
+    c.chain = c.chain.then(async () => {
+      if (n.last <= c.last || !current()) return;
+      const rows = await this.channel.readHistoryAfter(n.ws, c.last).catch((err: unknown) => {
+        this.host.logger.warn({ err, workstreamId: n.ws }, 'following a workstream: journal read failed');
+        return [];
+      });
+      for (const row of rows) {
+        if (row.seq <= c.last || !current()) continue;
+        c.last = row.seq;
+        this.counts.followedRows++;
+        this.host.events.emit(n.ws, 'message', row.generation, {
+          seq: row.seq,
+          commitKey: row.commitKey,
+          message: row.message,
+        });
+      }
+    });
+  }
+
+  /** Notifications may have been missed while the channel reconnected: followers re-read. */
+  private resyncAll(): void {
+    for (const ws of this.cursors.keys()) {
+      this.host.events.emit(ws, 'history_resync', undefined, { reason: 'replay_truncated' });
+    }
+    this.cursors.clear();
+  }
+
+  /** S7 across hosts: sessions whose holder's lease expired unreleased are repaired here. */
+  private async sweep(): Promise<void> {
+    if (this.sweeping || this.stopped || this.closing) return;
+    this.sweeping = true;
+    try {
+      const expired = await this.host.store.expiredLeases();
+      for (const lease of expired) {
+        if (this.stopped || this.closing) return;
+        if (lease.holder === this.host.holder || this.host.runsHere(lease.workstreamId)) continue;
+        // Once per expiry: a lease renewed since it was looked at (its holder was only late) and
+        // expired again is looked at again.
+        const expiry = `${lease.token}@${lease.expiresAt}`;
+        if (this.seen.get(lease.workstreamId) === expiry) continue;
+        this.seen.set(lease.workstreamId, expiry);
+        const where = { workstreamId: lease.workstreamId, deadHolder: lease.holder, token: lease.token };
+        try {
+          if (await this.host.repairIfLeft(lease.workstreamId)) {
+            this.counts.failovers++;
+            this.host.logger.warn(
+              where,
+              'took over a workstream whose host let its lease expire mid-turn; repaired',
+            );
+          } else {
+            this.host.logger.info(
+              where,
+              'expired lease of another host: its session holds nothing to repair',
+            );
+          }
+        } catch (err) {
+          // Another host won the lease, or the workstream is gone: nothing for this one to do.
+          if (
+            isTurnwardenError(err, ErrorCode.LEASED_ELSEWHERE) ||
+            isTurnwardenError(err, ErrorCode.WORKSTREAM_NOT_FOUND) ||
+            isTurnwardenError(err, ErrorCode.WORKSTREAM_CLOSED)
+          ) {
+            this.host.logger.info(
+              { ...where, code: (err as { code: string }).code },
+              'expired lease of another host: left alone',
+            );
+          } else {
+            this.seen.delete(lease.workstreamId);
+            this.host.logger.warn(
+              { err, workstreamId: lease.workstreamId },
+              'failover repair failed; will retry',
+            );
+          }
+        }
+      }
+      if (this.seen.size > 10_000) this.seen.clear();
+    } catch (err) {
+      this.host.logger.warn({ err }, 'failover sweep failed; will retry');
+    } finally {
+      this.sweeping = false;
+    }
+  }
+}

@@ -1,0 +1,173 @@
+/**
+ * The claim of a turn. A claim is admitted only where the session's machine takes CLAIM — idle;
+ * a running turn, unanswered calls or unrepaired debt refuse it with a typed error (S3, T3) —
+ * and runs in the session's mailbox: restore the machine (the durable snapshot; debt a crashed
+ * process left is repaired first, S7), take a warm worker, the lease with a fresh fencing token,
+ * the next generation; then the user row and the claimed snapshot become durable in one write
+ * and the turn is armed (turn/turn.ts), which sends the claimed machine to its worker.
+ */
+import { randomUUID } from 'node:crypto';
+import type { HistoryMessage, UserMessage } from '@turnwarden/protocol';
+import { errors, type TurnwardenError } from '@turnwarden/protocol';
+import { offer } from '@turnwarden/session';
+import type { TurnStore } from '@turnwarden/store';
+import type { Permit } from '../capacity/admission.js';
+import type { WorkerPool } from '../capacity/pool.js';
+import { acquireLease, leftover, type MaintenanceHost, repairLeftover } from '../sessions/maintenance.js';
+import { claimRefusal, type SessionRecord } from '../sessions/sessions.js';
+import { Turn } from './turn.js';
+import type { TurnHost } from './types.js';
+
+export interface ClaimHost extends MaintenanceHost, TurnHost {
+  readonly store: MaintenanceHost['store'] &
+    TurnHost['store'] &
+    Pick<TurnStore, 'nextGeneration' | 'readHistory'>;
+  readonly pool: WorkerPool;
+  /** Shutdown began: no new turn is admitted. */
+  readonly closing: boolean;
+  /** A soft close waits on this workstream's running turn: no new turn is admitted (C1). */
+  closeLatched(workstreamId: string): boolean;
+}
+
+export interface ClaimInput {
+  readonly tenantId: string;
+  readonly workstreamId: string;
+  readonly content: string;
+  readonly principal: string;
+  readonly tools?: readonly string[];
+}
+
+/**
+ * Why no turn may be admitted on the workstream now — shutdown, or a soft close's latch (C1) —
+ * or undefined. Checked where a claim is admitted and where a send would queue.
+ */
+export function admissionRefusal(
+  host: Pick<ClaimHost, 'closing' | 'closeLatched'>,
+  workstreamId: string,
+): TurnwardenError | undefined {
+  if (host.closing) return errors.shuttingDown('turnwarden is shutting down');
+  if (host.closeLatched(workstreamId)) {
+    return errors.turnInProgress(
+      `workstream ${workstreamId} is closing: a soft close waits for its turn to end`,
+    );
+  }
+  return undefined;
+}
+
+/**
+ * The claim of a turn, in the session's mailbox (`rec.run`), on the permit `permit()` gives (T4;
+ * the turn holds it until it ends). Refusals come first, before any wait for a worker: a turn
+ * running or still settling (its machine may already read idle), shutdown, a soft close's latch
+ * (C1), the machine not idle (closed; debt: TOOL_CLEANUP_PENDING, S3). Without a permit it
+ * returns undefined: the send waits for one out of the mailbox, then claims again. Debt a
+ * crashed process left is not a refusal: it is repaired first (S7). Then a worker
+ * (CAPACITY_EXHAUSTED), the model's own check of the message, the lease with a fresh fencing
+ * token, the next generation; the user row and the claimed snapshot become durable in one write
+ * and the turn is armed (turn/turn.ts).
+ *
+ * Open calls the history holds that the machine did not account for (an older store, a lost
+ * acknowledgement) are repaired once and the claim starts over; debt that survives a repair
+ * refuses it (S3).
+ */
+export async function claim(
+  host: ClaimHost,
+  rec: SessionRecord,
+  input: ClaimInput,
+  permit: () => Permit | undefined,
+): Promise<Turn | undefined> {
+  const { workstreamId } = input;
+  for (let repaired = false; ; repaired = true) {
+    const refused =
+      rec.turn !== undefined
+        ? claimRefusal(workstreamId, rec.state ?? 'streaming', true)
+        : admissionRefusal(host, workstreamId);
+    if (refused) throw refused;
+    await host.sessions.load(rec);
+    // The machine is mid-turn with no turn running here: a crashed process left it (S7).
+    const crashed = leftover(rec, undefined) && rec.state !== 'force-abandoning';
+    // The machine decides: only idle takes CLAIM (the generation is not known yet).
+    if (!crashed && offer(rec.snapshot!, { type: 'CLAIM', generation: 0 }) === undefined) {
+      throw claimRefusal(workstreamId, rec.state!, false);
+    }
+    const held = permit();
+    if (held === undefined) return undefined;
+    if (crashed) await repairLeftover(host, rec, 'interrupted by a crash');
+    const turn = await take(host, rec, input, held, repaired);
+    if (turn !== undefined) return turn;
+    await repairLeftover(host, rec, 'interrupted by a crash');
+  }
+}
+
+/** A worker, the lease, the generation, the durable user row: the armed turn — or undefined for debt to repair first. */
+async function take(
+  host: ClaimHost,
+  rec: SessionRecord,
+  input: ClaimInput,
+  permit: Permit,
+  repaired: boolean,
+): Promise<Turn | undefined> {
+  const { workstreamId, tenantId, principal } = input;
+  const worker = await host.pool.acquire();
+  try {
+    // The model's own check of the message (a malformed script: INVALID_SCRIPT), nothing written.
+    const { model } = host.config;
+    if (host.pool.catalogue?.checks.includes(model)) await worker.api.checkInput(model, input.content);
+    const lease = await acquireLease(host, workstreamId, rec);
+    try {
+      const generation = await host.store.nextGeneration(workstreamId);
+      const rows = await host.store.readHistory(workstreamId);
+      if (leftover(rec, rows)) {
+        if (repaired) throw claimRefusal(workstreamId, 'tool-debt', false);
+        await host.store.releaseLease(workstreamId, host.holder, lease.token).catch(() => false);
+        host.pool.release(worker);
+        return undefined;
+      }
+      const claimed = offer(rec.snapshot!, { type: 'CLAIM', generation });
+      if (claimed === undefined) throw claimRefusal(workstreamId, rec.state!, false);
+      const user: UserMessage = { role: 'user', content: input.content, principal };
+      await host.gate.append({
+        workstreamId,
+        generation,
+        fencingToken: lease.token,
+        entries: [{ commitKey: `g${generation}:u`, message: user }],
+        session: claimed,
+      });
+      // Deleted meanwhile (P5): the user row was discarded; no turn starts on it.
+      if (rec.gone) throw deletedError(workstreamId);
+      const history: HistoryMessage[] = [...rows.map((r) => r.message), user];
+      host.sessions.set(rec, claimed, generation, { from: 'idle', via: 'CLAIM' });
+      return new Turn(host, rec, {
+        tenantId,
+        principal,
+        permit,
+        generation,
+        lease,
+        worker,
+        history,
+        user,
+        claimed,
+      });
+    } catch (e) {
+      await host.store.releaseLease(workstreamId, host.holder, lease.token).catch(() => false);
+      throw e;
+    }
+  } catch (e) {
+    host.pool.release(worker);
+    throw e;
+  }
+}
+
+/**
+ * This process's lease holder: `<hostId>:<uuid>` when the host has a stable id (so a restarted
+ * process recognises its predecessor's leases by the prefix), else `tw-<uuid>`.
+ */
+export const newHolder = (hostId: string | undefined): string =>
+  hostId === undefined ? `tw-${randomUUID()}` : `${hostId}:${randomUUID()}`;
+
+/** P5: what an admission into a deleted workstream is refused with. */
+function deletedError(workstreamId: string): TurnwardenError {
+  return errors.workstreamNotFound(`workstream ${workstreamId} was deleted`, {
+    workstreamId,
+    reason: 'deleted',
+  });
+}
