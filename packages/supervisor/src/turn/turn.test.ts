@@ -55,6 +55,15 @@ describe('turn', () => {
     });
   });
 
+  it('D4: an abort of a turn its session record no longer holds announces itself but moves no machine (the record may be its successor’s)', () => {
+    const w = world();
+    (w.rec as { turn?: unknown }).turn = undefined;
+    expect(w.turn.abort('cancel')).toBe(true);
+    expect(w.events.map((e) => e.type)).toEqual(['turn_aborted']);
+    expect(w.abandoned).toEqual([]);
+    expect(w.posted).toEqual([{ t: 'abort', generation: 4, reason: 'cancel' }]);
+  });
+
   it('L11: deadline and dispatch commits say which bound, with their own warnings', () => {
     for (const bound of ['deadline', 'dispatch'] as const) {
       const w = world();
