@@ -1,7 +1,18 @@
 /** The request checks of the embedded API (T5): what is refused, with which field and words. */
 import { ErrorCode, isTurnwardenError } from '@turnwarden/protocol';
 import { describe, expect, it } from 'vitest';
-import { checkCompactInput, checkFields, checkId, checkRef, checkSendInput, invalid } from './input.js';
+import {
+  checkCloseInput,
+  checkCompactInput,
+  checkDeleteInput,
+  checkFields,
+  checkId,
+  checkListInput,
+  checkRef,
+  checkRewindInput,
+  checkSendInput,
+  invalid,
+} from './input.js';
 
 const limits = { maxModelSteps: 4, maxToolArgBytes: 64, maxMessageBytes: 12 };
 const ok = { tenantId: 't', principal: 'user', workstreamId: 'w', content: 'hello' };
@@ -187,5 +198,71 @@ describe('a send’s tool allow-list', () => {
         details: { field: 'commitKey' },
       });
     }
+  });
+});
+
+describe('the bounds of rewind, listWorkstreams, deleteWorkstream and close', () => {
+  const caller = { tenantId: 't', principal: 'user' };
+  const ws = { ...caller, workstreamId: 'w' };
+  const field = (fn: () => unknown) => refusal(fn).details;
+
+  it('T5: each call refuses an unknown field, naming the call', () => {
+    expect(refusal(() => checkRewindInput({ ...ws, turns: 1, x: 1 } as never)).message).toBe(
+      'rewind: unknown field x',
+    );
+    expect(refusal(() => checkListInput({ ...caller, x: 1 } as never)).message).toBe(
+      'listWorkstreams: unknown field x',
+    );
+    expect(refusal(() => checkDeleteInput({ ...ws, incarnation: 'i', x: 1 } as never)).message).toBe(
+      'deleteWorkstream: unknown field x',
+    );
+    expect(refusal(() => checkCloseInput({ ...ws, x: 1 } as never)).message).toBe('close: unknown field x');
+  });
+
+  it('T5: rewind: turns within 1–10000, ifLastSeq a non-negative integer when given', () => {
+    expect(() => checkRewindInput({ ...ws, turns: 1 })).not.toThrow();
+    expect(() => checkRewindInput({ ...ws, turns: 10_000, ifLastSeq: 0 })).not.toThrow();
+    expect(field(() => checkRewindInput({ ...ws, turns: 0 }))).toEqual({ field: 'turns' });
+    expect(field(() => checkRewindInput({ ...ws, turns: 10_001 }))).toEqual({ field: 'turns' });
+    expect(refusal(() => checkRewindInput({ ...ws, turns: 1, ifLastSeq: -1 }))).toMatchObject({
+      code: ErrorCode.INVALID_INPUT,
+      message: 'ifLastSeq must be a non-negative integer',
+      details: { field: 'ifLastSeq' },
+    });
+    expect(field(() => checkRewindInput({ ...ws, turns: 1, ifLastSeq: 1.5 }))).toEqual({
+      field: 'ifLastSeq',
+    });
+  });
+
+  it('T5: listWorkstreams: limit within 1–1000 when given, status a known one', () => {
+    expect(() => checkListInput({ ...caller })).not.toThrow();
+    expect(() => checkListInput({ ...caller, limit: 1, status: 'open' })).not.toThrow();
+    expect(() => checkListInput({ ...caller, limit: 1_000, status: 'closed' })).not.toThrow();
+    expect(field(() => checkListInput({ ...caller, limit: 0 }))).toEqual({ field: 'limit' });
+    expect(field(() => checkListInput({ ...caller, limit: 1_001 }))).toEqual({ field: 'limit' });
+    expect(refusal(() => checkListInput({ ...caller, status: 'gone' } as never))).toMatchObject({
+      code: ErrorCode.INVALID_INPUT,
+      message: "status must be 'open' or 'closed'",
+      details: { field: 'status' },
+    });
+  });
+
+  it('T5: deleteWorkstream needs the incarnation as returned (1–256 characters)', () => {
+    expect(() => checkDeleteInput({ ...ws, incarnation: 'i' })).not.toThrow();
+    expect(() => checkDeleteInput({ ...ws, incarnation: 'i'.repeat(256) })).not.toThrow();
+    for (const incarnation of ['', 'i'.repeat(257), 7, undefined]) {
+      expect(refusal(() => checkDeleteInput({ ...ws, incarnation } as never))).toMatchObject({
+        message: 'incarnation must be the one createWorkstream or getWorkstream returned',
+        details: { field: 'incarnation' },
+      });
+    }
+  });
+
+  it('T5: close: waitMs within 0–3600000 when given', () => {
+    expect(() => checkCloseInput({ ...ws })).not.toThrow();
+    expect(() => checkCloseInput({ ...ws, waitMs: 0 })).not.toThrow();
+    expect(() => checkCloseInput({ ...ws, waitMs: 3_600_000 })).not.toThrow();
+    expect(field(() => checkCloseInput({ ...ws, waitMs: 3_600_001 }))).toEqual({ field: 'waitMs' });
+    expect(field(() => checkCloseInput({ ...ws, waitMs: -1 }))).toEqual({ field: 'waitMs' });
   });
 });
