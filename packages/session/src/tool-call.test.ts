@@ -3,7 +3,7 @@ import type { ToolCall } from '@turnwarden/protocol';
 import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
 import { describe, expect, it } from 'vitest';
 import type { Tool, ToolContext } from './contracts.js';
-import { runToolCall, type ToolCallEnv, toolError } from './tool-call.js';
+import { declaredEffect, runToolCall, type ToolCallEnv, toolError } from './tool-call.js';
 
 function env(tools: Tool[], overrides: Partial<ToolCallEnv> = {}) {
   const started: number[] = [];
@@ -184,5 +184,37 @@ describe('runToolCall', () => {
     };
     const { env: e } = env([aborting], { signal: controller.signal });
     await expect(runToolCall(call('a', '{}'), 0, e)).rejects.toBeDefined();
+  });
+});
+
+describe('a tool error’s declared effect (S2)', () => {
+  it('S2: read by shape from an object only: none or applied, anything else undeclared', () => {
+    expect(declaredEffect(toolError('down', 'none'))).toBe('none');
+    expect(declaredEffect({ toolEffect: 'applied' })).toBe('applied');
+    expect(declaredEffect({ toolEffect: 'maybe' })).toBeUndefined();
+    expect(declaredEffect(null)).toBeUndefined();
+    expect(declaredEffect(undefined)).toBeUndefined();
+    expect(declaredEffect('none')).toBeUndefined();
+    expect(declaredEffect(Object.assign(() => {}, { toolEffect: 'none' }))).toBeUndefined();
+  });
+
+  it('toolError keeps its cause when given, and has none when not', () => {
+    const cause = new Error('socket closed');
+    const withCause = toolError('down', 'none', cause);
+    expect(withCause.cause).toBe(cause);
+    expect(withCause.message).toBe('down');
+    expect('cause' in toolError('down', 'applied')).toBe(false);
+  });
+});
+
+describe('the context a tool runs with', () => {
+  it('carries runIsolated only when the host gave one', async () => {
+    seen.length = 0;
+    await runToolCall(call('probe', '{}'), 0, env([probe]).env);
+    expect('runIsolated' in seen[0]!.ctx).toBe(false);
+    const runIsolated = (async () => undefined) as unknown as NonNullable<ToolCallEnv['runIsolated']>;
+    await runToolCall(call('probe', '{}'), 0, env([probe], { runIsolated }).env);
+    expect(seen[1]!.ctx.runIsolated).toBe(runIsolated);
+    expect(seen[1]!.ctx).toMatchObject({ callId: 'c1', workstreamId: 'ws-7' });
   });
 });
