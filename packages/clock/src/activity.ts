@@ -11,6 +11,8 @@ export const Activity = {
   armed: 8,
   /** A model provider's heartbeat: waiting on a live request without output yet. */
   modelHeartbeat: 9,
+  /** A shared model thread's own beat: its event loop turns (its liveness, not a turn's progress). */
+  threadBeat: 10,
 } as const;
 export type Activity = (typeof Activity)[keyof typeof Activity];
 

@@ -339,6 +339,8 @@ export async function modelCoverage(): Promise<CoverageReport> {
       pluginModules: ['@turnwarden/session/scripted'],
       model: 'scripted',
       pool: { maxWorkers: 2, warmWorkers: 1 },
+      // The journeys are walked through the session worker's seams (see runtime.ts).
+      models: { placement: 'session' },
       limits: { maxModelSteps: 2 },
     },
     { harness: link, manualWatchdog: true, now: () => time.now, timers },

@@ -22,6 +22,10 @@ export const RUN_CONFIG = {
   lease: { ttlMs: 900_000, renewMs: 20 },
   pool: { maxWorkers: 3, warmWorkers: 2 },
   model: 'scripted',
+  // The harness schedules the session worker's own seams, among them each model event's: the
+  // model runs in the session worker here. The shared model threads' crossings (a call's tokens,
+  // result and abort against the turn's) are proven by the supervisor's tests of that placement.
+  models: { placement: 'session' },
 } as const;
 
 /** The offline scripted model and demo tools: a plugin the harness loads explicitly. */

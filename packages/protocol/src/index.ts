@@ -16,6 +16,7 @@ export type {
 export { openToolCalls, structuralRefusal } from './history.js';
 export type {
   ControlMessage,
+  HistoryReaderSpec,
   HostApi,
   HostToolRequest,
   HostToolSpec,
@@ -23,6 +24,13 @@ export type {
   JournalAck,
   JournalEntry,
   JournalRequest,
+  ModelPlacement,
+  ModelStepRequest,
+  ModelStepResult,
+  ModelThreadCommand,
+  ModelThreadEvent,
+  ModelThreadInit,
+  ModelToolSpec,
   SessionSnapshotData,
   TurnLimits,
   TurnOutcome,

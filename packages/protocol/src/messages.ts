@@ -10,7 +10,7 @@
  */
 import type { MessagePort } from 'node:worker_threads';
 import type { WireError } from './errors.js';
-import type { HistoryMessage, UserMessage } from './history.js';
+import type { HistoryMessage, ToolCall, UserMessage } from './history.js';
 import type { AbortReason, SessionState, TurnStatus } from './rules.js';
 
 /**
@@ -36,7 +36,11 @@ export interface TurnRequest {
   readonly generation: number;
   /** The lease's fencing token; every journal write of the turn carries it (P6). */
   readonly fencingToken: number;
-  /** The durable history, ending with this turn's user message (already journaled). */
+  /**
+   * The durable history, ending with this turn's user message (already journaled) — for a
+   * worker that runs the model itself (`session` placement). Empty with `shared` model threads,
+   * which read the context from the store per call.
+   */
   readonly history: readonly HistoryMessage[];
   readonly input: UserMessage;
   /** Name of the model provider (the built-in one is `scripted`). */
@@ -90,6 +94,40 @@ export interface JournalAck {
   readonly seqs: readonly number[];
 }
 
+/** What the model is offered of a tool (the worker's registry and host tools, by the turn's allow-list). */
+export interface ModelToolSpec {
+  readonly name: string;
+  readonly description: string;
+  readonly parameters?: Readonly<Record<string, unknown>>;
+}
+
+/**
+ * A session worker asks the supervisor for one model call of its running turn (the `shared`
+ * model placement): the call runs on a shared model thread, which reads the turn's context
+ * from the store, stamps the turn's clock slot on every event and sends the tokens to
+ * listeners; the worker sleeps until the assistant message is complete.
+ */
+export interface ModelStepRequest {
+  readonly workstreamId: string;
+  readonly generation: number;
+  /** The model provider, by name. */
+  readonly model: string;
+  /** The tools offered on this call. */
+  readonly tools: readonly ModelToolSpec[];
+  /**
+   * Control-port events the worker had posted before this request (its `streaming` step among
+   * them): the call starts only once the supervisor has received them, so listeners hear of
+   * the step before its first token.
+   */
+  readonly eventsPosted: number;
+}
+
+/** One complete assistant message of a model call. */
+export interface ModelStepResult {
+  readonly content: string;
+  readonly calls: readonly ToolCall[];
+}
+
 /** RPC surface a session worker exposes (comlink). */
 export interface WorkerApi {
   runTurn(req: TurnRequest): Promise<TurnOutcome>;
@@ -114,6 +152,12 @@ export interface IsolatedRequest {
 /** RPC surface the supervisor exposes to a worker (comlink). */
 export interface HostApi {
   journal(req: JournalRequest): Promise<JournalAck>;
+  /**
+   * One model call of the worker's running turn, on a shared model thread (see
+   * `ModelStepRequest`). Rejects with MODEL_ERROR (the provider failed, or its thread was lost)
+   * or TURN_ABORTED / FENCED (the turn is no longer live).
+   */
+  modelStep(req: ModelStepRequest): Promise<ModelStepResult>;
   /**
    * Runs a thread-isolated tool call in the supervisor's pool for the worker's running turn;
    * resolves with the tool's result text, rejects with a TurnwardenError (TOOL_ERROR: the tool
@@ -193,7 +237,84 @@ export interface WorkerInit {
   readonly nice?: number;
   /** Tools that run on the supervisor's thread (`hostToolModules`): offered like the worker's own. */
   readonly hostTools?: readonly HostToolSpec[];
+  /**
+   * Where the turn's model calls run: `shared` — on the supervisor's shared model threads, asked
+   * through `HostApi.modelStep` (the worker loads no provider); `session` (default) — in this
+   * worker, as a plugin's provider.
+   */
+  readonly models?: ModelPlacement;
 }
+
+/** Where model calls run (`models.placement`). */
+export type ModelPlacement = 'shared' | 'session';
+
+/**
+ * How a model thread reads a turn's context from the store itself (off the supervisor's
+ * thread): the module that opens a reader and what it opens.
+ */
+export interface HistoryReaderSpec {
+  /** The module exporting `openHistoryReader(options)` (a resolved URL). */
+  readonly module: string;
+  readonly options: Readonly<Record<string, unknown>>;
+}
+
+/** `workerData` of a shared model thread. */
+export interface ModelThreadInit {
+  readonly clock: SharedArrayBuffer;
+  /** The thread's own clock slot: it stamps it while its event loop turns (its liveness). */
+  readonly slot: number;
+  readonly threadId: number;
+  readonly pluginModules: readonly string[];
+  /** How often the thread stamps its own slot. */
+  readonly beatMs: number;
+  /** How much to lower the thread's scheduling priority (as a session worker's, `pool.workerNice`). */
+  readonly nice?: number;
+  /** Tokens are sent to the supervisor in batches at most this often (0: every loop turn). */
+  readonly flushMs: number;
+  readonly reader?: HistoryReaderSpec;
+}
+
+/** Supervisor → model thread. */
+export type ModelThreadCommand =
+  | {
+      readonly t: 'run';
+      readonly id: number;
+      readonly workstreamId: string;
+      readonly generation: number;
+      /** The turn's clock slot: every event of the call stamps it while it is armed for `generation`. */
+      readonly slot: number;
+      readonly model: string;
+      readonly tools: readonly ModelToolSpec[];
+      /** The context, when the thread cannot read it from the store itself. */
+      readonly history?: readonly HistoryMessage[];
+    }
+  | { readonly t: 'abort'; readonly id: number; readonly reason: string }
+  | { readonly t: 'check'; readonly id: number; readonly model: string; readonly content: string }
+  | { readonly t: 'reader'; readonly reader: HistoryReaderSpec };
+
+/** Model thread → supervisor. */
+export type ModelThreadEvent =
+  | {
+      readonly t: 'ready';
+      readonly models: readonly string[];
+      readonly checks: readonly string[];
+      /** Per plugin module (in order): whether it exports tools (session workers load only those). */
+      readonly toolModules: readonly boolean[];
+      /** The thread's OS thread id (Linux), when known. */
+      readonly tid?: number;
+    }
+  | { readonly t: 'fatal'; readonly error: WireError }
+  /** Text of running calls, in order: [call id, text, call id, text, …]. */
+  | { readonly t: 'tokens'; readonly items: readonly (number | string)[] }
+  | { readonly t: 'done'; readonly id: number; readonly result: ModelStepResult }
+  | { readonly t: 'failed'; readonly id: number; readonly error: WireError }
+  | { readonly t: 'checked'; readonly id: number; readonly error?: WireError }
+  | {
+      readonly t: 'log';
+      readonly level: 'debug' | 'info' | 'warn' | 'error';
+      readonly msg: string;
+      readonly data?: Readonly<Record<string, unknown>>;
+    };
 
 /** A tool that runs on the supervisor's thread, as the worker offers it to the model. */
 export interface HostToolSpec {

@@ -1,5 +1,6 @@
 /**
- * The OpenAI-compatible provider inside the runtime: a session worker loads it from
+ * The OpenAI-compatible provider inside the runtime: the shared model threads (or, with
+ * `models.placement: 'session'`, each session worker) load it from
  * `@turnwarden/providers/from-env`, the turn streams from the loopback server, its tool calls
  * run, and the watchdog sees through a stream that hangs or only keeps itself alive (L1). The
  * history stays structurally complete through every ending (S1).
@@ -7,7 +8,7 @@
 import { openToolCalls } from '@turnwarden/protocol';
 import { Turnwarden, type TurnwardenEvent } from '@turnwarden/supervisor';
 import { pino } from 'pino';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type Chunk, LoopbackServer, textReply } from './loopback/index.js';
 
 const FROM_ENV = new URL('../dist/from-env.js', import.meta.url).href;
@@ -30,6 +31,8 @@ afterEach(async () => {
  */
 const WATCHDOG_MS = 1_500;
 
+let placement: 'shared' | 'session' = 'shared';
+
 async function start(extra: Record<string, unknown> = {}, logs?: string[], timeoutMs = 10_000) {
   server = await LoopbackServer.start();
   // Workers inherit the environment as it is when they spawn.
@@ -42,6 +45,7 @@ async function start(extra: Record<string, unknown> = {}, logs?: string[], timeo
     watchdog: { timeoutMs, pollMs: 25, graceMs: 300 },
     lease: { ttlMs: 3_000, renewMs: 100 },
     pool: { maxWorkers: 2, warmWorkers: 1 },
+    models: { placement },
     logger:
       logs === undefined
         ? pino({ level: 'silent' })
@@ -57,7 +61,15 @@ const toolCall = (index: number, part: { id?: string; name?: string; args?: stri
   toolCall: { index, ...part },
 });
 
-describe('a real provider in a session worker', () => {
+/**
+ * Both placements of the provider: on the shared model threads (the default: the session's
+ * worker sleeps while a shared thread streams), and in the session's own worker.
+ */
+describe.each(['shared', 'session'] as const)('a real provider, models.placement %s', (where) => {
+  beforeAll(() => {
+    placement = where;
+  });
+
   it('streams text and runs tool calls split across deltas; the history is complete', async () => {
     const { tw, server, workstreamId, events } = await start();
     server.script(

@@ -8,7 +8,7 @@
  */
 import { rolldown } from 'rolldown';
 
-for (const name of ['worker', 'scripted-plugin']) {
+for (const name of ['worker', 'model-thread', 'scripted-plugin']) {
   const bundle = await rolldown({
     input: new URL(`../dist/${name}.js`, import.meta.url).pathname,
     platform: 'node',

@@ -34,3 +34,6 @@ export const isolatedRunnerUrl: URL = new URL('./isolated-runner.js', import.met
 export const sessionWorkerUrl: URL = new URL('./worker.bundle.js', import.meta.url);
 export type { WorkerHarnessChannel } from './seam-client.js';
 export { ARG, DECISION, Decision, RELEASED } from './seam-client.js';
+
+/** URL of the shared model thread entry (the `shared` model placement), for the supervisor. */
+export const modelThreadUrl: URL = new URL('./model-thread.bundle.js', import.meta.url);

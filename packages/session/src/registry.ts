@@ -10,6 +10,8 @@ import type { ModelProvider, Tool } from './contracts.js';
 export interface Registry {
   readonly models: ReadonlyMap<string, ModelProvider>;
   readonly tools: ReadonlyMap<string, Tool>;
+  /** Per plugin module, in order: whether it exports tools (a worker that runs no model loads only those). */
+  readonly toolModules: readonly boolean[];
 }
 
 interface PluginModule {
@@ -53,6 +55,7 @@ function addAll<T extends { readonly name: string }>(
 export async function loadRegistry(pluginModules: readonly string[]): Promise<Registry> {
   const models = new Map<string, ModelProvider>();
   const tools = new Map<string, Tool>();
+  const toolModules: boolean[] = [];
   for (const [i, specifier] of pluginModules.entries()) {
     const field = `pluginModules[${i}]`;
     let mod: PluginModule;
@@ -66,6 +69,7 @@ export async function loadRegistry(pluginModules: readonly string[]): Promise<Re
     }
     addAll(tools, mod.tools, 'tool', 'run', field, specifier);
     addAll(models, mod.models, 'model', 'stream', field, specifier);
+    toolModules.push(Array.isArray(mod.tools) && mod.tools.length > 0);
   }
-  return { models, tools };
+  return { models, tools, toolModules };
 }

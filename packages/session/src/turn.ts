@@ -22,16 +22,10 @@ import type {
   WireError,
   WorkerEvent,
 } from '@turnwarden/protocol';
-import {
-  errors,
-  isTurnwardenError,
-  SeamName,
-  seamSync,
-  type TurnwardenError,
-  toWire,
-} from '@turnwarden/protocol';
+import { errors, SeamName, seamSync, toWire } from '@turnwarden/protocol';
 import { createActor, fromPromise } from 'xstate';
-import type { IsolatedTask, ModelProvider, Tool, ToolSpec } from './contracts.js';
+import { raceAbort } from './abort.js';
+import type { IsolatedTask, ModelProvider, ModelRequest, Tool, ToolSpec } from './contracts.js';
 import {
   persistable,
   type SessionSnapshot,
@@ -39,7 +33,8 @@ import {
   sessionState,
   watchTransitions,
 } from './machine.js';
-import { streamAssistant } from './stream.js';
+import { asModelError } from './model-error.js';
+import { type StreamedAssistant, streamAssistant } from './stream.js';
 import { runToolCall } from './tool-call.js';
 
 export interface TurnDeps {
@@ -47,7 +42,13 @@ export interface TurnDeps {
   readonly touch: (code: number) => boolean;
   readonly journal: (req: JournalRequest) => Promise<JournalAck>;
   readonly emit: (event: WorkerEvent) => void;
-  readonly model: ModelProvider;
+  /**
+   * How the turn asks the model: a provider that streams here (`session` placement), or a call
+   * that returns the complete assistant message (`shared` placement: the supervisor's model
+   * threads stream it, stamp the turn's slot per event and send its tokens to listeners; this
+   * thread sleeps until it is complete).
+   */
+  readonly model: ModelProvider | RemoteModel;
   readonly tools: ReadonlyMap<string, Tool>;
   /** Aborted by the supervisor's abort message or by a stamp that saw the committed fence. */
   readonly abort: AbortController;
@@ -61,26 +62,19 @@ export interface TurnDeps {
   ) => Promise<string>;
 }
 
+/** A model call made elsewhere: resolves with the complete assistant message, or rejects. */
+export interface RemoteModel {
+  readonly remote: (req: ModelRequest, signal: AbortSignal) => Promise<StreamedAssistant>;
+}
+
+const isRemote = (m: ModelProvider | RemoteModel): m is RemoteModel => 'remote' in m;
+
 export function commitKey(generation: number, step: number, callIndex?: number): string {
   return callIndex === undefined ? `g${generation}:a${step}` : `g${generation}:a${step}:t${callIndex}`;
 }
 
 /** The turn's outcome, before the worker adds its event count. */
 export type LoopOutcome = Omit<TurnOutcome, 'eventsPosted'>;
-
-/** What a plugin threw, as a typed error: its message, or — a plain object — what it holds. */
-const asError = (e: unknown): TurnwardenError => {
-  if (isTurnwardenError(e)) return e;
-  const message = (e as { message?: unknown } | undefined)?.message;
-  if (typeof message === 'string') return errors.modelError(message);
-  let text: string;
-  try {
-    text = typeof e === 'object' && e !== null ? JSON.stringify(e) : String(e);
-  } catch {
-    text = String(e); // a cycle
-  }
-  return errors.modelError(text.length > 500 ? `${text.slice(0, 500)}…` : text);
-};
 
 export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<LoopOutcome> {
   const { generation } = req;
@@ -134,7 +128,7 @@ export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<LoopOut
     try {
       return await work();
     } catch (e) {
-      if (!turnSignal.aborted) failure = toWire(asError(e));
+      if (!turnSignal.aborted) failure = toWire(asModelError(e));
       throw e;
     }
   };
@@ -146,22 +140,25 @@ export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<LoopOut
         failing(async () => {
           await reported; // listeners hear of `streaming` before its first token
           progress(Activity.modelRequest);
-          const streamed = await streamAssistant(
-            deps.model,
-            { history, tools: toolSpecs },
-            { signal, heartbeat: modelHeartbeat },
-            {
-              onText: (text) => {
-                seamSync(SeamName.workerStreamEvent, generation, 'text');
-                progress(Activity.streamToken);
-                deps.emit({ t: 'token', generation, text });
-              },
-              onToolCall: () => {
-                seamSync(SeamName.workerStreamEvent, generation, 'tool_call');
-                progress(Activity.streamToken);
-              },
-            },
-          );
+          const { model } = deps;
+          const streamed = isRemote(model)
+            ? await raceAbort(model.remote({ history, tools: toolSpecs }, signal), signal)
+            : await streamAssistant(
+                model,
+                { history, tools: toolSpecs },
+                { signal, heartbeat: modelHeartbeat },
+                {
+                  onText: (text) => {
+                    seamSync(SeamName.workerStreamEvent, generation, 'text');
+                    progress(Activity.streamToken);
+                    deps.emit({ t: 'token', generation, text });
+                  },
+                  onToolCall: () => {
+                    seamSync(SeamName.workerStreamEvent, generation, 'tool_call');
+                    progress(Activity.streamToken);
+                  },
+                },
+              );
           steps++;
           const assistant: AssistantMessage =
             streamed.calls.length > 0
@@ -282,6 +279,6 @@ export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<LoopOut
     ...base,
     status: 'interrupted',
     ...(reason === undefined ? {} : { abortReason: reason }),
-    error: toWire(turnSignal.reason instanceof Error ? turnSignal.reason : asError(turnSignal.reason)),
+    error: toWire(turnSignal.reason instanceof Error ? turnSignal.reason : asModelError(turnSignal.reason)),
   };
 }

@@ -19,12 +19,12 @@ import type {
   WorkerInit,
 } from '@turnwarden/protocol';
 import { client, errors, goneSignal, isTurnwardenError, serve, toWire } from '@turnwarden/protocol';
-import type { Tool } from './contracts.js';
+import type { ModelProvider, Tool } from './contracts.js';
 import { lowerThreadPriority } from './priority.js';
 import { loadRegistry } from './registry.js';
 import { installWorkerSeams, type WorkerHarnessChannel } from './seam-client.js';
 import { toolError } from './tool-call.js';
-import { runTurn } from './turn.js';
+import { type RemoteModel, runTurn } from './turn.js';
 
 export interface WorkerBoot extends WorkerInit {
   readonly control: MessagePort;
@@ -148,7 +148,23 @@ const api: WorkerApi = {
     if (current !== undefined) {
       throw errors.turnInProgress(`worker ${boot.workerId} is already running a turn`);
     }
-    const model = registry.models.get(req.model);
+    // `shared` placement: the supervisor's model threads run the call; this worker sleeps until
+    // the assistant message is complete (and loads no provider).
+    const model: ModelProvider | RemoteModel | undefined =
+      boot.models === 'shared'
+        ? {
+            remote: (call) => {
+              flushText();
+              return host.modelStep({
+                workstreamId: req.workstreamId,
+                generation: req.generation,
+                model: req.model,
+                tools: call.tools,
+                eventsPosted: posted,
+              });
+            },
+          }
+        : registry.models.get(req.model);
     if (!model) throw errors.invalidInput(`unknown model provider: ${req.model}`);
     const turn = {
       generation: req.generation,

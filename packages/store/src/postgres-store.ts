@@ -10,6 +10,7 @@
 import { randomUUID } from 'node:crypto';
 import {
   errors,
+  type HistoryReaderSpec,
   type HistoryRow,
   openToolCalls,
   type SessionSnapshotData,
@@ -79,6 +80,8 @@ const TYPES: pg.CustomTypesConfig = {
       : pg.types.getTypeParser(oid, format)) as pg.CustomTypesConfig['getTypeParser'],
 };
 const MAX_PAYLOAD_LENGTH = 7_999;
+/** The module other threads open a read-only view with (reader.ts). */
+const READER_MODULE = new URL('./reader.js', import.meta.url).href;
 
 export type { PostgresStoreOptions } from './pg-options.js';
 
@@ -324,6 +327,36 @@ export class PostgresStore implements Store {
 
   readHistory(workstreamId: string): Promise<HistoryRow[]> {
     return this.#run('readHistory', () => this.#history(checkId('workstreamId', workstreamId), 0));
+  }
+
+  /** The rows from the last message that is not a tool result on (S1: where an open call can be). */
+  readHistoryTail(workstreamId: string): Promise<HistoryRow[]> {
+    return this.#run('readHistoryTail', async () => {
+      const id = checkId('workstreamId', workstreamId);
+      const { rows } = await this.#pool.query<MessageRow & { ws: string | null }>(
+        `SELECT w.id AS ws, t.* FROM workstreams w LEFT JOIN LATERAL (${TAIL_SQL}) t ON true
+         WHERE w.id = $1 ORDER BY t.seq`,
+        [id],
+      );
+      if (rows.length === 0) throw workstreamNotFound(id);
+      return rows.filter((r) => r.seq != null).map(toHistoryRow);
+    });
+  }
+
+  /** Other threads read the history through a connection of their own, in this schema. */
+  historyReader(): HistoryReaderSpec {
+    const o = this.#options;
+    return {
+      module: READER_MODULE,
+      options: {
+        kind: 'postgres',
+        connectionString: o.connectionString,
+        schema: o.schema,
+        applicationName: `${o.applicationName}-reader`,
+        connectionTimeoutMs: o.connectionTimeoutMs,
+        ...(o.statementTimeoutMs === undefined ? {} : { statementTimeoutMs: o.statementTimeoutMs }),
+      },
+    };
   }
 
   /** The rows after `afterSeq`, in seq order (a follower catching up; not part of `Store`). */

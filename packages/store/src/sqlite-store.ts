@@ -4,8 +4,10 @@
  * refusal or a failure leaves nothing behind. Use one instance per thread.
  */
 
+import { resolve as resolvePath } from 'node:path';
 import {
   errors,
+  type HistoryReaderSpec,
   type HistoryRow,
   isTurnwardenError,
   openToolCalls,
@@ -48,6 +50,9 @@ import {
 } from './validate.js';
 import { WorkstreamTable } from './workstreams.js';
 
+/** The module other threads open a read-only view with (reader.ts). */
+const READER_MODULE = new URL('./reader.js', import.meta.url).href;
+
 /** The connection settings in force, for diagnostics and tests. */
 export interface SqlitePragmas {
   readonly journalMode: string;
@@ -58,6 +63,7 @@ export interface SqlitePragmas {
 
 export class SqliteStore implements Store {
   readonly path: string;
+  readonly #memory: boolean;
   readonly #db: Database.Database;
   readonly #clock: () => number;
   readonly #tx: Database.Transaction<(fn: () => unknown) => unknown>;
@@ -68,6 +74,7 @@ export class SqliteStore implements Store {
   constructor(options: SqliteStoreOptions) {
     const resolved = resolveOptions(options);
     this.path = resolved.path;
+    this.#memory = resolved.memory;
     this.#clock = () => {
       const t = resolved.now();
       if (typeof t !== 'number' || !Number.isFinite(t))
@@ -293,6 +300,23 @@ export class SqliteStore implements Store {
         return this.#messages.all(workstreamId);
       });
     });
+  }
+
+  /** The rows from the last message that is not a tool result on (S1: where an open call can be). */
+  readHistoryTail(workstreamId: string): Promise<HistoryRow[]> {
+    return this.#run('readHistoryTail', () => {
+      checkId('workstreamId', workstreamId);
+      return this.#read(() => {
+        this.#workstreams.require(workstreamId);
+        return this.#messages.tail(workstreamId);
+      });
+    });
+  }
+
+  /** A file database is read by other threads through their own read-only connection. */
+  historyReader(): HistoryReaderSpec | undefined {
+    if (this.#memory) return undefined;
+    return { module: READER_MODULE, options: { kind: 'sqlite', path: resolvePath(this.path) } };
   }
 
   /** The rows after `afterSeq`, in seq order (a follower catching up; not part of `Store`). */

@@ -3,6 +3,7 @@
  * replace the SQLite one without changing any caller.
  */
 import type {
+  HistoryReaderSpec,
   HistoryRow,
   JournalEntry,
   OpenToolCall,
@@ -174,6 +175,19 @@ export interface TurnStore {
   truncateHistory(input: TruncateInput): Promise<TruncateResult>;
   /** The whole history in seq order. */
   readHistory(workstreamId: string): Promise<HistoryRow[]>;
+  /**
+   * Optional: the rows from the last message that is not a tool result on — all that an open
+   * call can be found in (S1), however long the history. A claim reads this instead of the whole
+   * history when the context is read elsewhere (the shared model threads); without it, the
+   * whole history.
+   */
+  readHistoryTail?(workstreamId: string): Promise<HistoryRow[]>;
+  /**
+   * Optional: how another thread opens its own read-only view of this store's history (the
+   * shared model threads read a turn's context there, not on the supervisor's thread).
+   * Undefined when no other thread can (an in-memory database).
+   */
+  historyReader?(): HistoryReaderSpec | undefined;
   /**
    * Takes the turn lease unless another holder has a live one. Every success gets a new
    * token (previous + 1, from 1), which fences every earlier token. With `replacing`, a live

@@ -6,8 +6,15 @@
  * INVALID_CONFIG error whose message names the field, and nothing starts.
  */
 import { existsSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { errors, HOST_ID_PATTERN, HOST_ID_RULE, type TurnwardenError } from '@turnwarden/protocol';
+import {
+  errors,
+  HOST_ID_PATTERN,
+  HOST_ID_RULE,
+  type ModelPlacement,
+  type TurnwardenError,
+} from '@turnwarden/protocol';
 
 export interface WatchdogConfig {
   /** A turn with no progress for this long is aborted (L1). */
@@ -102,6 +109,22 @@ export interface AdmissionConfig {
   readonly maxWaitMs: number;
 }
 
+/**
+ * Where model calls run. `shared` (default): on a few shared model threads (`threads`, about
+ * one per core) that run every session's calls, stamp each turn's clock slot per event and send
+ * tokens to listeners in batches, while the session's worker sleeps until the assistant message
+ * is complete — a token wakes one shared thread, not a session's. `session`: in the session's
+ * own worker, as before — for hosts that must isolate a provider per session (a wedged provider
+ * then stops one worker, which is terminated, instead of a shared thread).
+ */
+export interface ModelsConfig {
+  readonly placement: ModelPlacement;
+  /** Shared model threads (with `shared`). */
+  readonly threads: number;
+  /** Tokens reach the supervisor in batches at most this often, per thread (ms; 0: every loop turn). */
+  readonly flushMs: number;
+}
+
 import type { IsolationConfig } from './tools/isolation.js';
 
 export type { IsolationConfig };
@@ -116,6 +139,8 @@ export interface SupervisorConfig {
   readonly admission: AdmissionConfig;
   /** The shared thread pool of thread-isolated tools (`isolatedTool`). */
   readonly isolation: IsolationConfig;
+  /** Where model calls run: shared model threads (default) or each session's worker. */
+  readonly models: ModelsConfig;
   /**
    * The model provider turns use, by name: one of `pluginModules` must export it (there is no
    * default; the offline one is `scripted`, from the `@turnwarden/session/scripted` plugin).
@@ -145,6 +170,7 @@ export type SupervisorConfigInput = {
   readonly events?: Partial<EventsConfig>;
   readonly admission?: Partial<AdmissionConfig>;
   readonly isolation?: Partial<IsolationConfig>;
+  readonly models?: Partial<ModelsConfig>;
   /** Required: the name of a model provider one of `pluginModules` exports. */
   readonly model: string;
   readonly pluginModules?: readonly string[];
@@ -189,6 +215,11 @@ export const DEFAULT_CONFIG: Omit<SupervisorConfig, 'model'> = {
   events: { replayLimit: 1_024, maxIdleStreams: 1_000, listenerBuffer: 1_024 },
   admission: { maxActivePerTenant: 8, maxWaiting: 1_024, maxWaitingPerTenant: 256, maxWaitMs: 30_000 },
   isolation: { maxThreads: 2, idleTimeoutMs: 30_000 },
+  models: {
+    placement: 'shared',
+    threads: Math.max(1, Math.min(4, availableParallelism() - 1)),
+    flushMs: 10,
+  },
   pluginModules: [],
   hostToolModules: [],
 };
@@ -227,6 +258,7 @@ export function resolveConfig(input: unknown): SupervisorConfig {
     'events',
     'admission',
     'isolation',
+    'models',
     'model',
     'pluginModules',
     'hostToolModules',
@@ -412,6 +444,17 @@ export function resolveConfig(input: unknown): SupervisorConfig {
         }),
   };
 
+  const mo = section('models', top.models, ['placement', 'threads', 'flushMs']);
+  const placement = mo.placement ?? d.models.placement;
+  if (placement !== 'shared' && placement !== 'session') {
+    throw bad('models.placement', "must be 'shared' or 'session'", placement);
+  }
+  const models: ModelsConfig = {
+    placement,
+    threads: int('models.threads', mo.threads ?? d.models.threads, 1, 64),
+    flushMs: int('models.flushMs', mo.flushMs ?? d.models.flushMs, 0, 1_000),
+  };
+
   const hostId = top.hostId;
   if (hostId !== undefined && (typeof hostId !== 'string' || !HOST_ID_PATTERN.test(hostId))) {
     throw bad('hostId', HOST_ID_RULE, hostId);
@@ -441,6 +484,7 @@ export function resolveConfig(input: unknown): SupervisorConfig {
     events,
     admission,
     isolation,
+    models,
     model,
     pluginModules: [...(plugins as string[])],
     hostToolModules: [...(hostTools as string[])],

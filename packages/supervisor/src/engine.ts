@@ -10,9 +10,16 @@
  * checks input and tenancy, then calls the `Commands` this answers with.
  */
 import { ActivityClock, isFenced, type MonotonicMs } from '@turnwarden/clock';
-import type { AbortReason, HarnessLink, HostApi, SessionSnapshotData } from '@turnwarden/protocol';
+import type {
+  AbortReason,
+  HarnessLink,
+  HostApi,
+  ModelStepRequest,
+  ModelStepResult,
+  SessionSnapshotData,
+} from '@turnwarden/protocol';
 import { errors } from '@turnwarden/protocol';
-import { sessionWorkerUrl } from '@turnwarden/session';
+import { modelThreadUrl, sessionWorkerUrl } from '@turnwarden/session';
 import type { Store } from '@turnwarden/store';
 import type { Logger } from 'pino';
 import { Admission } from './capacity/admission.js';
@@ -31,6 +38,8 @@ import { JournalGate } from './journal/journal-gate.js';
 import { AbortProtocol } from './liveness/abort-protocol.js';
 import { nodeTimers, type Timers } from './liveness/timers.js';
 import { Watchdog, type WatchdogHooks } from './liveness/watchdog.js';
+import { ModelSteps } from './models/steps.js';
+import { ModelThreads } from './models/threads.js';
 import type { TestControls } from './runtime.js';
 import { leftover, repairLeftover } from './sessions/maintenance.js';
 import { Recovery } from './sessions/recovery.js';
@@ -70,14 +79,40 @@ export class Prelude {
   readonly clock: ActivityClock;
   readonly hostTools: HostTools;
   readonly pool: WorkerPool;
+  /** The shared model threads (`models.placement: 'shared'`), else undefined. */
+  readonly models: ModelThreads | undefined;
   private engine: TurnEngine | undefined;
+  private readonly config: SupervisorConfig;
 
   constructor(
     config: SupervisorConfig,
     logger: Logger,
-    options: { readonly now?: MonotonicMs; readonly harness?: HarnessLink } = {},
+    options: { readonly now?: MonotonicMs; readonly harness?: HarnessLink; readonly timers?: Timers } = {},
   ) {
-    this.clock = ActivityClock.create(config.pool.maxWorkers, options.now);
+    this.config = config;
+    const shared = config.models.placement === 'shared';
+    // The session workers' slots first, then one per shared model thread (its liveness).
+    const threads = shared ? config.models.threads : 0;
+    this.clock = ActivityClock.create(config.pool.maxWorkers + threads, options.now);
+    const clock = this.clock;
+    this.models = shared
+      ? new ModelThreads({
+          clock: clock.buffer,
+          firstSlot: config.pool.maxWorkers,
+          threads,
+          url: modelThreadUrl,
+          pluginModules: config.pluginModules,
+          flushMs: config.models.flushMs,
+          timeoutMs: config.watchdog.timeoutMs,
+          pollMs: config.watchdog.pollMs,
+          startTimeoutMs: config.pool.startTimeoutMs,
+          nice: config.pool.workerNice,
+          now: () => clock.nowMs(),
+          sample: (slot) => clock.sample(slot),
+          timers: options.timers ?? nodeTimers,
+          logger,
+        })
+      : undefined;
     this.hostTools = new HostTools({
       turnOf: (workstreamId) => this.engine?.sessions.peek(workstreamId)?.turn,
       clock: this.clock.buffer,
@@ -85,6 +120,7 @@ export class Prelude {
     });
     const host: HostApi = {
       journal: (req) => this.bound().gate.journal(req, (turn, n) => turn.worker.caughtUp(n)),
+      modelStep: (req) => this.bound().modelStep(req),
       runIsolated: (req) => this.bound().isolation.run(req),
       cancelIsolated: async (workstreamId, taskId) => this.bound().isolation.cancel(workstreamId, taskId),
       callHostTool: (req) => this.hostTools.call(req),
@@ -99,7 +135,10 @@ export class Prelude {
       maxConcurrentSpawns: config.pool.maxConcurrentSpawns,
       workerNice: config.pool.workerNice,
       workerUrl: sessionWorkerUrl,
-      pluginModules: config.pluginModules,
+      // With shared model threads a session worker loads only the plugin modules that export
+      // tools (known once the threads have loaded them all): no provider code, a cheaper spawn.
+      pluginModules: () => this.workerModules(),
+      ...(shared ? { models: 'shared' as const } : {}),
       hostTools: () => this.hostTools.specs(),
       host,
       logger,
@@ -117,22 +156,33 @@ export class Prelude {
   async start(hostToolModules: readonly string[]): Promise<void> {
     try {
       await this.hostTools.load(hostToolModules);
+      await this.models?.start();
       await this.pool.start();
     } catch (e) {
+      await this.pool.close();
+      await this.models?.close();
       await this.hostTools.close();
       throw e;
     }
   }
 
-  /** The models the workers' plugins provide (known once a worker has started). */
-  models(): readonly string[] {
-    return this.pool.catalogue?.models ?? [];
+  /** The models the plugins provide (known once a model thread, or a worker, has started). */
+  modelNames(): readonly string[] {
+    return (this.models ? this.models.catalogue?.models : this.pool.catalogue?.models) ?? [];
   }
 
   /** Stops what `start` started: a start refused before the engine was built. */
   async close(): Promise<void> {
     await this.pool.close();
+    await this.models?.close();
     await this.hostTools.close();
+  }
+
+  /** The plugin modules a session worker loads: all, or only those with tools when models run shared. */
+  private workerModules(): readonly string[] {
+    const all = this.config.pluginModules;
+    const toolModules = this.models?.catalogue?.toolModules;
+    return toolModules === undefined ? all : all.filter((_, i) => toolModules[i] === true);
   }
 
   bind(engine: TurnEngine): void {
@@ -176,6 +226,9 @@ export class TurnEngine implements Commands {
   private readonly deletes: Deletes;
   private readonly rewrites: Rewrites;
   private readonly workstreams: Workstreams;
+  /** Model calls on the shared model threads (`models.placement: 'shared'`). */
+  private readonly modelThreads: ModelThreads | undefined;
+  private readonly modelSteps: ModelSteps | undefined;
   /** What a claim, its turn and the work on idle sessions need (claim.ts, turn/, maintenance.ts). */
   private readonly maintenance: ClaimHost;
   private shuttingDown = false;
@@ -197,6 +250,7 @@ export class TurnEngine implements Commands {
     this.clock = clock;
     this.hostTools = hostTools;
     this.pool = pool;
+    this.modelThreads = prelude.models;
     const { counters, slots, holder } = this;
     // The parts with a harness variant are built through `variant` (variants.ts).
     const events = new (variant(EventHub))(logger, config.events);
@@ -263,6 +317,16 @@ export class TurnEngine implements Commands {
             channel,
           );
     const { cluster, gate, watchdog, isolation, queue } = this;
+    // The shared model threads read a turn's context through the store's own read-only view
+    // (off this thread); where the store has none, each call carries it.
+    this.modelThreads?.setReader(store.historyReader?.());
+    this.modelSteps =
+      this.modelThreads === undefined
+        ? undefined
+        : new ModelSteps(
+            { store, events, turnOf, fenced: (turn) => isFenced(clock.sample(turn.worker.slot)) },
+            this.modelThreads,
+          );
     const engine = this;
     const claims: ClaimHost = {
       config,
@@ -276,6 +340,7 @@ export class TurnEngine implements Commands {
       events,
       counters,
       pool,
+      ...(this.modelThreads === undefined ? {} : { models: this.modelThreads }),
       sessions,
       gate,
       watchdog,
@@ -376,6 +441,7 @@ export class TurnEngine implements Commands {
     this.watchdog.stop();
     this.stopSweep();
     await this.pool.close();
+    await this.modelThreads?.close();
     await this.isolation.close();
     await this.hostTools.close();
     if (this.ownsStore) await this.store.close();
@@ -508,10 +574,21 @@ export class TurnEngine implements Commands {
       pool: this.pool.stats(),
       admission: this.admission.stats(),
       isolation: this.isolation.stats(),
+      ...(this.modelThreads ? { models: this.modelThreads.stats() } : {}),
       journal: this.gate.stats(),
       events: this.events.stats(),
       ...(this.cluster ? { cluster: this.cluster.stats() } : {}),
     };
+  }
+
+  /** A worker's model call (`HostApi.modelStep`), on the shared model threads. */
+  modelStep(req: ModelStepRequest): Promise<ModelStepResult> {
+    if (this.modelSteps === undefined) {
+      return Promise.reject(
+        errors.internal('model calls run in the session workers (models.placement: session)'),
+      );
+    }
+    return this.modelSteps.step(req, (turn, n) => turn.worker.caughtUp(n));
   }
 
   // ── internals ──────────────────────────────────────────────────────────────

@@ -161,7 +161,7 @@ async function startPrelude(prelude: Prelude, config: SupervisorConfig): Promise
       },
     );
   }
-  const models = prelude.models();
+  const models = prelude.modelNames();
   if (!models.includes(config.model)) {
     await prelude.close();
     throw errors.invalidConfig(
@@ -259,6 +259,7 @@ export class Turnwarden {
     const prelude = new Prelude(config, logger, {
       ...(seams.now ? { now: seams.now } : {}),
       ...(harness ? { harness } : {}),
+      ...(seams.timers ? { timers: seams.timers } : {}),
     });
     let store: Store;
     try {

@@ -3,6 +3,7 @@ import type { PoolStats } from './capacity/pool.js';
 import type { ClusterStats } from './cluster/cluster.js';
 import type { JournalStats } from './journal/journal-gate.js';
 import type { WatchdogStats } from './liveness/watchdog.js';
+import type { ModelThreadStats } from './models/threads.js';
 import type { EventStats } from './streams/events.js';
 import type { IsolationStats } from './tools/isolation.js';
 
@@ -50,6 +51,11 @@ export interface RuntimeStats extends RuntimeCounters {
   readonly admission: AdmissionStats;
   /** Thread-isolated tool tasks: started, cancelled (threads terminated), failed, running. */
   readonly isolation: IsolationStats;
+  /**
+   * The shared model threads (`models.placement: 'shared'`; absent with `session`): threads
+   * running, calls running and made, calls failed, threads replaced after a wedge or an exit.
+   */
+  readonly models?: ModelThreadStats;
   /** The journals (P3): rows not yet durable, journals retrying or in conflict. */
   readonly journal: JournalStats;
   readonly events: EventStats;

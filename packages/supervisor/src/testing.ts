@@ -39,6 +39,7 @@ export function refusingHost(who: string): HostApi {
   const refuse = (what: string) => Promise.reject(errors.fenced(`${who} ${what}`));
   return {
     journal: () => refuse('journals nothing'),
+    modelStep: () => refuse('runs no model call'),
     runIsolated: () => refuse('runs no isolated task'),
     cancelIsolated: async () => {},
     callHostTool: () => refuse('has no host tools'),

@@ -277,6 +277,7 @@ describe('T5: every input that becomes a timer is bounded below Node’s timer l
     { field: 'journal.sweepMs', max: DAY },
     { field: 'admission.maxWaitMs', max: DAY },
     { field: 'isolation.idleTimeoutMs', max: DAY },
+    { field: 'models.flushMs', max: 1_000 },
   ];
 
   /** `{ a: { b: v } }` for `a.b`, merged over `base`. */

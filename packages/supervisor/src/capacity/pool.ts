@@ -4,7 +4,7 @@
  * list only after the thread has exited, so a dying worker can never stamp a slot that a new
  * turn already uses. An idle session holds no worker: workers go back to the pool between turns.
  */
-import type { HarnessLink, HostApi, HostToolSpec } from '@turnwarden/protocol';
+import type { HarnessLink, HostApi, HostToolSpec, ModelPlacement } from '@turnwarden/protocol';
 import { errors } from '@turnwarden/protocol';
 import type { Logger } from 'pino';
 import { LoopTurns } from '../liveness/turns.js';
@@ -18,7 +18,10 @@ export interface PoolOptions {
   readonly maxWorkers: number;
   readonly warmWorkers: number;
   readonly workerUrl: URL;
-  readonly pluginModules: readonly string[];
+  /** The plugin modules each worker imports (read at each spawn). */
+  readonly pluginModules: readonly string[] | (() => readonly string[]);
+  /** `shared`: the workers ask the supervisor for their model calls (`HostApi.modelStep`). */
+  readonly models?: ModelPlacement;
   /** The host tools workers offer (read at each spawn: they are loaded before the pool starts). */
   readonly hostTools?: () => readonly HostToolSpec[];
   readonly host: HostApi;

@@ -1,6 +1,6 @@
 /**
- * L12: session workers run below the supervisor's thread, so turns that spin on every core
- * cannot take the watchdog's CPU. Linux only: there a thread's priority is its own.
+ * L12: session workers and the shared model threads run below the supervisor's thread, so turns
+ * (and providers) that spin on every core cannot take the watchdog's CPU. Linux only: there a thread's priority is its own.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { getPriority } from 'node:os';
@@ -26,14 +26,19 @@ function threadNices(): number[] {
 describe.runIf(process.platform === 'linux')('worker priority', () => {
   const logger = pino({ level: 'silent' });
 
-  it('L12: every session worker thread runs pool.workerNice below the supervisor, which keeps its own priority', async () => {
+  it('L12: every session worker thread and shared model thread runs pool.workerNice below the supervisor, which keeps its own priority', async () => {
     const base = getPriority();
     const lowered = Math.min(19, base + 10);
     const before = threadNices().filter((n) => n === lowered).length;
-    const tw = await Turnwarden.start({ ...SCRIPTED_MODEL, logger, pool: { maxWorkers: 3, warmWorkers: 3 } });
+    const tw = await Turnwarden.start({
+      ...SCRIPTED_MODEL,
+      logger,
+      pool: { maxWorkers: 3, warmWorkers: 3 },
+      models: { threads: 2 },
+    });
     try {
       expect(tw.config.pool.workerNice).toBe(10);
-      expect(threadNices().filter((n) => n === lowered).length - before).toBe(3);
+      expect(threadNices().filter((n) => n === lowered).length - before).toBe(3 + 2);
       expect(getPriority()).toBe(base); // the supervisor's thread (and the process) are untouched
     } finally {
       await tw.shutdown();

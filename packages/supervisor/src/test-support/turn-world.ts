@@ -67,6 +67,7 @@ export function turnWorld(options: { refresh?: () => Promise<boolean> } = {}) {
   const retired: number[] = [];
   const abandoned: AbortReason[] = [];
   const refreshes: number[] = [];
+  let unwatched = 0;
   const config = resolveConfig({
     model: 'scripted',
     watchdog: { timeoutMs: 1_000, pollMs: 100, graceMs: 500 },
@@ -118,7 +119,7 @@ export function turnWorld(options: { refresh?: () => Promise<boolean> } = {}) {
     watchdog: {
       watch: (t: { slot: number; workstreamId: string; tenantId: string; generation: number }) =>
         new WatchedTurn(t.slot, t.workstreamId, t.tenantId, t.generation, 0, clock.sample(t.slot)),
-      unwatch: () => {},
+      unwatch: () => void unwatched++,
     },
     isolation: { cancelTurn: () => {} },
     hostTools: { cancelTurn: () => {} },
@@ -156,21 +157,29 @@ export function turnWorld(options: { refresh?: () => Promise<boolean> } = {}) {
     lastActivity: 'toolStart',
     sampledVersion: clock.sample(1),
   });
-  /** Dispatches the turn; `finish` answers its worker (completed, back at idle) and waits for its end. */
+  /**
+   * Dispatches the turn; `finish` answers its worker (completed, back at idle — or interrupted,
+   * the machine left in force-abandoning for the supervisor) and waits for its end; `answer`
+   * only answers.
+   */
   const run = () => {
     turn.run({ workstreamId: 'ws', ticket: 0 }, undefined);
+    const reply = async (status: 'completed' | 'interrupted' = 'completed') => {
+      await new Promise((r) => setImmediate(r));
+      answer({
+        generation: 4,
+        status,
+        ...(status === 'completed' ? { finalText: 'ok' } : { abortReason: 'cancel' as const }),
+        startedCalls: [],
+        modelSteps: 1,
+        eventsPosted: 0,
+        snapshot: newSession('ws'),
+      });
+    };
     return {
-      finish: async () => {
-        await new Promise((r) => setImmediate(r));
-        answer({
-          generation: 4,
-          status: 'completed',
-          finalText: 'ok',
-          startedCalls: [],
-          modelSteps: 1,
-          eventsPosted: 0,
-          snapshot: newSession('ws'),
-        });
+      answer: reply,
+      finish: async (status: 'completed' | 'interrupted' = 'completed') => {
+        await reply(status);
         return turn.done;
       },
     };
@@ -196,5 +205,6 @@ export function turnWorld(options: { refresh?: () => Promise<boolean> } = {}) {
     info,
     run,
     released: () => released,
+    unwatched: () => unwatched,
   };
 }

@@ -13,6 +13,7 @@ import { offer } from '@turnwarden/session';
 import type { TurnStore } from '@turnwarden/store';
 import type { Permit } from '../capacity/admission.js';
 import type { WorkerPool } from '../capacity/pool.js';
+import type { ModelThreads } from '../models/threads.js';
 import { acquireLease, leftover, type MaintenanceHost, repairLeftover } from '../sessions/maintenance.js';
 import { claimRefusal, type SessionRecord } from '../sessions/sessions.js';
 import { Turn } from './turn.js';
@@ -21,8 +22,10 @@ import type { TurnHost } from './types.js';
 export interface ClaimHost extends MaintenanceHost, TurnHost {
   readonly store: MaintenanceHost['store'] &
     TurnHost['store'] &
-    Pick<TurnStore, 'nextGeneration' | 'readHistory'>;
+    Pick<TurnStore, 'nextGeneration' | 'readHistory' | 'readHistoryTail'>;
   readonly pool: WorkerPool;
+  /** The shared model threads (`models.placement: 'shared'`): they check a message and read the context. */
+  readonly models?: Pick<ModelThreads, 'catalogue' | 'checkInput'>;
   /** Shutdown began: no new turn is admitted. */
   readonly closing: boolean;
   /** A soft close waits on this workstream's running turn: no new turn is admitted (C1). */
@@ -111,11 +114,22 @@ async function take(
   try {
     // The model's own check of the message (a malformed script: INVALID_SCRIPT), nothing written.
     const { model } = host.config;
-    if (host.pool.catalogue?.checks.includes(model)) await worker.api.checkInput(model, input.content);
+    const { models } = host;
+    if (models !== undefined) {
+      if (models.catalogue?.checks.includes(model)) await models.checkInput(model, input.content);
+    } else if (host.pool.catalogue?.checks.includes(model)) {
+      await worker.api.checkInput(model, input.content);
+    }
     const lease = await acquireLease(host, workstreamId, rec);
     try {
       const generation = await host.store.nextGeneration(workstreamId);
-      const rows = await host.store.readHistory(workstreamId);
+      // With shared model threads the worker needs no history (the threads read the context
+      // off this thread): only the tail where an open call could be (S1) is read — a claim costs
+      // the same on a long history as on a short one.
+      const rows =
+        models !== undefined && host.store.readHistoryTail !== undefined
+          ? await host.store.readHistoryTail(workstreamId)
+          : await host.store.readHistory(workstreamId);
       if (leftover(rec, rows)) {
         if (repaired) throw claimRefusal(workstreamId, 'tool-debt', false);
         await host.store.releaseLease(workstreamId, host.holder, lease.token).catch(() => false);
@@ -134,7 +148,7 @@ async function take(
       });
       // Deleted meanwhile (P5): the user row was discarded; no turn starts on it.
       if (rec.gone) throw deletedError(workstreamId);
-      const history: HistoryMessage[] = [...rows.map((r) => r.message), user];
+      const history: HistoryMessage[] = models !== undefined ? [] : [...rows.map((r) => r.message), user];
       host.sessions.set(rec, claimed, generation, { from: 'idle', via: 'CLAIM' });
       return new Turn(host, rec, {
         tenantId,

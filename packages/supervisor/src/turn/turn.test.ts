@@ -219,4 +219,61 @@ describe('turn', () => {
     await settle();
     expect(w.refreshes).toHaveLength(2);
   });
+
+  it('L3: the abort reaches a model call running on a shared thread, and the worker — only asleep on it — is kept; without one an aborted turn’s worker is retired', async () => {
+    const w = world();
+    const aborts: string[] = [];
+    const running = w.run();
+    await settle(); // dispatched: the worker is running the turn
+    w.turn.modelCallStarted({ result: new Promise(() => {}), abort: (reason) => void aborts.push(reason) });
+    expect(w.turn.abort('cancel')).toBe(true);
+    expect(aborts).toEqual(['cancel']);
+    expect(w.posted).toEqual([{ t: 'abort', generation: 4, reason: 'cancel' }]);
+    expect(await running.finish('interrupted')).toMatchObject({ status: 'interrupted' });
+    expect(w.retired).toEqual([]);
+
+    const plain = world();
+    const other = plain.run();
+    await settle();
+    plain.turn.abort('cancel');
+    await other.finish('interrupted');
+    expect(plain.retired).toEqual([12]);
+  });
+
+  it('L3: a model call that starts once the abort committed is aborted at once; one that ended is not reached by a later abort', () => {
+    const w = world();
+    w.run();
+    const late: string[] = [];
+    w.turn.abort('deadline');
+    w.turn.modelCallStarted({ result: new Promise(() => {}), abort: (reason) => void late.push(reason) });
+    expect(late).toEqual(['deadline']);
+
+    const v = world();
+    v.run();
+    const ended: string[] = [];
+    const call = {
+      result: Promise.resolve({ content: '', calls: [] }),
+      abort: (r: string) => void ended.push(r),
+    };
+    v.turn.modelCallStarted(call);
+    v.turn.modelCallEnded(call);
+    v.turn.abort('cancel');
+    expect(ended).toEqual([]);
+  });
+
+  it('the watchdog stops watching a turn as soon as its worker reported it done, before its end has its turn in the mailbox', async () => {
+    const w = world();
+    // The session's mailbox is busy: the turn's end will wait behind this command.
+    let free!: () => void;
+    void w.rec.run(() => new Promise<void>((r) => (free = r)));
+    const running = w.run();
+    await running.answer();
+    await settle();
+    await settle();
+    expect(w.unwatched()).toBe(1);
+    expect(w.turn.phase).toBe('running');
+    free();
+    await w.turn.done;
+    expect(w.unwatched()).toBe(1);
+  });
 });

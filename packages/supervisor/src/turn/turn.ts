@@ -19,6 +19,7 @@ import type { SendClaim } from '../commands/send-queue.js';
 import { LogMessage } from '../liveness/reporting.js';
 import type { CancelTimer } from '../liveness/timers.js';
 import type { WatchedTurn } from '../liveness/watchdog.js';
+import type { ModelCall } from '../models/threads.js';
 import type { SessionRecord } from '../sessions/sessions.js';
 import type { ClaimedTurn, TurnResult } from '../types.js';
 import { variant } from '../variants.js';
@@ -65,6 +66,9 @@ export class Turn {
   private terminated = false;
   private reclaimed = false;
   private readonly rewrites = new Set<Promise<unknown>>();
+  /** The model call running on a shared model thread (`shared` placement), if any. */
+  private modelCall: ModelCall | undefined;
+  private watching = true;
   private readonly resolveDone: (result: TurnResult) => void;
   private readonly resolveOutcome: (end: TurnEnd) => void;
 
@@ -135,8 +139,13 @@ export class Turn {
     const { history, user, claimed } = this.init;
     dispatch(this.host, this, { claim, tools, history, user, claimed })
       .then(
-        // Every event the worker posted before returning is delivered before the turn ends.
-        (outcome) => this.worker.caughtUp(outcome.eventsPosted).then(() => this.end(outcome, undefined)),
+        // The worker reported the turn done: nothing of it can stall any more, so the watchdog
+        // stops watching now, not once its end had its turn in the mailbox. Every event the
+        // worker posted before returning is delivered before the turn ends.
+        (outcome) => {
+          this.unwatch();
+          return this.worker.caughtUp(outcome.eventsPosted).then(() => this.end(outcome, undefined));
+        },
         (err: unknown) => this.end(undefined, err),
       )
       .catch((err: unknown) => this.fail(err, 'turn dispatch failed'));
@@ -163,6 +172,7 @@ export class Turn {
     this.to('aborting');
     this.renewal.aborted();
     if (reason === 'crash') {
+      this.modelCall?.abort(reason);
       this.host.counters.workersCrashed++;
       this.log.error({ err: info.error }, LogMessage.workerDied);
       void this.host.pool.terminate(this.worker);
@@ -170,6 +180,12 @@ export class Turn {
     }
     this.host.counters.abortsCommitted++;
     announceAbort(this.host, this.rec, this, reason, info.stall);
+    if (this.modelCall !== undefined) {
+      // The abort reaches the model's request on its shared thread too (the worker is told
+      // above). The worker was only asleep on the call: it ran nothing that could leak, and is kept.
+      this.modelCall.abort(reason);
+      this.reclaimWork();
+    }
     this.cancelGrace = this.host.timers.after(this.host.config.watchdog.graceMs, () => this.escalate());
     return true;
   }
@@ -184,6 +200,20 @@ export class Turn {
       LogMessage.graceExpired,
     );
     void this.host.pool.terminate(this.worker);
+  }
+
+  /**
+   * A model call of the turn started on a shared model thread: the turn's abort and its end
+   * reach the call's request. A call that starts after the abort committed is aborted at once.
+   */
+  modelCallStarted(call: ModelCall): void {
+    this.modelCall = call;
+    if (this.abortRecord !== undefined) call.abort(this.abortRecord.reason);
+    else if (this.ending) call.abort('ended');
+  }
+
+  modelCallEnded(call: ModelCall): void {
+    if (this.modelCall === call) this.modelCall = undefined;
   }
 
   /** Work it handed elsewhere (an isolated task, a host tool call) was cancelled, or it never reached its worker: the worker holds no leaked work and is kept. */
@@ -240,7 +270,8 @@ export class Turn {
     // Work handed to the supervisor's side ends with the turn (isolated tasks' threads terminated).
     host.isolation.cancelTurn(this);
     host.hostTools.cancelTurn(this);
-    host.watchdog.unwatch(this.watched);
+    this.modelCall?.abort('ended');
+    this.unwatch();
     const { status, synthesized } = await settle(host, this.rec, this, outcome);
     await host.store.releaseLease(this.workstreamId, host.holder, this.lease.token).catch((e: unknown) => {
       log.warn({ err: e }, 'lease release failed; it will expire');
@@ -280,9 +311,17 @@ export class Turn {
   private fail(err: unknown, message: string): void {
     if (this.current === 'done') return;
     this.log.error({ err }, message);
+    this.modelCall?.abort('ended');
+    this.unwatch();
     this.detach();
     this.permit.release(); // idempotent: the end may have released it already
     this.finish({ status: 'failed', error: toWire(err), synthesized: 0, workerTerminated: this.terminated });
+  }
+
+  private unwatch(): void {
+    if (!this.watching) return;
+    this.watching = false;
+    this.host.watchdog.unwatch(this.watched);
   }
 
   private detach(): void {
