@@ -44,10 +44,23 @@ export interface PoolConfig {
   readonly warmWorkers: number;
   /** Per-worker heap limit (T7); the worker is treated as crashed when it exceeds it. */
   readonly maxOldGenerationSizeMb?: number;
+  /**
+   * Per-worker limit of V8's young generation (MB). A session worker allocates little per turn
+   * (its model calls run elsewhere), so a small young generation keeps each of thousands of
+   * workers close to an empty thread's memory; a turn that allocates more just collects more
+   * often. Absent: V8's default (up to 16 MB semi-spaces).
+   */
+  readonly maxYoungGenerationSizeMb?: number;
   /** A worker not ready this long after its spawn (a plugin import that hangs) is terminated. */
   readonly startTimeoutMs: number;
-  /** How long a claim waits for a worker that is starting or exiting before CAPACITY_EXHAUSTED. */
+  /**
+   * How long a claim waits for a worker without any worker becoming ready or exiting, before
+   * CAPACITY_EXHAUSTED. A ramp from a cold pool keeps its claims waiting (in arrival order) for
+   * as long as spawns keep completing.
+   */
   readonly acquireTimeoutMs: number;
+  /** After a peak, warm workers beyond `warmWorkers` idle this long are stopped (ms; 0: never). */
+  readonly idleTimeoutMs: number;
   /** Workers starting at once: spawns after an abort storm queue instead of starving the host. */
   readonly maxConcurrentSpawns: number;
   /**
@@ -207,6 +220,7 @@ export const DEFAULT_CONFIG: Omit<SupervisorConfig, 'model'> = {
     warmWorkers: 2,
     startTimeoutMs: 30_000,
     acquireTimeoutMs: 10_000,
+    idleTimeoutMs: 60_000,
     maxConcurrentSpawns: 2,
     workerNice: 10,
   },
@@ -310,8 +324,10 @@ export function resolveConfig(input: unknown): SupervisorConfig {
     'maxWorkers',
     'warmWorkers',
     'maxOldGenerationSizeMb',
+    'maxYoungGenerationSizeMb',
     'startTimeoutMs',
     'acquireTimeoutMs',
+    'idleTimeoutMs',
     'maxConcurrentSpawns',
     'workerNice',
   ]);
@@ -322,6 +338,7 @@ export function resolveConfig(input: unknown): SupervisorConfig {
     0,
     DAY_MS,
   );
+  const poolIdleTimeoutMs = int('pool.idleTimeoutMs', p.idleTimeoutMs ?? d.pool.idleTimeoutMs, 0, DAY_MS);
   const maxConcurrentSpawns = int(
     'pool.maxConcurrentSpawns',
     p.maxConcurrentSpawns ?? d.pool.maxConcurrentSpawns,
@@ -340,6 +357,10 @@ export function resolveConfig(input: unknown): SupervisorConfig {
     p.maxOldGenerationSizeMb === undefined
       ? undefined
       : int('pool.maxOldGenerationSizeMb', p.maxOldGenerationSizeMb, 16, 64 * 1024);
+  const young =
+    p.maxYoungGenerationSizeMb === undefined
+      ? undefined
+      : int('pool.maxYoungGenerationSizeMb', p.maxYoungGenerationSizeMb, 1, 1024);
 
   const lim = section('limits', top.limits, [
     'maxModelSteps',
@@ -475,9 +496,11 @@ export function resolveConfig(input: unknown): SupervisorConfig {
       warmWorkers,
       startTimeoutMs,
       acquireTimeoutMs,
+      idleTimeoutMs: poolIdleTimeoutMs,
       maxConcurrentSpawns,
       workerNice,
       ...(heap === undefined ? {} : { maxOldGenerationSizeMb: heap }),
+      ...(young === undefined ? {} : { maxYoungGenerationSizeMb: young }),
     },
     limits,
     journal,

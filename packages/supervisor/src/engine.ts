@@ -132,6 +132,7 @@ export class Prelude {
       warmWorkers: config.pool.warmWorkers,
       startTimeoutMs: config.pool.startTimeoutMs,
       acquireTimeoutMs: config.pool.acquireTimeoutMs,
+      idleTimeoutMs: config.pool.idleTimeoutMs,
       maxConcurrentSpawns: config.pool.maxConcurrentSpawns,
       workerNice: config.pool.workerNice,
       workerUrl: sessionWorkerUrl,
@@ -146,6 +147,9 @@ export class Prelude {
       ...(config.pool.maxOldGenerationSizeMb === undefined
         ? {}
         : { maxOldGenerationSizeMb: config.pool.maxOldGenerationSizeMb }),
+      ...(config.pool.maxYoungGenerationSizeMb === undefined
+        ? {}
+        : { maxYoungGenerationSizeMb: config.pool.maxYoungGenerationSizeMb }),
     });
   }
 

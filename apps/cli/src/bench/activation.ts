@@ -24,6 +24,7 @@ function pool(ctx: BenchContext, workers: number, warm: number): WorkerPool {
     warmWorkers: warm,
     startTimeoutMs: 30_000,
     acquireTimeoutMs: 10_000,
+    idleTimeoutMs: 0,
     maxConcurrentSpawns: 2,
     workerUrl: sessionWorkerUrl,
     pluginModules: [],

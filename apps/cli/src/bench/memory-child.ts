@@ -187,6 +187,7 @@ async function measure(cfg: MemoryChildConfig): Promise<MemoryReport> {
     warmWorkers: cfg.active,
     startTimeoutMs: 30_000,
     acquireTimeoutMs: 10_000,
+    idleTimeoutMs: 0,
     maxConcurrentSpawns: 2,
     workerUrl: sessionWorkerUrl,
     pluginModules: [],

@@ -272,6 +272,7 @@ describe('T5: every input that becomes a timer is bounded below Node’s timer l
     { field: 'lease.renewMs', max: DAY - 1, with: { lease: { ttlMs: DAY }, watchdog: { graceMs: 0 } } },
     { field: 'pool.startTimeoutMs', max: DAY },
     { field: 'pool.acquireTimeoutMs', max: DAY },
+    { field: 'pool.idleTimeoutMs', max: DAY },
     { field: 'journal.retryBaseMs', max: DAY },
     { field: 'journal.retryMaxMs', max: DAY },
     { field: 'journal.sweepMs', max: DAY },

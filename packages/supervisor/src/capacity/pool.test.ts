@@ -15,13 +15,18 @@ import { WorkerPool } from './pool.js';
 
 const host = refusingHost('this test');
 
-function pool(acquireTimeoutMs: number) {
+function pool(
+  acquireTimeoutMs: number,
+  size: { maxWorkers?: number; warmWorkers?: number; idleTimeoutMs?: number } = {},
+) {
+  const maxWorkers = size.maxWorkers ?? 1;
   return new WorkerPool({
-    clock: ActivityClock.create(1).buffer,
-    maxWorkers: 1,
-    warmWorkers: 1,
+    clock: ActivityClock.create(maxWorkers).buffer,
+    maxWorkers,
+    warmWorkers: size.warmWorkers ?? 1,
     startTimeoutMs: 30_000,
     acquireTimeoutMs,
+    idleTimeoutMs: size.idleTimeoutMs ?? 0,
     maxConcurrentSpawns: 1,
     workerUrl: sessionWorkerUrl,
     pluginModules: [import.meta.resolve(SCRIPTED)],
@@ -65,5 +70,39 @@ describe('the worker pool', () => {
     const next = await within(open.acquire(), 20_000, 'the replacement worker is handed out');
     expect(next.state).toBe('busy');
     expect(open.stats()).toMatchObject({ retired: 1, busy: 1 });
+  });
+
+  it('T4: a cold pool’s ramp: claims beyond the warm workers wait and are served in arrival order as spawns complete, none refused', async () => {
+    open = pool(30_000, { maxWorkers: 4, warmWorkers: 1 });
+    await open.start();
+    const order: number[] = [];
+    const claims = [0, 1, 2, 3].map((i) =>
+      open!.acquire().then((h) => {
+        order.push(i);
+        return h;
+      }),
+    );
+    const workers = await within(Promise.all(claims), 60_000, 'every claim is served');
+    expect(order).toEqual([0, 1, 2, 3]);
+    expect(new Set(workers.map((w) => w.slot)).size).toBe(4);
+    expect(open.stats()).toMatchObject({ busy: 4, waiting: 0 });
+  });
+
+  it('after a peak the pool shrinks back to warmWorkers: warm workers idle past idleTimeoutMs are stopped, the longest idle first', async () => {
+    open = pool(30_000, { maxWorkers: 3, warmWorkers: 1, idleTimeoutMs: 60_000 });
+    await open.start();
+    const held = await within(
+      Promise.all([open.acquire(), open.acquire(), open.acquire()]),
+      60_000,
+      'three workers',
+    );
+    for (const h of held) open.release(h);
+    expect(open.stats().warm).toBe(3);
+    // Not idle long enough yet: nothing stops.
+    expect(open.shrink(performance.now())).toBe(0);
+    expect(open.shrink(performance.now() + 60_000)).toBe(2);
+    expect(open.stats()).toMatchObject({ warm: 1, shrunk: 2 });
+    // The one kept is the most recently idle (the last released).
+    expect((await open.acquire()).id).toBe(held[2]!.id);
   });
 });

@@ -7,8 +7,10 @@
 import type { HarnessLink, HostApi, HostToolSpec, ModelPlacement } from '@turnwarden/protocol';
 import { errors } from '@turnwarden/protocol';
 import type { Logger } from 'pino';
+import { nodeTimers } from '../liveness/timers.js';
 import { LoopTurns } from '../liveness/turns.js';
 import { type Catalogue, spawnSessionWorker } from './spawn.js';
+import { WaitingClaims } from './waiting-claims.js';
 import type { WorkerHandle } from './worker-handle.js';
 
 export type { WorkerHandle } from './worker-handle.js';
@@ -27,10 +29,13 @@ export interface PoolOptions {
   readonly host: HostApi;
   readonly logger: Logger;
   readonly maxOldGenerationSizeMb?: number;
+  readonly maxYoungGenerationSizeMb?: number;
   /** A worker not ready this long after its spawn is terminated (its start fails with TIMEOUT). */
   readonly startTimeoutMs: number;
-  /** How long `acquire` waits for a worker that is starting or exiting. */
+  /** How long `acquire` waits without any worker becoming ready or exiting. */
   readonly acquireTimeoutMs: number;
+  /** A warm worker beyond `warmWorkers` idle this long is stopped (0: never). */
+  readonly idleTimeoutMs: number;
   /** Workers starting at once. */
   readonly maxConcurrentSpawns: number;
   /** Lowers each worker thread's scheduling priority by this much (Linux; default 0). */
@@ -51,6 +56,10 @@ export interface PoolStats {
   readonly starting: number;
   /** Workers being terminated (retired or escalated) that have not exited yet. */
   readonly exiting: number;
+  /** Warm workers stopped after a peak (idle beyond `warmWorkers` for `idleTimeoutMs`). */
+  readonly shrunk: number;
+  /** Claims waiting for a worker to become ready. */
+  readonly waiting: number;
 }
 
 /** Consecutive workers that died before serving: past this, the pool stops respawning in the background. */
@@ -69,10 +78,25 @@ export class WorkerPool {
   private retired = 0;
   /** What the workers can run, from the first one ready. */
   catalogue: Catalogue | undefined;
+  private shrunk = 0;
+  /** Claims waiting for a worker, in arrival order (refused after acquireTimeoutMs without progress). */
+  private readonly waiters: WaitingClaims<WorkerHandle>;
+  private readonly stopShrinking: () => void;
   private readonly loop = new LoopTurns();
 
   constructor(private readonly opts: PoolOptions) {
     this.freeSlots = Array.from({ length: opts.maxWorkers }, (_, i) => opts.maxWorkers - 1 - i);
+    this.waiters = new WaitingClaims(
+      opts.acquireTimeoutMs,
+      nodeTimers,
+      () => performance.now(),
+      () => this.exhausted(true),
+    );
+    if (opts.idleTimeoutMs > 0) {
+      const t = setInterval(() => this.shrink(), Math.max(10, Math.min(opts.idleTimeoutMs, 10_000)));
+      t.unref();
+      this.stopShrinking = () => clearInterval(t);
+    } else this.stopShrinking = () => {};
   }
 
   /**
@@ -107,51 +131,56 @@ export class WorkerPool {
   }
 
   /**
-   * A worker for one turn: a warm one when there is one (no spawn on the hot path), else a
-   * fresh spawn while under capacity, else a typed retryable refusal (T4). It waits only for a
-   * worker that is starting or exiting, and at most `acquireTimeoutMs`.
+   * A worker for one turn: a warm one when there is one (no spawn on the hot path), else the
+   * next worker that becomes ready — spawned for it while under capacity, or the replacement of
+   * one exiting — in arrival order, else a typed retryable refusal (T4). It waits while the
+   * pool makes progress (a ramp from a cold pool spawns `maxConcurrentSpawns` at a time, for as
+   * long as that takes) and is refused only after `acquireTimeoutMs` without any worker becoming
+   * ready or exiting; when every worker is busy with a turn and none is starting or exiting it is
+   * refused at once.
    */
   async acquire(): Promise<WorkerHandle> {
-    const deadline = Date.now() + this.opts.acquireTimeoutMs;
-    for (;;) {
-      if (this.closed) throw errors.shuttingDown('the worker pool is closed');
-      const warm = this.warm.pop();
-      if (warm) {
-        warm.state = 'busy';
-        this.replenish();
-        return warm;
-      }
-      if (this.freeSlots.length > 0 && this.starting() < this.opts.maxConcurrentSpawns) {
-        const h = this.spawn();
-        h.state = 'busy';
-        await h.ready;
-        this.replenish();
-        return h;
-      }
-      // No warm worker to take. Capacity is only exhausted if every worker is busy with a turn:
-      // a worker being retired or warming up frees or fills a slot shortly.
-      const pending = [...this.workers].filter((w) => w.terminating || w.state === 'starting');
-      const left = deadline - Date.now();
-      if (pending.length === 0 || left <= 0) {
-        throw errors.capacityExhausted(
-          pending.length === 0
-            ? `all ${this.opts.maxWorkers} session workers are busy; retry later`
-            : `no session worker became free within ${this.opts.acquireTimeoutMs} ms; retry later`,
-          {
-            reason: pending.length === 0 ? 'workers_busy' : 'worker_exiting',
-            retryAfterMs: Math.min(60_000, Math.max(50, this.opts.acquireTimeoutMs)),
-          },
-        );
-      }
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([
-        ...pending.map((w) => (w.terminating ? w.exited : w.ready.catch(() => undefined))),
-        new Promise((resolve) => {
-          timer = setTimeout(resolve, left);
-        }),
-      ]);
-      clearTimeout(timer);
+    if (this.closed) throw errors.shuttingDown('the worker pool is closed');
+    const warm = this.warm.pop();
+    if (warm) {
+      warm.state = 'busy';
+      this.replenish();
+      return warm;
     }
+    if (this.failedStarts >= MAX_FAILED_STARTS && this.freeSlots.length > 0) {
+      // A crash loop: no background spawns; each claim tries one and meets its failure.
+      const h = this.spawn();
+      h.state = 'busy';
+      await h.ready;
+      return h;
+    }
+    const pending =
+      this.freeSlots.length > 0 || [...this.workers].some((w) => w.terminating || w.state === 'starting');
+    if (!pending) throw this.exhausted(false);
+    if (this.opts.acquireTimeoutMs === 0) {
+      // No wait at all: a free slot is spawned into for this claim, anything else refused.
+      if (this.freeSlots.length === 0) throw this.exhausted(true);
+      const h = this.spawn();
+      h.state = 'busy';
+      await h.ready;
+      return h;
+    }
+    const served = this.waiters.wait();
+    this.replenish();
+    return served;
+  }
+
+  /** CAPACITY_EXHAUSTED: every worker busy (`pending` false), or none became free in time. */
+  private exhausted(pending: boolean) {
+    return errors.capacityExhausted(
+      pending
+        ? `no session worker became free within ${this.opts.acquireTimeoutMs} ms; retry later`
+        : `all ${this.opts.maxWorkers} session workers are busy; retry later`,
+      {
+        reason: pending ? 'worker_exiting' : 'workers_busy',
+        retryAfterMs: Math.min(60_000, Math.max(50, this.opts.acquireTimeoutMs)),
+      },
+    );
   }
 
   /** Workers spawned and not yet ready. */
@@ -218,19 +247,52 @@ export class WorkerPool {
       busy,
       starting,
       exiting,
+      shrunk: this.shrunk,
+      waiting: this.waiters.length,
     };
   }
 
   async close(): Promise<void> {
     this.closed = true;
+    this.stopShrinking();
     this.warm.length = 0;
+    this.waiters.rejectAll(errors.shuttingDown('the worker pool is closed'));
     await Promise.all([...this.workers].map((h) => this.terminate(h)));
   }
 
+  /** A worker ready for a turn: to the first waiting claim, else warm (idle since now). */
   private makeWarm(h: WorkerHandle): void {
     if (h.state === 'dead' || h.terminating) return;
+    if (this.waiters.length > 0) {
+      h.state = 'busy';
+      this.waiters.serve(h);
+      return;
+    }
+    this.waiters.progress();
     h.state = 'warm';
+    h.idleSince = performance.now();
     this.warm.push(h);
+  }
+
+  /**
+   * After a peak the pool shrinks back to `warmWorkers`: a warm worker idle longer than
+   * `idleTimeoutMs` beyond that number is stopped (the longest idle first), one per loop turn.
+   */
+  shrink(now = performance.now()): number {
+    if (this.opts.idleTimeoutMs === 0) return 0;
+    let stopped = 0;
+    while (this.warm.length > this.opts.warmWorkers) {
+      const oldest = this.warm[0]!;
+      if (now - oldest.idleSince < this.opts.idleTimeoutMs) break;
+      this.warm.shift();
+      oldest.terminating = true;
+      this.shrunk++;
+      stopped++;
+      this.loop.run(() => void oldest.worker.terminate());
+    }
+    if (stopped > 0)
+      this.opts.logger.info({ stopped, warm: this.warm.length }, 'idle session workers stopped after a peak');
+    return stopped;
   }
 
   /** Keeps `warmWorkers` ready, starting at most `maxConcurrentSpawns` at once. */
@@ -238,8 +300,10 @@ export class WorkerPool {
     if (this.closed) return;
     if (this.failedStarts >= MAX_FAILED_STARTS) return; // crash loop: spawn on demand only
     let starting = this.starting();
+    // Enough to keep `warmWorkers` ready and to serve every claim waiting for a worker.
+    const wanted = this.opts.warmWorkers + this.waiters.length;
     while (
-      this.warm.length + starting < this.opts.warmWorkers &&
+      this.warm.length + starting < wanted &&
       starting < this.opts.maxConcurrentSpawns &&
       this.freeSlots.length > 0
     ) {
@@ -287,6 +351,7 @@ export class WorkerPool {
         if (i >= 0) this.warm.splice(i, 1);
         // Only now may another worker stamp this slot.
         this.freeSlots.push(slot);
+        this.waiters.progress();
         this.replenish();
       },
     });

@@ -88,9 +88,14 @@ export function spawnSessionWorker(
       ...(harness ? { harness: harness.worker } : {}),
     },
     transferList: [control.port2, workerRpc.port2, hostRpc.port2, ...(harness ? [harness.worker.port] : [])],
-    ...(opts.maxOldGenerationSizeMb === undefined
-      ? {}
-      : { resourceLimits: { maxOldGenerationSizeMb: opts.maxOldGenerationSizeMb } }),
+    resourceLimits: {
+      ...(opts.maxOldGenerationSizeMb === undefined
+        ? {}
+        : { maxOldGenerationSizeMb: opts.maxOldGenerationSizeMb }),
+      ...(opts.maxYoungGenerationSizeMb === undefined
+        ? {}
+        : { maxYoungGenerationSizeMb: opts.maxYoungGenerationSizeMb }),
+    },
   });
   const log = opts.logger.child({ workerId: id, slot });
   const { gone, markGone } = goneSignal();

@@ -10,6 +10,8 @@ export class WorkerHandle {
   onEvent: ((event: WorkerEvent) => void) | undefined;
   /** Set once `terminate` was asked for (escalation or crash cleanup). */
   terminating = false;
+  /** When it last became warm (performance.now()): the pool stops the longest idle after a peak. */
+  idleSince = 0;
   /** Control-port events received from the worker (it counts what it posts the same way). */
   eventsReceived = 0;
   private waiters: { n: number; resolve: () => void }[] = [];
