@@ -9,6 +9,7 @@ import { cpus, loadavg } from 'node:os';
 import { benchActivation } from './activation.js';
 import { benchAdmission } from './admission.js';
 import { BenchUsageError, parseBenchArgs, type SectionName, USAGE } from './args.js';
+import { benchClaim } from './claim.js';
 import { type BenchContext, errorText, silentLogger, within } from './common.js';
 import { benchEvents } from './events.js';
 import { benchIsolation } from './isolation.js';
@@ -50,6 +51,7 @@ const SECTIONS: Record<SectionName, { readonly title: string; readonly run: Sect
   mcp: { title: 'MCP tool calls', run: benchMcp },
   server: { title: 'Turnwarden over HTTP', run: benchServer },
   postgres: { title: 'several hosts on PostgreSQL', run: benchPostgres },
+  claim: { title: 'a claim on a long history', run: benchClaim },
 };
 
 /** A section that hangs is reported as an error instead of holding the run forever. */
