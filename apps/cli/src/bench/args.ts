@@ -19,6 +19,7 @@ const SECTION_NAMES = [
   'mcp',
   'server',
   'postgres',
+  'scale',
 ] as const;
 export type SectionName = (typeof SECTION_NAMES)[number];
 
