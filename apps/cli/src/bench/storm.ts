@@ -35,8 +35,6 @@ async function storm(
   beats: number,
   other: OtherTimer,
 ): Promise<{ rows: Row[]; note: string }> {
-  // The watchdog's lateness covers the runtime's whole life: the other process's window does too.
-  const from = epochNow();
   const tw = await Turnwarden.start({
     ...SCRIPTED,
     logger: ctx.logger,
@@ -44,6 +42,9 @@ async function storm(
     lease: { ttlMs: 30_000, renewMs: 1_000 },
     pool: { maxWorkers: silent + beats + 2, warmWorkers: silent + beats },
   });
+  // The watchdog's timer starts as start() ends (start waits for the warm pool): its lateness
+  // covers from here to the end of the storm, and so does the other process's window.
+  const from = epochNow();
   const lateness: number[] = [];
   let due = performance.now() + pollMs / 2;
   const raw = setInterval(() => {
@@ -127,7 +128,7 @@ async function storm(
       `${stats.pool.retired - before.pool.retired} workers retired, ${stats.pool.spawned - before.pool.spawned} spawned ` +
       `(at most pool.maxConcurrentSpawns starting at once), ${wd.polls - before.watchdog.polls} polls during the storm; ` +
       `${otherSamples.length} ticks of the other process's timer, ${lateness.length} of the same-thread timer. ` +
-      "The watchdog's lateness covers the runtime from its start (the warm spawns included), the other process's timer the same span, the same-thread timer from just after the start; all to the end of the storm.";
+      "The watchdog's lateness covers its life, from the end of Turnwarden.start (which waits for the warm pool) to the end of the storm; both timers cover the same span.";
     return { rows, note };
   } finally {
     clearInterval(raw);
@@ -157,7 +158,7 @@ export async function benchStorm(ctx: BenchContext): Promise<Omit<SectionResult,
     notes: [
       stall.note,
       wedge.note,
-      'stall: promises that ignore their signal; the turn unwinds cooperatively and its worker is retired. wedge: `for (;;) {}` in 32 threads on 2 cores until grace expires, then terminate.',
+      `stall: promises that ignore their signal; the turn unwinds cooperatively and its worker is retired. wedge: \`for (;;) {}\` in ${silent} threads on 2 cores until grace expires, then terminate.`,
     ],
   };
 }

@@ -9,6 +9,7 @@ import {
   tokensPerSecond,
   turnOverIdeal,
 } from './figures.js';
+import { tally } from './measure.js';
 import type { EmptyWorkerReport, RunReport } from './types.js';
 import {
   DEFAULT_WORKLOAD,
@@ -186,5 +187,13 @@ describe('the rows of one N', () => {
     const row = f.rows.find((r) => r.figure.startsWith('watchdog poll lateness p99'));
     expect(row?.ours).toBeNaN();
     expect(row?.target?.met).toBe(false);
+  });
+});
+
+describe('error notes', () => {
+  it('counts repeated messages, most frequent first, five at most', () => {
+    expect(tally(['a', 'b', 'a', 'c', 'a', 'b'])).toEqual(['3 × a', '2 × b', 'c']);
+    expect(tally(['1', '2', '3', '4', '5', '6'])).toHaveLength(5);
+    expect(tally([])).toEqual([]);
   });
 });

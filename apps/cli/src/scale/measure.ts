@@ -109,8 +109,11 @@ export class Window {
     const statuses: Record<string, number> = {};
     for (const s of sessions) statuses[s.status] = (statuses[s.status] ?? 0) + 1;
     const firstTokenMs = sessions.map((s) => s.firstToken);
-    const allStreaming = Math.max(...firstTokenMs);
-    const firstDone = Math.min(...sessions.map((s) => s.settledMs).filter((x) => !Number.isNaN(x)));
+    const streamed = firstTokenMs.filter((x) => !Number.isNaN(x));
+    const allStreaming = streamed.length === 0 ? Number.NaN : Math.max(...streamed);
+    // Steady state: every session streams and none has completed yet (a turn aborted early
+    // does not end it: its worker may be replaced while the others stream).
+    const firstDone = Math.min(...sessions.filter((s) => s.status === 'completed').map((s) => s.settledMs));
     const steady = sampler.steady(
       this.t0 + (Number.isNaN(allStreaming) ? Number.POSITIVE_INFINITY : allStreaming),
       this.t0 + (Number.isFinite(firstDone) ? firstDone : end - this.t0),
@@ -136,9 +139,19 @@ export class Window {
       rssMax: steady.max,
       rssSamples: steady.count,
       rssPhase: steady.phase,
-      errors: errors.slice(0, 5),
+      errors: tally(errors),
     };
   }
+}
+
+/** The distinct messages, most frequent first, each with its count (at most 5). */
+export function tally(messages: readonly string[]): string[] {
+  const counts = new Map<string, number>();
+  for (const m of messages) counts.set(m, (counts.get(m) ?? 0) + 1);
+  return [...counts]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 5)
+    .map(([m, n]) => (n === 1 ? m : `${n} × ${m}`));
 }
 
 /** Settles with the promise's value, or `undefined` after `ms`. */
