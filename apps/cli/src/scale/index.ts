@@ -56,7 +56,7 @@ export async function runScaleCommand(argv: readonly string[]): Promise<number> 
   );
   const sections = result.runs.map((r) => r.section);
   if (!args.json) for (const s of sections) out(formatSection(s));
-  const summary = summarize(sections, performance.now() - t0);
+  const summary = summarize(sections, performance.now() - t0, (s) => `scale, ${s.title}`);
   const errors = [
     ...summary.errors,
     ...(result.emptyWorkerError ? [`empty Workers: ${result.emptyWorkerError}`] : []),
@@ -82,7 +82,7 @@ export async function runScaleCommand(argv: readonly string[]): Promise<number> 
       }),
     );
   } else {
-    out(formatSummary(sections, { ...summary, errors }));
+    out(formatSummary(sections, { ...summary, errors }, (s) => s.title));
     out(`  load at the end: ${load().join(' ')}\n`);
   }
   return errors.length > 0 ? 1 : 0;
