@@ -30,7 +30,7 @@ export async function benchScale(ctx: BenchContext): Promise<Omit<SectionResult,
   const error = run.section.error ?? result.emptyWorkerError;
   return {
     name: 'scale',
-    title: `N = ${n} streaming sessions (${run.section.title})`,
+    title: `streaming sessions at scale (${run.section.title})`,
     ours: run.section.ours,
     baseline: run.section.baseline,
     rows,

@@ -116,6 +116,7 @@ describe('the rows of one N', () => {
     pollLatenessMaxBeforeWindow: 1,
     polls: 20,
     pollsInWindow: 16,
+    lateJumps: [],
     watchdogFired: 0,
     spawnedInWindow: 0,
     retiredInWindow: 0,

@@ -150,6 +150,14 @@ export function scaleFigures(
     notes.push(
       `runtime: pool warm ${rt.warmAtStart}/${ours.n} after ${(rt.warmMs / 1000).toFixed(1)} s; in the window ${rt.spawnedInWindow} spawned, ${rt.retiredInWindow} retired, ${rt.admissionWaited} sends waited for a worker, ${rt.admissionRefused} refused; stats().watchdog.fired ${rt.watchdogFired}`,
       `watchdog poll lateness: stats() gives p50 ${ms(rt.pollLateness.p50)} / p99 ${ms(rt.pollLateness.p99)} / max ${ms(rt.pollLateness.max)} over the watchdog's whole life, from the end of Turnwarden.start (which waits for the warm pool) through the workstreams' creation to the window's end (${rt.polls} polls, ${rt.pollsInWindow} in the window) — the public API has no window of its own; max before the window ${ms(rt.pollLatenessMaxBeforeWindow)}`,
+      rt.lateJumps.length === 0
+        ? 'no poll ran more than 50 ms late in the window (stats().watchdog.pollLateness.max, read every 250 ms)'
+        : `polls more than 50 ms late (the stats' max, read every 250 ms, grew to): ${rt.lateJumps
+            .slice(0, 8)
+            .map((j) => `${ms(j.maxMs)} by ${(j.atMs / 1000).toFixed(1)} s`)
+            .join(
+              ', ',
+            )}${rt.lateJumps.length > 8 ? ' …' : ''} into the window (all streaming at ${(allStreamMs(ours.firstTokenMs) / 1000).toFixed(1)} s, first turn done at ${(Math.min(...ours.turnMs) / 1000).toFixed(1)} s)`,
       ...(rt.pollLateness.p99 >= STATS_HISTOGRAM_TOP_MS
         ? [
             `the watchdog's p99 reads ${ms(rt.pollLateness.p99)}: its histogram's last bucket (0.1 ms buckets up to 2 s) — the p99 is at least that; max is exact`,

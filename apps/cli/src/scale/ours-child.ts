@@ -19,6 +19,8 @@ import type { OursConfig, RunReport } from './types.js';
 import { turnScript } from './workload.js';
 
 const MODEL = 'scale-llm';
+/** Polls later than this are located in the window (the issue's bound on the p99). */
+const LATE_MS = 50;
 
 function modelOptions(cfg: OursConfig): Pick<TurnwardenOptions, 'model' | 'pluginModules'> {
   if (cfg.provider === 'scripted') return SCRIPTED;
@@ -95,6 +97,18 @@ async function measure(cfg: OursConfig): Promise<RunReport> {
 
       // The clock: every send at once.
       window = new Window();
+      // When in the window the watchdog's polls ran late: its stats' max, read every 250 ms,
+      // grows when a later poll than any before has run (public stats have no time series).
+      const lateJumps: { atMs: number; maxMs: number }[] = [];
+      let maxSeen = beforeWindow.watchdog.pollLateness.max;
+      const w0 = window.t0;
+      const lateWatch = setInterval(() => {
+        const m = tw.stats().watchdog.pollLateness.max;
+        if (m > maxSeen) {
+          maxSeen = m;
+          if (m > LATE_MS) lateJumps.push({ atMs: performance.now() - w0, maxMs: m });
+        }
+      }, 250);
       const handles = await Promise.all(
         ids.map((workstreamId, i) =>
           tw.send({ ...caller, workstreamId, content }).then(
@@ -118,6 +132,7 @@ async function measure(cfg: OursConfig): Promise<RunReport> {
       const deadline = window.t0 + cfg.boundMs;
       await bounded(Promise.all(settled), deadline - performance.now());
       window.end();
+      clearInterval(lateWatch);
       const after = tw.stats();
       sampler.stop();
 
@@ -141,6 +156,7 @@ async function measure(cfg: OursConfig): Promise<RunReport> {
           watchdogFired: wd.fired - before.watchdog.fired,
           spawnedInWindow: after.pool.spawned - beforeWindow.pool.spawned,
           retiredInWindow: after.pool.retired - beforeWindow.pool.retired,
+          lateJumps,
           admissionWaited: after.admission.admittedAfterWait - beforeWindow.admission.admittedAfterWait,
           admissionRefused:
             after.admission.refusedFull +

@@ -58,6 +58,11 @@ interface RuntimeReadings {
   readonly pollLatenessMaxBeforeWindow: number;
   readonly polls: number;
   readonly pollsInWindow: number;
+  /**
+   * When the watchdog's max poll lateness grew past 50 ms during the window (ms into it, read
+   * every 250 ms): where in the window the late polls were.
+   */
+  readonly lateJumps: readonly { readonly atMs: number; readonly maxMs: number }[];
   readonly watchdogFired: number;
   readonly spawnedInWindow: number;
   readonly retiredInWindow: number;
