@@ -62,6 +62,11 @@ describe('command line', () => {
     expect(parseCommand(['bench', '--whatever', 'x'])).toEqual({ name: 'bench', argv: ['--whatever', 'x'] });
   });
 
+  it('hands scale its own arguments, and has help for it', () => {
+    expect(parseCommand(['scale', '--n', '250,500'])).toEqual({ name: 'scale', argv: ['--n', '250,500'] });
+    expect(parseCommand(['help', 'scale'])).toEqual({ name: 'help', topic: 'scale' });
+  });
+
   it('exits 2 with a message on stderr for an unknown command or flag', async () => {
     for (const argv of [['nope'], ['demo', '--nope']]) {
       const out = memoryOutput();

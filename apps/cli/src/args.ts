@@ -11,7 +11,7 @@ export class UsageError extends Error {
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
-const COMMANDS = ['demo', 'serve', 'bench', 'stress', 'help'] as const;
+const COMMANDS = ['demo', 'serve', 'bench', 'scale', 'stress', 'help'] as const;
 
 export interface DemoArgs {
   readonly workstreams: number;
@@ -48,10 +48,11 @@ export interface DemoArgs {
 }
 
 export type Command =
-  | { readonly name: 'help'; readonly topic?: 'demo' | 'bench' | 'stress' | 'serve' }
+  | { readonly name: 'help'; readonly topic?: 'demo' | 'bench' | 'scale' | 'stress' | 'serve' }
   | { readonly name: 'version' }
   | { readonly name: 'demo'; readonly args: DemoArgs }
   | { readonly name: 'bench'; readonly argv: readonly string[] }
+  | { readonly name: 'scale'; readonly argv: readonly string[] }
   | { readonly name: 'stress'; readonly argv: readonly string[] }
   | { readonly name: 'serve'; readonly argv: readonly string[] };
 
@@ -78,7 +79,13 @@ export function parseCommand(argv: readonly string[]): Command {
       const [topic, ...extra] = rest;
       if (extra.length > 0) throw new UsageError(`unexpected argument '${extra[0]}'`);
       if (topic === undefined) return { name: 'help' };
-      if (topic === 'demo' || topic === 'bench' || topic === 'stress' || topic === 'serve')
+      if (
+        topic === 'demo' ||
+        topic === 'bench' ||
+        topic === 'scale' ||
+        topic === 'stress' ||
+        topic === 'serve'
+      )
         return { name: 'help', topic };
       throw new UsageError(`no help for '${topic}' (commands: ${COMMANDS.join(', ')})`);
     }
@@ -88,6 +95,9 @@ export function parseCommand(argv: readonly string[]): Command {
     case 'bench':
       // The bench owns its flags.
       return { name: 'bench', argv: rest };
+    case 'scale':
+      // So does the scale bench.
+      return { name: 'scale', argv: rest };
     case 'stress':
       return { name: 'stress', argv: rest };
     case 'serve':

@@ -24,6 +24,12 @@ async function runBench(argv: readonly string[]): Promise<number> {
   return bench.runBench([...argv]);
 }
 
+/** Loaded on demand, like the bench. */
+async function runScale(argv: readonly string[]): Promise<number> {
+  const scale = await import('./scale/index.js');
+  return scale.runScaleCommand([...argv]);
+}
+
 /** Loaded on demand: the server and its dependencies only when serving. */
 async function runServe(argv: readonly string[], output: Output): Promise<number> {
   const serve = await import('./serve/index.js');
@@ -41,6 +47,7 @@ async function run(command: Command, output: Output): Promise<number> {
     case 'help':
       // The bench owns its flags and its help.
       if (command.topic === 'bench') return runBench(['--help']);
+      if (command.topic === 'scale') return runScale(['--help']);
       if (command.topic === 'stress') return runStress(['--help'], output);
       if (command.topic === 'serve') return runServe(['--help'], output);
       output.out(command.topic === 'demo' ? DEMO_USAGE : MAIN_USAGE);
@@ -52,6 +59,8 @@ async function run(command: Command, output: Output): Promise<number> {
       return demoCommand(command.args, output);
     case 'bench':
       return runBench(command.argv);
+    case 'scale':
+      return runScale(command.argv);
     case 'stress':
       return runStress(command.argv, output);
     case 'serve':

@@ -13,6 +13,8 @@ Commands:
            turns) under the liveness watchdog and check that every one was recovered
   serve    Turnwarden over HTTP: the API, events over SSE, OpenAPI, metrics (see: turnwarden serve --help)
   bench    run the benchmarks (see: turnwarden bench --help)
+  scale    N concurrently streaming sessions beside the same turns in process, for N = 250,
+           500, 1000 … (see: turnwarden scale --help)
   stress   explore thread interleavings with the harness (see: turnwarden stress --help)
   help     show this text, or 'turnwarden help <command>'
 

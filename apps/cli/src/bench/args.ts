@@ -20,6 +20,7 @@ const SECTION_NAMES = [
   'server',
   'postgres',
   'claim',
+  'scale',
 ] as const;
 export type SectionName = (typeof SECTION_NAMES)[number];
 
@@ -39,7 +40,7 @@ export class BenchUsageError extends Error {
 
 export const USAGE = `usage: turnwarden bench [--quick] [--json] [--only NAME[,NAME…]]
 
-  --quick         smaller iteration counts (whole run under ~30 s)
+  --quick         smaller iteration counts and shorter windows
   --json          print one JSON document and nothing else
   --only NAMES    run only these sections (comma-separated): ${SECTION_NAMES.join(', ')}
   --help          this text

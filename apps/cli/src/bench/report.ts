@@ -123,24 +123,37 @@ export interface Summary {
   readonly durationMs: number;
 }
 
-export function summarize(results: readonly SectionResult[], durationMs: number): Summary {
+/** How the summary names a section (`turnwarden scale` names its runs by provider and N). */
+export type SectionLabel = (s: SectionResult) => string;
+
+const byName: SectionLabel = (s) => s.name;
+
+export function summarize(
+  results: readonly SectionResult[],
+  durationMs: number,
+  label: SectionLabel = byName,
+): Summary {
   let targets = 0;
   let met = 0;
   const missed: string[] = [];
   const errors: string[] = [];
   for (const s of results) {
-    if (s.error !== undefined) errors.push(`${s.name}: ${s.error}`);
+    if (s.error !== undefined) errors.push(`${label(s)}: ${s.error}`);
     for (const r of s.rows) {
       if (!r.target) continue;
       targets++;
       if (r.target.met) met++;
-      else missed.push(`${s.name}: ${r.figure} = ${withUnit(r.ours, r.unit)} (target ${r.target.text})`);
+      else missed.push(`${label(s)}: ${r.figure} = ${withUnit(r.ours, r.unit)} (target ${r.target.text})`);
     }
   }
   return { targets, met, missed, errors, durationMs };
 }
 
-export function formatSummary(results: readonly SectionResult[], summary: Summary): string {
+export function formatSummary(
+  results: readonly SectionResult[],
+  summary: Summary,
+  label: SectionLabel = byName,
+): string {
   let text = `\n── summary ${'─'.repeat(92)}\n`;
   text += table(
     ['section', 'targets met', 'time', 'status'],
@@ -148,7 +161,7 @@ export function formatSummary(results: readonly SectionResult[], summary: Summar
       const withTarget = s.rows.filter((r) => r.target);
       const ok = withTarget.filter((r) => r.target?.met).length;
       return [
-        s.name,
+        label(s),
         withTarget.length === 0 ? '—' : `${ok}/${withTarget.length}`,
         `${(s.durationMs / 1000).toFixed(1)} s`,
         s.error !== undefined ? 'ERROR' : ok === withTarget.length ? 'ok' : 'target missed',
