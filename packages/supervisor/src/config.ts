@@ -136,6 +136,13 @@ export interface ModelsConfig {
   readonly threads: number;
   /** Tokens reach the supervisor in batches at most this often, per thread (ms; 0: every loop turn). */
   readonly flushMs: number;
+  /**
+   * How much lower than the supervisor's thread the model threads are scheduled (a nice
+   * increment, 0–19; Linux). Default 0: there are few of them and they carry every session's
+   * tokens, so they must not lose the CPU to a host's other work; a provider that spins there is a
+   * wedge, which is detected and the thread replaced (unlike session workers, `pool.workerNice`).
+   */
+  readonly nice: number;
 }
 
 import type { IsolationConfig } from './tools/isolation.js';
@@ -233,6 +240,7 @@ export const DEFAULT_CONFIG: Omit<SupervisorConfig, 'model'> = {
     placement: 'shared',
     threads: Math.max(1, Math.min(4, availableParallelism() - 1)),
     flushMs: 10,
+    nice: 0,
   },
   pluginModules: [],
   hostToolModules: [],
@@ -465,7 +473,7 @@ export function resolveConfig(input: unknown): SupervisorConfig {
         }),
   };
 
-  const mo = section('models', top.models, ['placement', 'threads', 'flushMs']);
+  const mo = section('models', top.models, ['placement', 'threads', 'flushMs', 'nice']);
   const placement = mo.placement ?? d.models.placement;
   if (placement !== 'shared' && placement !== 'session') {
     throw bad('models.placement', "must be 'shared' or 'session'", placement);
@@ -474,6 +482,7 @@ export function resolveConfig(input: unknown): SupervisorConfig {
     placement,
     threads: int('models.threads', mo.threads ?? d.models.threads, 1, 64),
     flushMs: int('models.flushMs', mo.flushMs ?? d.models.flushMs, 0, 1_000),
+    nice: int('models.nice', mo.nice ?? d.models.nice, 0, 19),
   };
 
   const hostId = top.hostId;

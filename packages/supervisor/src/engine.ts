@@ -106,7 +106,7 @@ export class Prelude {
           timeoutMs: config.watchdog.timeoutMs,
           pollMs: config.watchdog.pollMs,
           startTimeoutMs: config.pool.startTimeoutMs,
-          nice: config.pool.workerNice,
+          nice: config.models.nice,
           now: () => clock.nowMs(),
           sample: (slot) => clock.sample(slot),
           timers: options.timers ?? nodeTimers,

@@ -1,6 +1,6 @@
 /**
- * L12: session workers and the shared model threads run below the supervisor's thread, so turns
- * (and providers) that spin on every core cannot take the watchdog's CPU. Linux only: there a thread's priority is its own.
+ * L12: session workers run below the supervisor's thread, so turns that spin on every core cannot
+ * take the watchdog's CPU; the few shared model threads run `models.nice` below it (default 0). Linux only: there a thread's priority is its own.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { getPriority } from 'node:os';
@@ -26,7 +26,7 @@ function threadNices(): number[] {
 describe.runIf(process.platform === 'linux')('worker priority', () => {
   const logger = pino({ level: 'silent' });
 
-  it('L12: every session worker thread and shared model thread runs pool.workerNice below the supervisor, which keeps its own priority', async () => {
+  it('L12: every session worker thread runs pool.workerNice below the supervisor, which keeps its own priority; the model threads run models.nice below it', async () => {
     const base = getPriority();
     const lowered = Math.min(19, base + 10);
     const before = threadNices().filter((n) => n === lowered).length;
@@ -34,11 +34,12 @@ describe.runIf(process.platform === 'linux')('worker priority', () => {
       ...SCRIPTED_MODEL,
       logger,
       pool: { maxWorkers: 3, warmWorkers: 3 },
-      models: { threads: 2 },
+      models: { threads: 2, nice: 5 },
     });
     try {
       expect(tw.config.pool.workerNice).toBe(10);
-      expect(threadNices().filter((n) => n === lowered).length - before).toBe(3 + 2);
+      expect(threadNices().filter((n) => n === lowered).length - before).toBe(3);
+      expect(threadNices().filter((n) => n === Math.min(19, base + 5)).length).toBe(2);
       expect(getPriority()).toBe(base); // the supervisor's thread (and the process) are untouched
     } finally {
       await tw.shutdown();
