@@ -18,7 +18,10 @@ afterEach(async () => {
 
 describe('liveness watchdog', () => {
   it('L1: a silently stalled turn is detected, logged with the workstream and idle time, and ends interrupted; the next message runs', async () => {
-    rt = await startRuntime({ watchdog: FAST_WATCHDOG });
+    // The model streams in the session's worker here, so the stalled promise is the worker's own
+    // and the worker is retired; on the shared model threads the stall is the thread's and the
+    // worker is kept (models/models.test.ts).
+    rt = await startRuntime({ watchdog: FAST_WATCHDOG, models: { placement: 'session' } });
     const started = nextEvent(rt.tw, rt.workstreamId, 'turn_started');
     const turn = await rt.send(script({ text: 'working' }, { stall: true }));
     const result = await turn.done;
@@ -247,8 +250,13 @@ describe('liveness watchdog', () => {
   });
 
   it('L3: a worker retired after an aborted turn exits and frees its slot for the next turn', async () => {
-    // One worker slot: the next turn can only run once the retired worker has exited.
-    rt = await startRuntime({ watchdog: FAST_WATCHDOG, pool: { maxWorkers: 1, warmWorkers: 1 } });
+    // One worker slot: the next turn can only run once the retired worker has exited. The model
+    // streams in the worker (session placement): the stalled promise is the worker's to leak.
+    rt = await startRuntime({
+      watchdog: FAST_WATCHDOG,
+      pool: { maxWorkers: 1, warmWorkers: 1 },
+      models: { placement: 'session' },
+    });
     const started = nextEvent(rt.tw, rt.workstreamId, 'turn_started');
     const stalled = await (await rt.send(script({ text: 'a' }, { stall: true }))).done;
     expect(stalled).toMatchObject({ status: 'interrupted', workerTerminated: false });

@@ -99,6 +99,15 @@ export class Sessions {
     }
     return rec;
   }
+  /**
+   * Resolves on a loop turn of its own, behind the commands already queued (L12): a claim that
+   * resumes from another thread's answer — many arrive in one burst, on one port — goes on one
+   * per loop turn, so a burst of claims never holds the supervisor's thread in one block.
+   */
+  nextTurn(): Promise<void> {
+    return new Promise<void>((resolve) => this.loop.run(resolve));
+  }
+
 
   /** The record if the session is active in memory. */
   peek(workstreamId: string): SessionRecord | undefined {

@@ -120,6 +120,9 @@ async function take(
     } else if (host.pool.catalogue?.checks.includes(model)) {
       await worker.api.checkInput(model, input.content);
     }
+    // The answer came from another thread, with those of every claim of a burst: go on in a loop
+    // turn of our own (L12).
+    await host.sessions.nextTurn();
     const lease = await acquireLease(host, workstreamId, rec);
     try {
       const generation = await host.store.nextGeneration(workstreamId);
@@ -146,6 +149,8 @@ async function take(
         entries: [{ commitKey: `g${generation}:u`, message: user }],
         session: claimed,
       });
+      // A group commit answers every claim of a burst at once: each arms its turn in a loop turn of its own (L12).
+      await host.sessions.nextTurn();
       // Deleted meanwhile (P5): the user row was discarded; no turn starts on it.
       if (rec.gone) throw deletedError(workstreamId);
       const history: HistoryMessage[] = models !== undefined ? [] : [...rows.map((r) => r.message), user];
