@@ -112,6 +112,44 @@ export class Metrics {
       () => tw.stats().watchdog.pollLateness.p99,
     );
     gauge('turnwarden_event_listeners', 'Event listeners attached', () => tw.stats().events.listeners);
+    gauge(
+      'turnwarden_pool_workers',
+      'Session workers alive (warm, busy, starting)',
+      () => {
+        const p = tw.stats().pool;
+        return p.warm + p.busy + p.starting;
+      },
+    );
+    gauge(
+      'turnwarden_pool_claims_waiting',
+      'Claims waiting for a session worker to become ready',
+      () => tw.stats().pool.waiting,
+    );
+    counter(
+      'turnwarden_pool_shrunk_total',
+      'Warm workers stopped after a peak (idle past pool.idleTimeoutMs)',
+      () => tw.stats().pool.shrunk,
+    );
+    // The shared model threads (models.placement shared; 0 with session placement).
+    gauge('turnwarden_model_threads', 'Shared model threads serving', () => tw.stats().models?.threads ?? 0);
+    gauge(
+      'turnwarden_model_calls_running',
+      'Model calls running on the shared model threads',
+      () => tw.stats().models?.running ?? 0,
+    );
+    counter(
+      'turnwarden_model_calls_failed_total',
+      'Model calls on the shared threads that failed or were aborted',
+      () => tw.stats().models?.failed ?? 0,
+    );
+    counter(
+      'turnwarden_model_threads_replaced_total',
+      'Model threads replaced: wedged (terminated) or exited',
+      () => {
+        const m = tw.stats().models;
+        return m === undefined ? 0 : m.wedged + m.crashed;
+      },
+    );
     // Several hosts (docs/cluster.md): 0 on a host that is not in cluster mode.
     counter(
       'turnwarden_cluster_routed_out_total',
