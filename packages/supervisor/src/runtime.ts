@@ -495,6 +495,7 @@ export class Turnwarden {
    * read before the workstream was deleted and created again (D1).
    */
   history(input: WorkstreamRef): Promise<HistoryRead>;
+  /** A page of the history (`limit`, `cursor`): `nextCursor` while there is more, the handoff on the last page. */
   history(input: HistoryInput): Promise<HistoryPage>;
   async history(input: HistoryInput): Promise<HistoryPage> {
     checkHistoryInput(input);

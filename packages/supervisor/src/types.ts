@@ -143,6 +143,7 @@ export interface HistoryRead {
    * pages were read reaches the listener (rows announced, a rewrite's `history_resync`). Opaque.
    */
   readonly handoff: string;
+  /** Never on the last page: there is no more. */
   readonly nextCursor?: undefined;
 }
 
@@ -152,6 +153,7 @@ export interface HistoryMore {
   readonly rows: HistoryRow[];
   /** Pass it as `cursor` for the next page. Opaque. */
   readonly nextCursor: string;
+  /** Never before the last page: a listener registered here would miss the pages not read yet (E2). */
   readonly handoff?: undefined;
 }
 
