@@ -167,8 +167,15 @@ async function select(id) {
   $('title').textContent = id;
   $('transcript').replaceChildren();
   $('warnings').replaceChildren();
-  const { rows, handoff } = await api('GET', `/workstreams/${id}/history`);
-  for (const row of rows) onEvent({ type: 'message', data: { message: row.message } });
+  // A page at a time (each page is one read on the server's thread); the last page's handoff
+  // continues after all of them (E2).
+  let page = await api('GET', `/workstreams/${id}/history?limit=500`);
+  for (;;) {
+    for (const row of page.rows) onEvent({ type: 'message', data: { message: row.message } });
+    if (page.nextCursor === undefined) break;
+    page = await api('GET', `/workstreams/${id}/history?cursor=${encodeURIComponent(page.nextCursor)}`);
+  }
+  const { handoff } = page;
   const status = await api('GET', `/workstreams/${id}/status`);
   setState(status.state);
   stream = follow(id, handoff);

@@ -455,15 +455,36 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
         {
           schema: {
             summary:
-              'The durable history and its handoff token: subscribe with it to continue exactly after these rows (E2)',
+              'The durable history and its handoff token: subscribe with it to continue exactly after these rows (E2). Without limit or cursor, the whole history; with them, a page at a time: each page but the last answers nextCursor, the last the handoff, which continues after all the pages’ rows',
             params: WorkstreamParams,
+            querystring: z.strictObject({
+              limit: z.coerce
+                .number()
+                .int()
+                .min(Bounds.historyLimit.min)
+                .max(Bounds.historyLimit.max)
+                .optional()
+                .describe(
+                  'Rows per page; default: with cursor, the limit of the page that returned it, without, the whole history',
+                ),
+              cursor: text(Lengths.cursor).optional().describe('The previous page’s nextCursor'),
+            }),
             response: {
-              200: z.object({ rows: z.array(z.object({ seq: z.number() }).loose()), handoff: z.string() }),
+              200: z.object({
+                rows: z.array(z.object({ seq: z.number() }).loose()),
+                handoff: z
+                  .string()
+                  .optional()
+                  .describe(
+                    'On the whole history or the last page: subscribe with it (?handoff=) to continue (E2)',
+                  ),
+                nextCursor: z.string().optional().describe('On a page with more after it: pass it as cursor'),
+              }),
               ...refusals(404),
             },
           },
         },
-        async (request) => json(tw.history({ ...who(request), ...request.params })),
+        async (request) => json(tw.history({ ...who(request), ...request.params, ...request.query })),
       );
 
       r.post(

@@ -256,6 +256,29 @@ describe('the OpenAPI document against the server', () => {
     expect((await request('GET', r('/status'), at('w1', '/status'), { token: null })).status).toBe(401);
     const history = r('/history');
     expect((await request('GET', history, at('w1', '/history'))).body.rows).toHaveLength(4);
+    // A page at a time: a page with more after it answers nextCursor, the last one the handoff.
+    const firstPage = await request('GET', history, at('w1', '/history?limit=3'));
+    expect([firstPage.body.rows.length, firstPage.body.handoff, typeof firstPage.body.nextCursor]).toEqual([
+      3,
+      undefined,
+      'string',
+    ]);
+    const lastPage = await request('GET', history, at('w1', `/history?cursor=${firstPage.body.nextCursor}`));
+    expect([lastPage.body.rows.map((row: { seq: number }) => row.seq), lastPage.body.nextCursor]).toEqual([
+      [4],
+      undefined,
+    ]);
+    expect(lastPage.body.handoff).toEqual(expect.any(String));
+    for (const [query, field] of [
+      ['limit=0', 'limit'],
+      ['limit=1001', 'limit'],
+      ['limit=x', 'limit'],
+      ['cursor=not-a-cursor', 'cursor'],
+      ['offset=3', 'offset'],
+    ]) {
+      const refused = await request('GET', history, at('w1', `/history?${query}`));
+      expect([query, refused.status, refused.body.error.details?.field]).toEqual([query, 400, field]);
+    }
     expect((await request('GET', history, at('bad%20id', '/history'))).status).toBe(400);
     expect((await request('GET', history, at('nothing-here', '/history'))).status).toBe(404);
     expect((await request('GET', history, at('w1', '/history'), { token: null })).status).toBe(401);

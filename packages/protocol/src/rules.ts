@@ -35,6 +35,13 @@ export const Bounds = {
   maxWaitMs: { min: 0, max: 3_600_000 },
   /** A page of `listWorkstreams`. */
   limit: { min: 1, max: 1_000 },
+  /**
+   * A page of `history()`: rows read on the supervisor's thread in one go (`bench --only
+   * history`: a page of 1,000 SQLite rows costs about 5 ms of its CPU, one of 100 under 1 ms).
+   */
+  historyLimit: { min: 1, max: 1_000 },
+  /** A page of the store's `readHistoryPage`: the API's page and one row to see if there is more. */
+  storeHistoryPage: { min: 1, max: 10_000 },
   /** The turns a rewind drops: more than any rewind needs, a larger count is a caller's bug. */
   rewindTurns: { min: 1, max: 10_000 },
   /** The last row a compaction replaces. */

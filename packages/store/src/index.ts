@@ -15,6 +15,7 @@ export type {
   CompactInput,
   CompactResult,
   CreateWorkstreamInput,
+  HistoryPageQuery,
   Lease,
   SaveSessionInput,
   Store,

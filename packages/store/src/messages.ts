@@ -26,6 +26,7 @@ export class MessageTable {
   readonly #all;
   readonly #tail;
   readonly #after;
+  readonly #page;
   readonly #deleteThrough;
   readonly #deleteFrom;
   readonly #deleteAll;
@@ -48,6 +49,10 @@ export class MessageTable {
     );
     this.#after = db.prepare<[string, number], MessageRow>(
       'SELECT * FROM messages WHERE workstream_id = ? AND seq > ? ORDER BY seq',
+    );
+    // Keyset paging: a range scan of the (workstream_id, seq) primary key, LIMIT rows long.
+    this.#page = db.prepare<[string, number, number], MessageRow>(
+      'SELECT * FROM messages WHERE workstream_id = ? AND seq > ? ORDER BY seq LIMIT ?',
     );
     // From the last non-tool row on: all that S1 needs, since the history before it is complete.
     this.#tail = db.prepare<[{ ws: string }], MessageRow>(
@@ -154,6 +159,11 @@ export class MessageTable {
   /** The rows after `afterSeq`, in order. */
   after(workstreamId: string, afterSeq: number): HistoryRow[] {
     return this.#after.all(workstreamId, afterSeq).map(toHistoryRow);
+  }
+
+  /** At most `limit` rows after `afterSeq`, in order. */
+  page(workstreamId: string, afterSeq: number, limit: number): HistoryRow[] {
+    return this.#page.all(workstreamId, afterSeq, limit).map(toHistoryRow);
   }
 
   /** The rows from the last non-tool message on: enough for `openToolCalls`/`structuralRefusal`. */

@@ -51,6 +51,7 @@ import type {
   CompactInput,
   CompactResult,
   CreateWorkstreamInput,
+  HistoryPageQuery,
   Lease,
   SaveSessionInput,
   Store,
@@ -66,6 +67,7 @@ import {
   checkInteger,
   checkKeys,
   checkObject,
+  checkPage,
   checkSession,
   checkText,
   MAX_HOLDER_LENGTH,
@@ -327,6 +329,26 @@ export class PostgresStore implements Store {
 
   readHistory(workstreamId: string): Promise<HistoryRow[]> {
     return this.#run('readHistory', () => this.#history(checkId('workstreamId', workstreamId), 0));
+  }
+
+  /**
+   * At most `page.limit` rows after `page.afterSeq`: a range of the (workstream_id, seq) key,
+   * joined to the workstream row so an unknown id is told from an empty page in one statement.
+   */
+  readHistoryPage(workstreamId: string, page: HistoryPageQuery): Promise<HistoryRow[]> {
+    return this.#run('readHistoryPage', async () => {
+      const id = checkId('workstreamId', workstreamId);
+      const { afterSeq, limit } = checkPage(page);
+      const { rows } = await this.#pool.query<MessageRow & { ws: string | null }>(
+        `SELECT w.id AS ws, m.* FROM workstreams w LEFT JOIN LATERAL (
+           SELECT ${MESSAGE_COLUMNS} FROM messages
+           WHERE workstream_id = w.id AND seq > $2 ORDER BY seq LIMIT $3) m ON true
+         WHERE w.id = $1 ORDER BY m.seq`,
+        [id, afterSeq, limit],
+      );
+      if (rows.length === 0) throw workstreamNotFound(id);
+      return rows.filter((r) => r.seq != null).map(toHistoryRow);
+    });
   }
 
   /** The rows from the last message that is not a tool result on (S1: where an open call can be). */

@@ -29,6 +29,7 @@ import type {
   CompactInput,
   CompactResult,
   CreateWorkstreamInput,
+  HistoryPageQuery,
   Lease,
   SaveSessionInput,
   Store,
@@ -44,6 +45,7 @@ import {
   checkInteger,
   checkKeys,
   checkObject,
+  checkPage,
   checkSession,
   checkText,
   MAX_HOLDER_LENGTH,
@@ -298,6 +300,18 @@ export class SqliteStore implements Store {
       return this.#read(() => {
         this.#workstreams.require(workstreamId);
         return this.#messages.all(workstreamId);
+      });
+    });
+  }
+
+  /** At most `page.limit` rows after `page.afterSeq`: a range of the (workstream_id, seq) key. */
+  readHistoryPage(workstreamId: string, page: HistoryPageQuery): Promise<HistoryRow[]> {
+    return this.#run('readHistoryPage', () => {
+      checkId('workstreamId', workstreamId);
+      const { afterSeq, limit } = checkPage(page);
+      return this.#read(() => {
+        this.#workstreams.require(workstreamId);
+        return this.#messages.page(workstreamId, afterSeq, limit);
       });
     });
   }

@@ -176,6 +176,16 @@ export interface TurnStore {
   /** The whole history in seq order. */
   readHistory(workstreamId: string): Promise<HistoryRow[]>;
   /**
+   * One page of the history: at most `limit` rows (1–10,000) with a seq above `afterSeq`, in seq
+   * order — keyset paging on (workstream, seq), so a page costs what its rows cost, however long
+   * the history. Page by seq, not by position: a rewrite between two pages (a compaction
+   * renumbers, a rewind drops the last rows and later ones take their seqs) is not seen by the
+   * next page, which reads the history as it is then. An unknown workstream is
+   * WORKSTREAM_NOT_FOUND (an empty page is a history with nothing after `afterSeq`); a page out
+   * of its bounds is INVALID_INPUT, and nothing is read.
+   */
+  readHistoryPage(workstreamId: string, page: HistoryPageQuery): Promise<HistoryRow[]>;
+  /**
    * Optional: the rows from the last message that is not a tool result on — all that an open
    * call can be found in (S1), however long the history. A claim reads this instead of the whole
    * history when the context is read elsewhere (the shared model threads); without it, the
@@ -205,6 +215,14 @@ export interface TurnStore {
   /** Releases the lease if holder and token match and it is not released yet. */
   releaseLease(workstreamId: string, holder: string, token: number): Promise<boolean>;
   getLease(workstreamId: string): Promise<Lease | undefined>;
+}
+
+/** Where a page of `readHistoryPage` starts and how many rows it holds at most. */
+export interface HistoryPageQuery {
+  /** The seq the page starts after: 0 for the first page, then the previous page's last seq. */
+  readonly afterSeq: number;
+  /** At most this many rows, 1–10,000. */
+  readonly limit: number;
 }
 
 /** One batch's outcome in a group commit: its seqs, or the error that refused it alone. */

@@ -1,4 +1,4 @@
-import { ID_RULE, isId, Lengths } from '@turnwarden/protocol';
+import { Bounds, ID_RULE, inBound, isId, Lengths } from '@turnwarden/protocol';
 import { invalidInput } from './errors.js';
 
 /** Lease holders, incarnations, `replacing` prefixes (the API's rule, packages/protocol). */
@@ -42,6 +42,18 @@ export function checkKeys(field: string, value: Record<string, unknown>, allowed
   for (const key of Object.keys(value)) {
     if (!allowed.includes(key)) throw invalidInput(`${field}.${key}`, 'is not a known field');
   }
+}
+
+/** A `readHistoryPage` query: `afterSeq` from 0, `limit` within the store's page bound. */
+export function checkPage(value: unknown): { afterSeq: number; limit: number } {
+  const page = checkObject('page', value);
+  checkKeys('page', page, ['afterSeq', 'limit']);
+  const afterSeq = checkInteger('page.afterSeq', page.afterSeq, 0);
+  const bound = Bounds.storeHistoryPage;
+  if (!inBound(page.limit, bound)) {
+    throw invalidInput('page.limit', `must be an integer from ${bound.min} to ${bound.max}`);
+  }
+  return { afterSeq, limit: page.limit };
 }
 
 /** Largest stored session snapshot (JSON characters); a snapshot is a few hundred. */

@@ -32,7 +32,7 @@ import type { Commands } from './commands/index.js';
 import { Rewrites, type Summary } from './commands/rewrites.js';
 import { type Announced, type SendClaim, SendQueue } from './commands/send-queue.js';
 import { Sends } from './commands/sends.js';
-import { type ListQuery, Workstreams } from './commands/workstreams.js';
+import { type ListQuery, type PageQuery, Workstreams } from './commands/workstreams.js';
 import type { SupervisorConfig } from './config.js';
 import { JournalGate } from './journal/journal-gate.js';
 import { AbortProtocol } from './liveness/abort-protocol.js';
@@ -52,7 +52,14 @@ import { IsolatedPool } from './tools/isolation.js';
 import { type ClaimHost, type ClaimInput, newHolder } from './turn/claim.js';
 import { TurnSlots } from './turn/slots.js';
 import type { Turn } from './turn/turn.js';
-import type { ClaimedTurn, HistoryRead, RewindResult, WorkstreamInfo, WorkstreamStatus } from './types.js';
+import type {
+  ClaimedTurn,
+  HistoryPage,
+  HistoryRead,
+  RewindResult,
+  WorkstreamInfo,
+  WorkstreamStatus,
+} from './types.js';
 import { variant } from './variants.js';
 
 export interface EngineOptions {
@@ -512,6 +519,10 @@ export class TurnEngine implements Commands {
 
   history(workstreamId: string): Promise<HistoryRead> {
     return this.workstreams.history(workstreamId);
+  }
+
+  historyPage(workstreamId: string, query: PageQuery): Promise<HistoryPage> {
+    return this.workstreams.historyPage(workstreamId, query);
   }
 
   status(

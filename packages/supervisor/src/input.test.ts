@@ -6,6 +6,7 @@ import {
   checkCompactInput,
   checkDeleteInput,
   checkFields,
+  checkHistoryInput,
   checkId,
   checkListInput,
   checkRef,
@@ -201,7 +202,7 @@ describe('a send’s tool allow-list', () => {
   });
 });
 
-describe('the bounds of rewind, listWorkstreams, deleteWorkstream and close', () => {
+describe('the bounds of rewind, listWorkstreams, history, deleteWorkstream and close', () => {
   const caller = { tenantId: 't', principal: 'user' };
   const ws = { ...caller, workstreamId: 'w' };
   const field = (fn: () => unknown) => refusal(fn).details;
@@ -217,6 +218,10 @@ describe('the bounds of rewind, listWorkstreams, deleteWorkstream and close', ()
       'deleteWorkstream: unknown field x',
     );
     expect(refusal(() => checkCloseInput({ ...ws, x: 1 } as never)).message).toBe('close: unknown field x');
+    expect(refusal(() => checkHistoryInput({ ...ws, offset: 1 } as never))).toMatchObject({
+      message: 'history: unknown field offset',
+      details: { field: 'offset' },
+    });
   });
 
   it('T5: rewind: turns within 1–10000, ifLastSeq a non-negative integer when given', () => {
@@ -244,6 +249,22 @@ describe('the bounds of rewind, listWorkstreams, deleteWorkstream and close', ()
       code: ErrorCode.INVALID_INPUT,
       message: "status must be 'open' or 'closed'",
       details: { field: 'status' },
+    });
+  });
+
+  it('T5: history: limit within 1–1000 when given; a cursor is a string (decoded where the read goes on)', () => {
+    expect(() => checkHistoryInput({ ...ws })).not.toThrow();
+    expect(() => checkHistoryInput({ ...ws, limit: 1 })).not.toThrow();
+    expect(() => checkHistoryInput({ ...ws, limit: 1_000, cursor: 'c' })).not.toThrow();
+    for (const limit of [0, 1_001, 1.5, -1, '10', Number.NaN]) {
+      expect(refusal(() => checkHistoryInput({ ...ws, limit } as never))).toMatchObject({
+        code: ErrorCode.INVALID_INPUT,
+        message: 'limit must be an integer from 1 to 1000',
+        details: { field: 'limit' },
+      });
+    }
+    expect(field(() => checkHistoryInput({ ...ws, workstreamId: 'a b', limit: 1 }))).toEqual({
+      field: 'workstreamId',
     });
   });
 

@@ -20,6 +20,7 @@ import type {
   CloseInput,
   CompactInput,
   DeleteInput,
+  HistoryInput,
   ListWorkstreamsInput,
   RewindInput,
   SendInput,
@@ -128,6 +129,12 @@ export function checkListInput(input: ListWorkstreamsInput): void {
   if (input.status !== undefined && !WORKSTREAM_STATUSES.includes(input.status)) {
     throw invalid(`status must be ${WORKSTREAM_STATUSES.map((s) => `'${s}'`).join(' or ')}`, 'status');
   }
+}
+
+/** `history`: a page size within its bound (the cursor is decoded where the read goes on, streams.ts). */
+export function checkHistoryInput(input: HistoryInput): void {
+  checkRef(input, 'history', ['limit', 'cursor']);
+  if (input.limit !== undefined) checkInteger(input.limit, 'limit', Bounds.historyLimit);
 }
 
 export function checkDeleteInput(input: DeleteInput): void {

@@ -39,6 +39,7 @@ import {
   checkCloseInput,
   checkCompactInput,
   checkDeleteInput,
+  checkHistoryInput,
   checkId,
   checkListInput,
   checkRef,
@@ -51,13 +52,15 @@ import type { WatchdogHooks } from './liveness/watchdog.js';
 import type { RuntimeStats } from './stats.js';
 import type { Listener, StartAt, TurnwardenEvent } from './streams/events.js';
 import type { LifecycleListener } from './streams/lifecycle-feed.js';
-import { EventIterator, startAt } from './streams/streams.js';
+import { EventIterator, fromCursor, startAt } from './streams/streams.js';
 import type {
   Caller,
   ClaimedTurn,
   CloseInput,
   CompactInput,
   DeleteInput,
+  HistoryInput,
+  HistoryPage,
   HistoryRead,
   ListWorkstreamsInput,
   RewindInput,
@@ -480,12 +483,29 @@ export class Turnwarden {
    * The durable history, in order (seq 1, 2, …), and its handoff token: a listener subscribed
    * with it continues exactly after these rows — no event missed, no row delivered twice — or
    * receives `history_resync` (E2).
+   *
+   * A long history is read a page at a time: `limit` (1–1000) rows a page, and each page but
+   * the last answers `nextCursor`, to pass as `cursor` for the next (its `limit` holds unless
+   * the call names another). Each page is one read on the supervisor's thread, so a page costs
+   * what its rows cost, however long the history; without `limit` or `cursor` the whole history
+   * is one read, as it always was. The last page — the one without `nextCursor` — carries the
+   * handoff, and it continues exactly after the rows of all the pages: whatever changed the
+   * history while they were read reaches the listener, a rewrite as `history_resync` (E2).
+   * A malformed cursor, or another workstream's, is INVALID_INPUT (field `cursor`), as is one
+   * read before the workstream was deleted and created again (D1).
    */
-  async history(input: WorkstreamRef): Promise<HistoryRead> {
-    checkRef(input, 'history');
-    const { tenantId, workstreamId } = input;
-    await this.owned(tenantId, workstreamId);
-    return this.commands.history(workstreamId);
+  history(input: WorkstreamRef): Promise<HistoryRead>;
+  /** A page of the history (`limit`, `cursor`): `nextCursor` while there is more, the handoff on the last page. */
+  history(input: HistoryInput): Promise<HistoryPage>;
+  async history(input: HistoryInput): Promise<HistoryPage> {
+    checkHistoryInput(input);
+    const { tenantId, workstreamId, limit } = input;
+    // T5: a cursor is decoded before anything is read.
+    const cursor = input.cursor === undefined ? undefined : fromCursor(input.cursor, workstreamId);
+    const ws = await this.owned(tenantId, workstreamId);
+    const pageSize = limit ?? cursor?.limit;
+    if (pageSize === undefined) return this.commands.history(workstreamId);
+    return this.commands.historyPage(workstreamId, { incarnation: ws.incarnation, limit: pageSize, cursor });
   }
 
   /** The session machine's state (idle, claimed, streaming, tool-debt, force-abandoning, closed). */

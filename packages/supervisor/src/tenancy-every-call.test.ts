@@ -34,6 +34,7 @@ const READS = new Set([
   'getWorkstream',
   'readHistory',
   'readHistoryAfter',
+  'readHistoryPage',
   'listWorkstreams',
   'getLease',
   'expiredLeases',
@@ -126,6 +127,12 @@ describe('T2: another tenant, on every call', () => {
       .done;
     const { incarnation } = await tw.getWorkstream(ref);
     const firstId = rt.events[0]!.id;
+    // The owner's cursor, as if it had leaked; for another id, the same cursor naming that id.
+    const leaked = (await tw.history({ ...ref, limit: 1 })).nextCursor!;
+    const cursorFor = (id: string) =>
+      Buffer.from(
+        JSON.stringify({ ...JSON.parse(Buffer.from(leaked, 'base64url').toString()), w: id }),
+      ).toString('base64url');
     const ownerFeed: WorkstreamLifecycleEvent[] = [];
     tw.subscribeWorkstreams({ ...owner, listener: (e) => ownerFeed.push(e) });
 
@@ -145,6 +152,8 @@ describe('T2: another tenant, on every call', () => {
       getWorkstream: (id: string) => tw.getWorkstream({ ...other, workstreamId: id }),
       status: (id: string) => tw.status({ ...other, workstreamId: id }),
       history: (id: string) => tw.history({ ...other, workstreamId: id }),
+      'history limit': (id: string) => tw.history({ ...other, workstreamId: id, limit: 1 }),
+      'history cursor': (id: string) => tw.history({ ...other, workstreamId: id, cursor: cursorFor(id) }),
       subscribe: (id: string) => tw.subscribe({ ...other, workstreamId: id, listener }),
       'subscribe lastEventId 0': (id: string) =>
         tw.subscribe({ ...other, workstreamId: id, lastEventId: 0, listener }),

@@ -112,13 +112,53 @@ export interface SubscribeInput extends WorkstreamRef {
   readonly handoff?: string;
 }
 
-/** A history read (E2). */
-export interface HistoryRead {
-  /** The durable history, in order (seq 1, 2, …). */
-  readonly rows: HistoryRow[];
-  /** Subscribe with it to continue exactly after these rows. Opaque. */
-  readonly handoff: string;
+/**
+ * `history()`'s argument. Without `limit` or `cursor`: the whole history in one read. With them,
+ * a page at a time: each page but the last answers `nextCursor`, the last the `handoff` (E2).
+ */
+export interface HistoryInput extends WorkstreamRef {
+  /**
+   * At most this many rows, 1–1000 (each page is read on the supervisor's thread in one go).
+   * Default: with `cursor`, the limit of the page that returned it; without, no limit — the
+   * whole history, as a read without paging always was.
+   */
+  readonly limit?: number;
+  /** The previous page's `nextCursor`: this page continues after its rows. Opaque. */
+  readonly cursor?: string;
 }
+
+/**
+ * A history read that reached the end of the history (E2): the whole history, or the last page
+ * of a read a page at a time.
+ */
+export interface HistoryRead {
+  /**
+   * The durable history, in order (seq 1, 2, …) — or, read a page at a time, this page's rows:
+   * the rows after the previous page's, in order.
+   */
+  readonly rows: HistoryRow[];
+  /**
+   * Subscribe with it to continue exactly after these rows — after all the pages' rows: it holds
+   * the stream position taken before the first page, so whatever changed the history while the
+   * pages were read reaches the listener (rows announced, a rewrite's `history_resync`). Opaque.
+   */
+  readonly handoff: string;
+  /** Never on the last page: there is no more. */
+  readonly nextCursor?: undefined;
+}
+
+/** A page of the history with more after it: read on with `nextCursor`; the last page has the handoff. */
+export interface HistoryMore {
+  /** This page's rows, in order. */
+  readonly rows: HistoryRow[];
+  /** Pass it as `cursor` for the next page. Opaque. */
+  readonly nextCursor: string;
+  /** Never before the last page: a listener registered here would miss the pages not read yet (E2). */
+  readonly handoff?: undefined;
+}
+
+/** What `history()` answers with `limit` or `cursor`: a page with more after it, or the last. */
+export type HistoryPage = HistoryRead | HistoryMore;
 
 export interface RewindInput extends WorkstreamRef {
   /** How many of the last turns to drop (each begins with a user message), from 1. */

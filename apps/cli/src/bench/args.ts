@@ -13,6 +13,7 @@ const SECTION_NAMES = [
   'l12',
   'journal',
   'events',
+  'history',
   'admission',
   'provider',
   'isolation',

@@ -12,6 +12,7 @@ import { BenchUsageError, parseBenchArgs, type SectionName, USAGE } from './args
 import { benchClaim } from './claim.js';
 import { type BenchContext, errorText, silentLogger, within } from './common.js';
 import { benchEvents } from './events.js';
+import { benchHistory } from './history.js';
 import { benchIsolation } from './isolation.js';
 import { benchJournal } from './journal.js';
 import { benchL12 } from './l12.js';
@@ -53,6 +54,7 @@ const SECTIONS: Record<SectionName, Section> = {
   l12: { title: 'watchdog starvation', run: benchL12 },
   journal: { title: 'durable rows through the journal', run: benchJournal },
   events: { title: 'event streams', run: benchEvents },
+  history: { title: 'reading a long history', run: benchHistory },
   admission: { title: 'fair admission', run: benchAdmission },
   provider: { title: 'a real model provider', run: benchProvider },
   isolation: { title: 'thread-isolated tools', run: benchIsolation },

@@ -9,11 +9,18 @@ import type { RuntimeStats } from '../stats.js';
 import type { Listener, StartAt, TurnwardenEvent } from '../streams/events.js';
 import type { LifecycleListener } from '../streams/lifecycle-feed.js';
 import type { ClaimInput } from '../turn/claim.js';
-import type { ClaimedTurn, HistoryRead, RewindResult, WorkstreamInfo, WorkstreamStatus } from '../types.js';
+import type {
+  ClaimedTurn,
+  HistoryPage,
+  HistoryRead,
+  RewindResult,
+  WorkstreamInfo,
+  WorkstreamStatus,
+} from '../types.js';
 import type { Tombstone } from './deletes.js';
 import type { Summary } from './rewrites.js';
 import type { Announced, SendClaim } from './send-queue.js';
-import type { ListQuery } from './workstreams.js';
+import type { ListQuery, PageQuery } from './workstreams.js';
 
 export interface Commands {
   /** Shutdown began: every call is refused from here (SHUTTING_DOWN). */
@@ -39,7 +46,10 @@ export interface Commands {
   probeTombstones(): Promise<void>;
   /** D5: a tenant's workstream lifecycle feed. */
   subscribeWorkstreams(tenantId: string, listener: LifecycleListener): () => void;
+  /** The whole history and its handoff (E2). */
   history(workstreamId: string): Promise<HistoryRead>;
+  /** A page of it: `nextCursor`, or on the last page the handoff (E2). */
+  historyPage(workstreamId: string, query: PageQuery): Promise<HistoryPage>;
   status(
     workstreamId: string,
     durable: SessionSnapshotData | undefined,

@@ -1,24 +1,25 @@
 /**
  * Workstreams as the host sees them: creation (an incarnation each, D1; advertised once
- * committed, D5), listing without the hidden tombstones (D2), the history with its handoff
- * position (E2), and the live part of a session's status.
+ * committed, D5), listing without the hidden tombstones (D2), the history — whole or a page at a
+ * time — with its handoff position (E2), and the live part of a session's status.
  */
 import { type ActivityClock, activityName } from '@turnwarden/clock';
 import { ErrorCode, errors, isTurnwardenError, type SessionSnapshotData } from '@turnwarden/protocol';
 import { stateOf } from '@turnwarden/session';
 import type { Store, WorkstreamStatus as StoredStatus, WorkstreamRecord } from '@turnwarden/store';
 import type { Logger } from 'pino';
+import { invalid } from '../input.js';
 import type { JournalGate } from '../journal/journal-gate.js';
 import type { Sessions } from '../sessions/sessions.js';
 import type { EventHub } from '../streams/events.js';
 import type { LifecycleFeed } from '../streams/lifecycle-feed.js';
-import { handoffToken } from '../streams/streams.js';
-import type { HistoryRead, WorkstreamInfo, WorkstreamStatus } from '../types.js';
+import { cursorToken, type HistoryCursor, handoffToken, incarnationDigest } from '../streams/streams.js';
+import type { HistoryPage, HistoryRead, WorkstreamInfo, WorkstreamStatus } from '../types.js';
 import type { Deletes } from './deletes.js';
 import type { SendQueue } from './send-queue.js';
 
 export interface WorkstreamsDeps {
-  readonly store: Pick<Store, 'createWorkstream' | 'listWorkstreams' | 'readHistory'>;
+  readonly store: Pick<Store, 'createWorkstream' | 'listWorkstreams' | 'readHistory' | 'readHistoryPage'>;
   readonly events: Pick<EventHub, 'reopen' | 'position'>;
   readonly lifecycle: Pick<LifecycleFeed, 'created' | 'unconfirmed'>;
   readonly logger: Logger;
@@ -34,6 +35,15 @@ export interface ListQuery {
   readonly status: StoredStatus | undefined;
   readonly afterId: string | undefined;
   readonly limit: number;
+}
+
+/** A page of a history read (its input checked, its cursor decoded, the workstream owned). */
+export interface PageQuery {
+  /** The incarnation the caller owns now (D1). */
+  readonly incarnation: string;
+  readonly limit: number;
+  /** Where the previous page ended; absent for the first page. */
+  readonly cursor: HistoryCursor | undefined;
 }
 
 export class Workstreams {
@@ -103,6 +113,38 @@ export class Workstreams {
     const position = this.deps.events.position(workstreamId);
     const rows = await this.deps.store.readHistory(workstreamId);
     return { rows, handoff: handoffToken(workstreamId, position, rows.at(-1)?.seq ?? 0) };
+  }
+
+  /**
+   * One page of the history, by seq after the previous page's last. E2 across pages: the stream
+   * position is taken before the *first* page and carried in the cursor to the last, whose
+   * handoff holds it with the last seq read. Rows announced after it are the rows no page can
+   * have missed — every row durable before it has a seq the pages read through — and those the
+   * pages returned are filtered out by seq; a rewrite between two pages (a compaction renumbers,
+   * a rewind hands seqs to new rows) emitted `history_resync` after it, so the listener
+   * re-reads. A page before the last has no handoff: a listener registered after it would miss
+   * the rows of the pages not read yet. One row more than the page is read, so the page that
+   * reaches the end is the last one, with no empty page after it.
+   */
+  async historyPage(workstreamId: string, query: PageQuery): Promise<HistoryPage> {
+    const { limit, cursor } = query;
+    const incarnation = incarnationDigest(query.incarnation);
+    if (cursor !== undefined && cursor.incarnation !== incarnation) {
+      // D1: the workstream was deleted and created again since the previous page.
+      throw invalid(
+        'cursor was returned by the history of a deleted incarnation: read from the start',
+        'cursor',
+      );
+    }
+    const position = cursor?.position ?? this.deps.events.position(workstreamId);
+    const afterSeq = cursor?.afterSeq ?? 0;
+    const rows = await this.deps.store.readHistoryPage(workstreamId, { afterSeq, limit: limit + 1 });
+    if (rows.length > limit) {
+      rows.length = limit;
+      const next = { position, afterSeq: rows.at(-1)!.seq, limit, incarnation };
+      return { rows, nextCursor: cursorToken(workstreamId, next) };
+    }
+    return { rows, handoff: handoffToken(workstreamId, position, rows.at(-1)?.seq ?? afterSeq) };
   }
 
   /** The live part of a session's status; `durable` is the stored snapshot of a passive one. */

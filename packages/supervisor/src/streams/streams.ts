@@ -1,8 +1,10 @@
 /**
- * What the public API adds to the event hub: history-handoff tokens (E2) and the async iterator
- * form of a subscription, bounded, with backpressure and an AbortSignal (E3).
+ * What the public API adds to the event hub: history-handoff tokens (E2), the cursors of a history
+ * read a page at a time (which carry the handoff's position from page to page), and the async
+ * iterator form of a subscription, bounded, with backpressure and an AbortSignal (E3).
  */
-import { Lengths, ofLength } from '@turnwarden/protocol';
+import { createHash } from 'node:crypto';
+import { Bounds, inBound, Lengths, ofLength } from '@turnwarden/protocol';
 import { invalid } from '../input.js';
 import type { StartAt, TurnwardenEvent } from './events.js';
 
@@ -35,6 +37,61 @@ function fromHandoff(token: unknown, workstreamId: string): StartAt {
   if (t.w !== workstreamId)
     throw invalid('handoff was returned by the history of another workstream', 'handoff');
   return { kind: 'handoff', position: t.p as number, lastSeq: t.s as number };
+}
+
+/**
+ * Where a history read a page at a time goes on. `position` is the stream position taken before
+ * its *first* page, carried to the last, whose handoff token holds it: an event after it — a row
+ * announced, a rewrite's `history_resync` — while the pages were read reaches the listener (E2).
+ */
+export interface HistoryCursor {
+  /** The stream position before the first page (E2). */
+  readonly position: number;
+  /** The last seq read: the next page starts after it. */
+  readonly afterSeq: number;
+  /** The page size, the next page's unless it names its own. */
+  readonly limit: number;
+  /** A digest of the incarnation read (D1): a workstream created again is not read on. */
+  readonly incarnation: string;
+}
+
+/** The digest of an incarnation a cursor holds: short (a cursor's length is bounded), not the token. */
+export function incarnationDigest(incarnation: string): string {
+  return createHash('sha256').update(incarnation).digest('base64url').slice(0, 16);
+}
+
+/** Mints the opaque `nextCursor` of a history page. */
+export function cursorToken(workstreamId: string, cursor: HistoryCursor): string {
+  const { position: p, afterSeq: s, limit: n, incarnation: i } = cursor;
+  return Buffer.from(JSON.stringify({ w: workstreamId, p, s, n, i })).toString('base64url');
+}
+
+/**
+ * A `nextCursor` of this workstream's history, decoded before anything is read; INVALID_INPUT
+ * (field `cursor`) when it is not one of ours, or another workstream's (T5).
+ */
+export function fromCursor(token: unknown, workstreamId: string): HistoryCursor {
+  const refused = () => invalid('cursor must be a nextCursor returned by history()', 'cursor');
+  if (!ofLength(token, Lengths.cursor)) throw refused();
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(Buffer.from(token, 'base64url').toString('utf8'));
+  } catch {
+    throw refused();
+  }
+  const t = (typeof parsed === 'object' && parsed !== null ? parsed : {}) as Record<string, unknown>;
+  if (
+    !inBound(t.p, { min: 0, max: Number.MAX_SAFE_INTEGER }) ||
+    !inBound(t.s, { min: 0, max: Number.MAX_SAFE_INTEGER }) ||
+    !inBound(t.n, Bounds.historyLimit) ||
+    typeof t.i !== 'string' ||
+    t.i.length === 0
+  ) {
+    throw refused();
+  }
+  if (t.w !== workstreamId)
+    throw invalid('cursor was returned by the history of another workstream', 'cursor');
+  return { position: t.p, afterSeq: t.s, limit: t.n, incarnation: t.i };
 }
 
 /** E1: where a listener reconnecting with the last event id it saw starts. */
