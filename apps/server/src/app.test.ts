@@ -33,6 +33,8 @@ const STATS = {
   journal: { pendingRows: 0, retrying: 0, conflicts: 0 },
   watchdog: { pollLateness: { p99: 0 } },
   events: { listeners: 0 },
+  pool: { warm: 1, busy: 2, starting: 0, waiting: 0, shrunk: 0 },
+  models: { threads: 1, running: 2, calls: 5, failed: 0, wedged: 0, crashed: 0 },
 };
 
 interface Deferred<T> {
@@ -299,6 +301,14 @@ describe('the app, against a fake runtime', () => {
     expect(count('route="/healthz",method="GET",status="200"')).toBe('1');
     expect(count('route="/v1/workstreams/:workstreamId",method="GET",status="200"')).toBe('1');
     expect(count('route="unknown",method="GET",status="404"')).toBe('1');
+    // The pool's and the model threads' figures, read from stats() at the scrape.
+    for (const line of [
+      'turnwarden_pool_workers 3',
+      'turnwarden_model_threads 1',
+      'turnwarden_model_calls_running 2',
+    ]) {
+      expect(text.split('\n'), line).toContain(line);
+    }
   });
 
   it('the API documentation is served at /docs', async () => {

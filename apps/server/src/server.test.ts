@@ -164,6 +164,10 @@ describe('the HTTP API on a real port', () => {
       'turnwarden_admission_wait_p99_ms 0',
       'turnwarden_journal_retrying 0',
       'turnwarden_watchdog_poll_lateness_p99_ms',
+      'turnwarden_pool_claims_waiting 0',
+      'turnwarden_pool_shrunk_total 0',
+      'turnwarden_model_calls_running 0',
+      'turnwarden_model_threads_replaced_total 0',
     ]) {
       expect(text, name).toContain(name);
     }

@@ -14,6 +14,7 @@ export type {
   HistoryMessage,
   HistoryRow,
   LeaseRefusal,
+  ModelPlacement,
   PersistenceState,
   RevokeReason,
   SystemMessage,
@@ -47,6 +48,7 @@ export type {
   IsolationConfig,
   LeaseConfig,
   LimitsConfig,
+  ModelsConfig,
   PoolConfig,
   SupervisorConfig,
   SupervisorConfigInput,
@@ -54,6 +56,7 @@ export type {
 } from './config.js';
 export type { JournalStats } from './journal/journal-gate.js';
 export type { WatchdogStats } from './liveness/watchdog.js';
+export type { ModelThreadStats } from './models/threads.js';
 export type { TurnwardenOptions } from './runtime.js';
 export { Turnwarden } from './runtime.js';
 export type { RuntimeCounters, RuntimeStats } from './stats.js';

@@ -112,9 +112,14 @@ export async function benchClaim(ctx: BenchContext): Promise<Omit<SectionResult,
       ours: `shared model threads (default): ${turns} turns on a ${rows.toLocaleString('en-US')}-row workstream, one at a time, SQLite file`,
       baseline: `models.placement 'session': the claim reads the whole history on the supervisor's thread and sends it to the worker`,
       rows: [
-        row(`longest main-thread block per turn, ${rows.toLocaleString('en-US')} rows (median)`, 'ms', median(ours.long), {
-          baseline: median(base.long),
-        }),
+        row(
+          `longest main-thread block per turn, ${rows.toLocaleString('en-US')} rows (median)`,
+          'ms',
+          median(ours.long),
+          {
+            baseline: median(base.long),
+          },
+        ),
         row(`longest main-thread block per turn, ${rows.toLocaleString('en-US')} rows (max)`, 'ms', worst, {
           baseline: Math.max(...base.long),
           target: target(`≤ ${TARGET_MS} ms`, worst <= TARGET_MS),

@@ -108,7 +108,6 @@ export class Sessions {
     return new Promise<void>((resolve) => this.loop.run(resolve));
   }
 
-
   /** The record if the session is active in memory. */
   peek(workstreamId: string): SessionRecord | undefined {
     return this.records.get(workstreamId);
