@@ -322,7 +322,8 @@ describe('starvation is not a stall (injected scheduler statistics, injected tim
   it('L1: when the poll at half the bound never came (the supervisor’s thread was blocked), the turn is judged over one poll period from the bound', () => {
     const starved = setup(config);
     const stalled = setup(config);
-    for (const h of [starved, stalled]) {
+    const spinning = setup(config);
+    for (const h of [starved, stalled, spinning]) {
       h.enter();
       h.block(config.timeoutMs + 20); // no poll between the last progress and past the bound
     }
@@ -338,6 +339,10 @@ describe('starvation is not a stall (injected scheduler statistics, injected tim
       verdict: 'stalled',
       windowMs: config.pollMs / 2,
     });
+    // Too short a window to burn the CPU budget: on a CPU through it is wedged all the same.
+    spinning.worker(SPINNING);
+    spinning.run(config.pollMs);
+    expect(spinning.committed()?.info.sched).toMatchObject({ verdict: 'wedged', runShare: 1, runMs: 50 });
   });
 
   it('the host’s saturation: the supervisor’s own thread, read at most once a second, over about the last 10 s', () => {
