@@ -164,6 +164,10 @@ describe('the HTTP API on a real port', () => {
       'turnwarden_admission_wait_p99_ms 0',
       'turnwarden_journal_retrying 0',
       'turnwarden_watchdog_poll_lateness_p99_ms',
+      'turnwarden_watchdog_verdicts_total{verdict="starved"} 0',
+      'turnwarden_watchdog_verdicts_total{verdict="wedged"} 0',
+      'turnwarden_main_thread_wait_ratio ',
+      'turnwarden_main_thread_busy_ratio ',
     ]) {
       expect(text, name).toContain(name);
     }

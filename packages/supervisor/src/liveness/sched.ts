@@ -60,9 +60,9 @@ export function platformScheduler(): { readonly stats: SchedulerStats; readonly 
 }
 
 /** ≥ this share of the window waiting on a run queue: the turn was starved (see `classify`). */
-export const STARVED_WAIT_SHARE = 0.25;
+const STARVED_WAIT_SHARE = 0.25;
 /** ≥ this share of the window on a CPU (or as much in total over starved windows): wedged. */
-export const WEDGED_RUN_SHARE = 0.5;
+const WEDGED_RUN_SHARE = 0.5;
 /**
  * Starvation defers an abort, never forever: a silence this many times `timeoutMs` long is
  * aborted whatever its threads' verdict (the watchdog's `judge`). What it bounds: a thread that is

@@ -166,8 +166,9 @@ export interface WatchdogStats {
    * starved for three windows counts three). 0 where the scheduler cannot be read.
    */
   readonly starved: number;
-  /** Idle aborts whose turn was running through the window (wedged) or asleep (stalled). */
+  /** Idle aborts whose turn's thread was on a CPU for most of the window: running, not stamping. */
   readonly wedged: number;
+  /** Idle aborts whose turn's threads were neither running nor starved: asleep, waiting on something. */
   readonly stalled: number;
   /**
    * The supervisor's own thread over about the last 10 s (Linux): the share of wall time it ran
