@@ -433,7 +433,13 @@ export class TurnEngine implements Commands {
     this.startSweep();
     await this.cluster?.start();
     this.logger.info(
-      { holder: this.holder, workers: this.config.pool.maxWorkers, watchdog: this.config.watchdog },
+      {
+        holder: this.holder,
+        workers: this.config.pool.maxWorkers,
+        watchdog: this.config.watchdog,
+        // Whether a silent turn's threads can be asked about (starved, wedged, stalled).
+        schedstat: this.watchdog.readsScheduler,
+      },
       'turnwarden supervisor started',
     );
   }

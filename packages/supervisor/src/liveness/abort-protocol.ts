@@ -81,6 +81,7 @@ export class AbortProtocol implements WatchdogDelegate {
       {
         workstreamId: info.workstreamId,
         idleMs: info.idleMs,
+        lastActivity: info.lastActivity,
         waitShare: reading.waitShare,
         runShare: reading.runShare,
         windowMs: reading.windowMs,

@@ -48,7 +48,13 @@ describe.runIf(process.platform === 'linux')('starvation through the runtime (Li
     const turn = await rt.send(script({ text: 'working' }, { stall: true }));
     const first = await within(firstDeferral, 5_000, 'the first starved deferral');
     const second = await within(rt.waitForLog(LogMessage.starved), 5_000, 'the next window, starved again');
-    expect(first).toMatchObject({ level: 40, workstreamId: 'ws-1', generation: 1, deferrals: 1 });
+    expect(first).toMatchObject({
+      level: 40,
+      workstreamId: 'ws-1',
+      generation: 1,
+      deferrals: 1,
+      lastActivity: 'streamToken',
+    });
     expect(first.idleMs as number).toBeGreaterThanOrEqual(WATCHDOG.timeoutMs);
     expect(first.waitShare as number).toBeCloseTo(0.85, 1);
     expect(second.deferrals).toBe(2);

@@ -121,6 +121,8 @@ export interface StarvedInfo {
   readonly generation: number;
   /** Supervisor-observed time without progress. */
   readonly idleMs: number;
+  /** What the turn was doing at its last stamp. */
+  readonly lastActivity: string;
   /** Consecutive starved windows of this silence, this one included. */
   readonly deferrals: number;
   readonly threads: readonly number[];
@@ -253,6 +255,11 @@ export class Watchdog {
     if (this.turns.get(turn.slot) === turn) this.turns.delete(turn.slot);
   }
 
+  /** The scheduler can be read: silent turns are judged starved, wedged or stalled (sched.ts). */
+  get readsScheduler(): boolean {
+    return this.sched !== undefined;
+  }
+
   active(): number {
     return this.turns.size;
   }
@@ -354,6 +361,7 @@ export class Watchdog {
       tenantId: turn.tenantId,
       generation: turn.generation,
       idleMs: Math.round(now - turn.lastChangeAt),
+      lastActivity: activityName(this.clock.lastCode(turn.slot)),
       deferrals: w.deferrals,
       threads: w.tids,
       reading,
