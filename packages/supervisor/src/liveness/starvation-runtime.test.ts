@@ -3,7 +3,9 @@
  * at boot, the turn hands it to the watchdog, and the watchdog reads the scheduler about that
  * thread (here a fake that answers in real time with the shares the test sets; the timing bounds
  * themselves are starvation.test.ts's, on injected time). Linux only: elsewhere a worker has no
- * thread id to report and the watchdog judges silence alone.
+ * thread id to report and the watchdog judges silence alone. The model streams in the session's
+ * worker (`models.placement: 'session'`): on the shared model threads a turn's model step is the
+ * model thread's, which is not yet among the threads the watchdog asks about.
  */
 import { existsSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -43,7 +45,12 @@ describe.runIf(process.platform === 'linux')('starvation through the runtime (Li
     const scheduler = new RealTimeScheduler();
     // Starved windows are deferred up to a silence of 4 × timeoutMs: room for the test to change
     // the shares after the second deferral on a loaded machine.
-    rt = await startRuntime({ watchdog: WATCHDOG, scheduler: { stats: scheduler } });
+    // The model streams in the session's worker (session placement): the stall is the worker's own.
+    rt = await startRuntime({
+      watchdog: WATCHDOG,
+      scheduler: { stats: scheduler },
+      models: { placement: 'session' },
+    });
     const firstDeferral = rt.waitForLog(LogMessage.starved);
     const turn = await rt.send(script({ text: 'working' }, { stall: true }));
     const first = await within(firstDeferral, 5_000, 'the first starved deferral');
@@ -77,7 +84,7 @@ describe.runIf(process.platform === 'linux')('starvation through the runtime (Li
   });
 
   it('L1 L3: on the platform’s own schedstat, a stalled turn is aborted as stalled, and a wedged one is never taken for stalled', async () => {
-    rt = await startRuntime({ watchdog: FAST_WATCHDOG });
+    rt = await startRuntime({ watchdog: FAST_WATCHDOG, models: { placement: 'session' } });
     const stalled = await (await rt.send(script({ text: 'working' }, { stall: true }))).done;
     expect(stalled).toMatchObject({ status: 'interrupted', abortReason: 'watchdog' });
     const wedged = await (await rt.send(script({ tools: [{ name: 'wedge', args: {} }] }))).done;
