@@ -137,14 +137,10 @@ export class Metrics {
       () => tw.stats().watchdog.saturation?.runShare ?? Number.NaN,
     );
     gauge('turnwarden_event_listeners', 'Event listeners attached', () => tw.stats().events.listeners);
-    gauge(
-      'turnwarden_pool_workers',
-      'Session workers alive (warm, busy, starting)',
-      () => {
-        const p = tw.stats().pool;
-        return p.warm + p.busy + p.starting;
-      },
-    );
+    gauge('turnwarden_pool_workers', 'Session workers alive (warm, busy, starting)', () => {
+      const p = tw.stats().pool;
+      return p.warm + p.busy + p.starting;
+    });
     gauge(
       'turnwarden_pool_claims_waiting',
       'Claims waiting for a session worker to become ready',
