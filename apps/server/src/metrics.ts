@@ -111,6 +111,31 @@ export class Metrics {
       'How late the watchdog polled, p99 (L12)',
       () => tw.stats().watchdog.pollLateness.p99,
     );
+    // Starvation is not a stall (docs/operations.md): the watchdog's verdicts on silent turns,
+    // and how much the host makes the supervisor's own thread wait for a CPU (NaN off Linux).
+    new Counter({
+      name: 'turnwarden_watchdog_verdicts_total',
+      help: 'Silent turns at their idle bound, by what their threads did: starved (abort deferred a window), wedged or stalled (aborted)',
+      labelNames: ['verdict'],
+      registers: [reg],
+      collect() {
+        const w = tw.stats().watchdog;
+        this.reset();
+        this.inc({ verdict: 'starved' }, w.starved);
+        this.inc({ verdict: 'wedged' }, w.wedged);
+        this.inc({ verdict: 'stalled' }, w.stalled);
+      },
+    });
+    gauge(
+      'turnwarden_main_thread_wait_ratio',
+      "Share of the last ~10 s the supervisor's thread waited for a CPU: the host's saturation (NaN where unknown)",
+      () => tw.stats().watchdog.saturation?.waitShare ?? Number.NaN,
+    );
+    gauge(
+      'turnwarden_main_thread_busy_ratio',
+      "Share of the last ~10 s the supervisor's thread ran on a CPU (NaN where unknown)",
+      () => tw.stats().watchdog.saturation?.runShare ?? Number.NaN,
+    );
     gauge('turnwarden_event_listeners', 'Event listeners attached', () => tw.stats().events.listeners);
     gauge('turnwarden_pool_workers', 'Session workers alive (warm, busy, starting)', () => {
       const p = tw.stats().pool;

@@ -168,6 +168,10 @@ describe('the HTTP API on a real port', () => {
       'turnwarden_pool_shrunk_total 0',
       'turnwarden_model_calls_running 0',
       'turnwarden_model_threads_replaced_total 0',
+      'turnwarden_watchdog_verdicts_total{verdict="starved"} 0',
+      'turnwarden_watchdog_verdicts_total{verdict="wedged"} 0',
+      'turnwarden_main_thread_wait_ratio ',
+      'turnwarden_main_thread_busy_ratio ',
     ]) {
       expect(text, name).toContain(name);
     }

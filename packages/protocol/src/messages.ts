@@ -193,6 +193,12 @@ export type WorkerEvent =
       readonly tools: readonly string[];
       /** The models that check a user message before a claim (`ModelProvider.checkInput`). */
       readonly checks: readonly string[];
+      /**
+       * The worker's OS thread id (Linux: from `/proc/thread-self`), absent elsewhere. The
+       * watchdog reads the thread's scheduler statistics with it, to tell a turn starved of CPU
+       * from a stalled or a wedged one before it aborts (liveness/sched.ts).
+       */
+      readonly tid?: number;
     }
   /** The worker cannot start (its registry was refused): the error, then it exits. */
   | { readonly t: 'fatal'; readonly error: WireError }

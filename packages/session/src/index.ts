@@ -21,6 +21,7 @@ export type {
   Transition,
 } from './machine.js';
 export { sessionMachine } from './machine.js';
+export { osThreadId } from './priority.js';
 export type { Script, ScriptSegment, ScriptStep, ScriptStepKind } from './scripted/index.js';
 export { createScriptedModel, parseScript, SCRIPT_DONE_TEXT, SCRIPT_LIMITS } from './scripted/index.js';
 export { declaredEffect, toolError } from './tool-call.js';

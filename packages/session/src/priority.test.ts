@@ -1,7 +1,8 @@
+import { existsSync } from 'node:fs';
 import { getPriority } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
-import { lowerThreadPriority } from './priority.js';
+import { lowerThreadPriority, osThreadId } from './priority.js';
 
 describe('lowerThreadPriority', () => {
   it('does nothing off Linux (it would lower the whole process) or when asked for nothing', () => {
@@ -33,4 +34,30 @@ describe('lowerThreadPriority', () => {
     expect(seen).toEqual({ first: Math.min(19, base + 5), capped: 19, now: 19 });
     expect(getPriority()).toBe(base);
   });
+});
+
+describe('osThreadId', () => {
+  it('is undefined off Linux', () => {
+    expect(osThreadId('darwin')).toBeUndefined();
+    expect(osThreadId('win32')).toBeUndefined();
+  });
+
+  it.runIf(process.platform === 'linux')(
+    'is the calling thread’s own: the main thread’s is the pid, a worker’s is another thread of the process',
+    async () => {
+      expect(osThreadId()).toBe(process.pid);
+      const url = new URL('../dist/priority.js', import.meta.url).href;
+      const code = `
+      const { parentPort } = require('node:worker_threads');
+      import(${JSON.stringify(url)}).then(({ osThreadId }) => parentPort.postMessage(osThreadId()));`;
+      const w = new Worker(code, { eval: true });
+      const tid = await new Promise<number>((resolve, reject) => {
+        w.once('message', resolve);
+        w.once('error', reject);
+      });
+      expect(tid).not.toBe(process.pid);
+      expect(existsSync(`/proc/self/task/${tid}`)).toBe(true);
+      await w.terminate();
+    },
+  );
 });

@@ -1,3 +1,4 @@
+import { readlinkSync } from 'node:fs';
 import { getPriority, setPriority } from 'node:os';
 
 /**
@@ -16,6 +17,22 @@ export function lowerThreadPriority(
     const target = Math.min(19, getPriority() + nice);
     setPriority(target);
     return target;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The calling thread's OS thread id: on Linux `/proc/thread-self` links to `<pid>/task/<tid>`;
+ * undefined elsewhere or when /proc is not mounted. A session worker reports it in its `ready`
+ * event, so the supervisor's watchdog can read what the scheduler says of the thread
+ * (`/proc/self/task/<tid>/schedstat`: on-CPU time and run-queue wait).
+ */
+export function osThreadId(platform: NodeJS.Platform = process.platform): number | undefined {
+  if (platform !== 'linux') return undefined;
+  try {
+    const match = /\/task\/(\d+)$/.exec(readlinkSync('/proc/thread-self'));
+    return match ? Number(match[1]) : undefined;
   } catch {
     return undefined;
   }

@@ -20,7 +20,7 @@ import type {
 } from '@turnwarden/protocol';
 import { client, errors, goneSignal, isTurnwardenError, serve, toWire } from '@turnwarden/protocol';
 import type { ModelProvider, Tool } from './contracts.js';
-import { lowerThreadPriority } from './priority.js';
+import { lowerThreadPriority, osThreadId } from './priority.js';
 import { loadRegistry } from './registry.js';
 import { installWorkerSeams, type WorkerHarnessChannel } from './seam-client.js';
 import { toolError } from './tool-call.js';
@@ -37,6 +37,9 @@ export interface WorkerBoot extends WorkerInit {
 const boot = workerData as WorkerBoot;
 // First, before any plugin runs: a turn that spins must not take the watchdog's CPU (L12).
 if (boot.nice) lowerThreadPriority(boot.nice);
+// The OS thread the turn runs on, reported when ready: the watchdog reads its scheduler
+// statistics before it aborts a silent turn (a thread starved of CPU is not stalled).
+const tid = osThreadId();
 const stamp = new SlotStamp(boot.clock, boot.slot);
 if (boot.harness) installWorkerSeams(boot.harness);
 let registry: Awaited<ReturnType<typeof loadRegistry>>;
@@ -225,4 +228,5 @@ emit({
   models: [...registry.models.keys()],
   tools: [...registry.tools.keys()],
   checks: [...registry.models.values()].filter((m) => typeof m.checkInput === 'function').map((m) => m.name),
+  ...(tid === undefined ? {} : { tid }),
 });

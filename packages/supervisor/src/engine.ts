@@ -37,7 +37,7 @@ import type { SupervisorConfig } from './config.js';
 import { JournalGate } from './journal/journal-gate.js';
 import { AbortProtocol } from './liveness/abort-protocol.js';
 import { nodeTimers, type Timers } from './liveness/timers.js';
-import { Watchdog, type WatchdogHooks } from './liveness/watchdog.js';
+import { Watchdog, type WatchdogHooks, type WatchdogScheduler } from './liveness/watchdog.js';
 import { ModelSteps } from './models/steps.js';
 import { ModelThreads } from './models/threads.js';
 import type { TestControls } from './runtime.js';
@@ -72,6 +72,8 @@ export interface EngineOptions {
   readonly prelude: Prelude;
   readonly hooks?: WatchdogHooks;
   readonly timers?: Timers;
+  /** Where the watchdog reads the scheduler (runtime.ts: the platform's, or a test's); none: silence alone. */
+  readonly scheduler?: WatchdogScheduler;
 }
 
 /**
@@ -292,7 +294,14 @@ export class TurnEngine implements Commands {
       logger,
       turnOnSlot: (slot) => slots.on(slot),
     });
-    this.watchdog = new (variant(Watchdog))(clock, config.watchdog, aborts, logger, options.hooks);
+    this.watchdog = new (variant(Watchdog))(
+      clock,
+      config.watchdog,
+      aborts,
+      logger,
+      options.hooks,
+      options.scheduler,
+    );
     this.queue = new (variant(SendQueue))(config.limits.maxQueuedSends, () =>
       this.admission.oneTurnRetryAfterMs(),
     );
@@ -424,7 +433,13 @@ export class TurnEngine implements Commands {
     this.startSweep();
     await this.cluster?.start();
     this.logger.info(
-      { holder: this.holder, workers: this.config.pool.maxWorkers, watchdog: this.config.watchdog },
+      {
+        holder: this.holder,
+        workers: this.config.pool.maxWorkers,
+        watchdog: this.config.watchdog,
+        // Whether a silent turn's threads can be asked about (starved, wedged, stalled).
+        schedstat: this.watchdog.readsScheduler,
+      },
       'turnwarden supervisor started',
     );
   }

@@ -47,8 +47,9 @@ import {
   checkSendInput,
   invalid,
 } from './input.js';
+import { platformScheduler } from './liveness/sched.js';
 import type { Timers } from './liveness/timers.js';
-import type { WatchdogHooks } from './liveness/watchdog.js';
+import type { WatchdogHooks, WatchdogScheduler } from './liveness/watchdog.js';
 import type { RuntimeStats } from './stats.js';
 import type { Listener, StartAt, TurnwardenEvent } from './streams/events.js';
 import type { LifecycleListener } from './streams/lifecycle-feed.js';
@@ -103,6 +104,13 @@ export interface TestSeams {
   readonly manualWatchdog?: boolean;
   /** Timers for lease renewal and grace (the harness drives them; default Node's). */
   readonly timers?: Timers;
+  /**
+   * The scheduler statistics the watchdog reads before it aborts a silent turn (starved, wedged
+   * or stalled; liveness/sched.ts). Default: the platform's (Linux's schedstat) — but none when
+   * `now` is given, since real CPU time over an injected window means nothing. `null`: none, as
+   * on a platform without them.
+   */
+  readonly scheduler?: WatchdogScheduler | null;
 }
 
 /** What tests and the harness reach inside a running supervisor. */
@@ -185,6 +193,13 @@ async function openOwnStore(option: TurnwardenOptions['store']): Promise<Store> 
   return openSqliteStore({ path: (option as { path?: string } | undefined)?.path ?? ':memory:' });
 }
 
+/** The watchdog's scheduler statistics: a test's, none, or the platform's (TestSeams.scheduler). */
+function schedulerOf(seams: TestSeams): { scheduler?: WatchdogScheduler } {
+  const scheduler =
+    seams.scheduler !== undefined ? seams.scheduler : seams.now ? undefined : platformScheduler();
+  return scheduler ? { scheduler } : {};
+}
+
 function isStore(value: unknown): value is Store {
   return typeof (value as Partial<Store> | undefined)?.appendMessages === 'function';
 }
@@ -216,6 +231,7 @@ export class Turnwarden {
       prelude,
       ...(seams.hooks ? { hooks: seams.hooks } : {}),
       ...(seams.timers ? { timers: seams.timers } : {}),
+      ...schedulerOf(seams),
     });
     this.commands = engine;
     this.engine = engine;

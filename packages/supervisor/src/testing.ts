@@ -2,7 +2,7 @@
  * @turnwarden/supervisor/testing — not for hosts. The runtime's building blocks (the worker
  * pool, the watchdog, the event hub, the journal gate, the configuration resolver) for benchmarks and tools, and
  * the seams tests and the interleaving harness drive: injected time and timers, watchdog hooks,
- * a watchdog polled by hand, the harness link.
+ * injected scheduler statistics, a watchdog polled by hand, the harness link.
  *
  * The interleaving harness imports `@turnwarden/supervisor/harness` (harness.ts): this entry
  * with the harness's variants of the parts installed (dist-harness/, never published).
@@ -16,13 +16,17 @@ export { DEFAULT_CONFIG, resolveConfig } from './config.js';
 export * from './index.js';
 export type { GateHost } from './journal/journal-gate.js';
 export { JournalGate } from './journal/journal-gate.js';
+export type { SchedReading, SchedulerStats, SchedVerdict, ThreadSched } from './liveness/sched.js';
+export { platformScheduler, procSchedStats } from './liveness/sched.js';
 export type { CancelTimer, Timers } from './liveness/timers.js';
 export { nodeTimers } from './liveness/timers.js';
 export type {
   StallBound,
   StallInfo,
+  StarvedInfo,
   WatchdogDelegate,
   WatchdogHooks,
+  WatchdogScheduler,
   WatchedTurn,
 } from './liveness/watchdog.js';
 export { Watchdog } from './liveness/watchdog.js';

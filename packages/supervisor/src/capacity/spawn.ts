@@ -138,6 +138,7 @@ export function spawnSessionWorker(
     h.received();
     if (event.t === 'ready') {
       clearTimeout(startTimer);
+      h.tid = event.tid;
       on.ready(h, { models: event.models, tools: event.tools, checks: event.checks });
       markReady();
       return;

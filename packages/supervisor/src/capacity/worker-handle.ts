@@ -12,6 +12,11 @@ export class WorkerHandle {
   terminating = false;
   /** When it last became warm (performance.now()): the pool stops the longest idle after a peak. */
   idleSince = 0;
+  /**
+   * The worker's OS thread id, from its `ready` report (Linux only): the thread the watchdog asks
+   * the scheduler about before it aborts a silent turn (liveness/sched.ts).
+   */
+  tid: number | undefined = undefined;
   /** Control-port events received from the worker (it counts what it posts the same way). */
   eventsReceived = 0;
   private waiters: { n: number; resolve: () => void }[] = [];

@@ -9,7 +9,7 @@ import type { RuntimeCounters } from '../stats.js';
 import type { EventHub } from '../streams/events.js';
 import type { Turn } from '../turn/turn.js';
 import { LogMessage, observationalWarning } from './reporting.js';
-import type { StallInfo, WatchdogDelegate, WatchedTurn } from './watchdog.js';
+import type { StallInfo, StarvedInfo, WatchdogDelegate, WatchedTurn } from './watchdog.js';
 
 /** What the protocol needs of the engine. */
 export interface AbortHost {
@@ -34,6 +34,15 @@ export class AbortProtocol implements WatchdogDelegate {
         idleMs: info.idleMs,
         lastActivity: info.lastActivity,
         bound: info.bound,
+        // Where the scheduler was read: the turn was running (wedged) or asleep (stalled).
+        ...(info.sched === undefined
+          ? {}
+          : {
+              verdict: info.sched.verdict,
+              runShare: info.sched.runShare,
+              waitShare: info.sched.waitShare,
+              windowMs: info.sched.windowMs,
+            }),
       },
       LogMessage.fired,
     );
@@ -58,6 +67,30 @@ export class AbortProtocol implements WatchdogDelegate {
       log.info({ workstreamId: info.workstreamId, why }, LogMessage.declined);
     }
     this.host.events.emit(info.workstreamId, 'watchdog_declined', info.generation, { why });
+  }
+
+  /**
+   * Past its idle bound but starved of CPU: no stage fires (nothing was attempted); one warning
+   * per window, with the shares it was judged on, so an operator sees the host — not the turn —
+   * holding the silence.
+   */
+  starved(w: WatchedTurn, info: StarvedInfo): void {
+    const log = this.host.turnOnSlot(w.slot)?.log ?? this.host.logger;
+    const { reading } = info;
+    log.warn(
+      {
+        workstreamId: info.workstreamId,
+        idleMs: info.idleMs,
+        lastActivity: info.lastActivity,
+        waitShare: reading.waitShare,
+        runShare: reading.runShare,
+        windowMs: reading.windowMs,
+        runMs: reading.runMs,
+        deferrals: info.deferrals,
+        threads: info.threads,
+      },
+      LogMessage.starved,
+    );
   }
 
   /** The watchdog's CAS set the fence: the turn commits its abort (turn/turn.ts, the definitive stage). */

@@ -11,6 +11,7 @@ export const LogMessage = {
   aborted: 'watchdog aborted turn; lease renewal stopped',
   abortedOther: 'turn aborted; lease renewal stopped',
   declined: 'watchdog abort declined',
+  starved: 'watchdog abort deferred: turn starved of CPU; still watching',
   declinedFailed: 'watchdog abort declined: publish failed; still watching',
   graceExpired: 'turn did not unwind within grace; terminating worker',
   workerDied: 'session worker died mid-turn',

@@ -12,12 +12,26 @@
  * clock's single compare-and-swap against the sampled version (L6): any stamp after the sample
  * makes it decline (L4). Anything that throws before the CAS declines the abort with nothing
  * published (L7).
+ *
+ * Starvation is not a stall. Where the scheduler says what a thread did (Linux, sched.ts), a turn
+ * silent for half its idle bound has its threads sampled once, and again at the bound: over that
+ * window it is starved (runnable, not scheduled: the abort is deferred, logged and counted, and
+ * the next window judged), wedged or stalled (aborted as always). Nothing is read for a turn that
+ * stamps: a healthy turn costs the poll what it always did.
  */
 import { type ActivityClock, activityName, isFenced } from '@turnwarden/clock';
 import { SeamName, seam } from '@turnwarden/protocol';
 import type { Logger } from 'pino';
 import type { WatchdogConfig } from '../config.js';
 import { LatencyHistogram } from './latency.js';
+import {
+  classify,
+  HostSaturation,
+  type SchedReading,
+  type SchedulerStats,
+  STARVED_MAX_IDLE_FACTOR,
+  type ThreadSched,
+} from './sched.js';
 
 /**
  * Which bound fired: `idle` (no progress for timeoutMs since the last stamp, L1), `deadline`
@@ -25,6 +39,30 @@ import { LatencyHistogram } from './latency.js';
  * first stamp: the worker never received or entered the turn).
  */
 export type StallBound = 'idle' | 'deadline' | 'dispatch';
+
+const NO_THREADS: readonly number[] = [];
+const noThreads = () => NO_THREADS;
+
+/**
+ * The scheduler readings of one silence of a turn: the baseline of its current window, taken when
+ * it had been silent for half its idle bound (then at each starved verdict). Stale as soon as
+ * `since` is not the turn's `lastChangeAt` (it stamped, or a declined abort restarted its clock).
+ * No threads: nothing could be read, and the turn is judged on its silence alone.
+ */
+class SilenceWindow {
+  /** On-CPU time (ms) of the busiest thread, summed over this silence's windows: the CPU budget. */
+  runMs = 0;
+  deferrals = 0;
+
+  constructor(
+    readonly since: number,
+    public at: number,
+    public evaluateAt: number,
+    readonly tids: readonly number[],
+    readonly run: number[],
+    readonly wait: number[],
+  ) {}
+}
 
 /**
  * One watched turn. A class (one hidden class for every instance) because `poll` reads these
@@ -38,6 +76,8 @@ export class WatchedTurn {
   entered = false;
   attempting = false;
   committed = false;
+  /** What the scheduler said of this silence so far (only once it lasted half the idle bound). */
+  silence: SilenceWindow | undefined = undefined;
 
   constructor(
     readonly slot: number,
@@ -47,6 +87,12 @@ export class WatchedTurn {
     /** Monotonic ms when the turn was armed. */
     readonly startedAt: number,
     version: number,
+    /**
+     * The OS threads the turn's progress depends on — today its session worker's — asked for
+     * only when the turn has been silent for half its idle bound. A callback, so that the threads
+     * may change while the turn runs (a shared thread serving its model call, say).
+     */
+    readonly threads: () => readonly number[] = noThreads,
   ) {
     this.lastVersion = version;
     this.lastChangeAt = startedAt;
@@ -64,6 +110,23 @@ export interface StallInfo {
   /** What the turn was doing at its last stamp. */
   readonly lastActivity: string;
   readonly sampledVersion: number;
+  /** The idle bound only, where the scheduler could be read: why the turn was silent (wedged or stalled). */
+  readonly sched?: SchedReading;
+}
+
+/** A turn past its idle bound whose threads were starved of CPU: its abort waits a window. */
+export interface StarvedInfo {
+  readonly workstreamId: string;
+  readonly tenantId: string;
+  readonly generation: number;
+  /** Supervisor-observed time without progress. */
+  readonly idleMs: number;
+  /** What the turn was doing at its last stamp. */
+  readonly lastActivity: string;
+  /** Consecutive starved windows of this silence, this one included. */
+  readonly deferrals: number;
+  readonly threads: readonly number[];
+  readonly reading: SchedReading;
 }
 
 export interface WatchdogDelegate {
@@ -72,6 +135,15 @@ export interface WatchdogDelegate {
   /** The abort committed: the definitive stage (stop renewal, log, abort message, grace). */
   committed(turn: WatchedTurn, info: StallInfo): void;
   declined(turn: WatchedTurn, info: StallInfo, why: 'activity' | 'ended' | 'failed', err?: unknown): void;
+  /** The idle bound was reached by a turn starved of CPU: nothing fired, it is judged again next window. */
+  starved?(turn: WatchedTurn, info: StarvedInfo): void;
+}
+
+/** Where the scheduler can be read (sched.ts `platformScheduler`, or a test's). */
+export interface WatchdogScheduler {
+  readonly stats: SchedulerStats;
+  /** The supervisor's own thread, for the host's saturation (`stats().saturation`). */
+  readonly self?: number;
 }
 
 export interface WatchdogHooks {
@@ -91,6 +163,23 @@ export interface WatchdogStats {
   readonly declined: number;
   /** How late poll ticks ran against their schedule (ms). */
   readonly pollLateness: { readonly p50: number; readonly p99: number; readonly max: number };
+  /**
+   * Idle bounds held because the turn's threads were starved of CPU: one per window (a turn
+   * starved for three windows counts three). 0 where the scheduler cannot be read.
+   */
+  readonly starved: number;
+  /** Idle aborts whose turn's thread was on a CPU for most of the window: running, not stamping. */
+  readonly wedged: number;
+  /** Idle aborts whose turn's threads were neither running nor starved: asleep, waiting on something. */
+  readonly stalled: number;
+  /**
+   * The supervisor's own thread over about the last 10 s (Linux): the share of wall time it ran
+   * and the share it waited for a CPU — the host's saturation as the watchdog feels it.
+   * Undefined where the scheduler cannot be read, or before two readings a second apart.
+   */
+  readonly saturation:
+    | { readonly runShare: number; readonly waitShare: number; readonly windowMs: number }
+    | undefined;
 }
 
 export class Watchdog {
@@ -102,7 +191,14 @@ export class Watchdog {
   private firedCount = 0;
   private committedCount = 0;
   private declinedCount = 0;
+  private starvedCount = 0;
+  private wedgedCount = 0;
+  private stalledCount = 0;
   readonly lateness = new LatencyHistogram();
+  /** Silent for this long (half the idle bound), a turn's threads are read once (sched.ts). */
+  private readonly probeMs: number;
+  private readonly sched: SchedulerStats | undefined;
+  private readonly saturation: HostSaturation | undefined;
 
   constructor(
     protected readonly clock: ActivityClock,
@@ -110,8 +206,13 @@ export class Watchdog {
     private readonly delegate: WatchdogDelegate,
     private readonly logger: Logger,
     private readonly hooks: WatchdogHooks = {},
+    scheduler?: WatchdogScheduler,
   ) {
     this.intervalMs = Math.max(1, config.pollMs / 2);
+    this.probeMs = config.timeoutMs / 2;
+    this.sched = scheduler?.stats;
+    this.saturation =
+      scheduler?.self === undefined ? undefined : new HostSaturation(scheduler.stats, scheduler.self);
   }
 
   start(): void {
@@ -126,8 +227,17 @@ export class Watchdog {
     this.timer = undefined;
   }
 
-  /** Starts watching a freshly armed turn (the caller armed the slot). */
-  watch(turn: { slot: number; workstreamId: string; tenantId: string; generation: number }): WatchedTurn {
+  /**
+   * Starts watching a freshly armed turn (the caller armed the slot). `threads`: the OS threads
+   * its progress depends on (`WatchedTurn.threads`); without them it is judged on silence alone.
+   */
+  watch(turn: {
+    slot: number;
+    workstreamId: string;
+    tenantId: string;
+    generation: number;
+    threads?: () => readonly number[];
+  }): WatchedTurn {
     const watched = new WatchedTurn(
       turn.slot,
       turn.workstreamId,
@@ -135,6 +245,7 @@ export class Watchdog {
       turn.generation,
       this.clock.nowMs(),
       this.clock.sample(turn.slot),
+      turn.threads,
     );
     this.turns.set(turn.slot, watched);
     return watched;
@@ -142,6 +253,11 @@ export class Watchdog {
 
   unwatch(turn: WatchedTurn): void {
     if (this.turns.get(turn.slot) === turn) this.turns.delete(turn.slot);
+  }
+
+  /** The scheduler can be read: silent turns are judged starved, wedged or stalled (sched.ts). */
+  get readsScheduler(): boolean {
+    return this.sched !== undefined;
   }
 
   active(): number {
@@ -160,6 +276,10 @@ export class Watchdog {
         p99: this.lateness.quantile(0.99),
         max: this.lateness.max(),
       },
+      starved: this.starvedCount,
+      wedged: this.wedgedCount,
+      stalled: this.stalledCount,
+      saturation: this.saturation?.read(),
     };
   }
 
@@ -174,6 +294,7 @@ export class Watchdog {
   poll(): void {
     this.polls++;
     const now = this.clock.advance();
+    this.saturation?.observe(now);
     const { timeoutMs, turnDeadlineMs, dispatchMs } = this.config;
     for (const turn of this.turns.values()) {
       if (turn.attempting || turn.committed) continue;
@@ -191,8 +312,17 @@ export class Watchdog {
           continue;
         }
       } else if (now - turn.lastChangeAt >= timeoutMs) {
-        this.attempt(turn, version, 'idle', now);
-        continue;
+        // Before anything fires: a turn whose threads the host starved is not aborted (yet).
+        const reading = this.sched === undefined ? undefined : this.judge(turn, now);
+        if (reading !== 'held') {
+          this.attempt(turn, version, 'idle', now, reading);
+          continue;
+        }
+      } else if (this.sched !== undefined && now - turn.lastChangeAt >= this.probeMs) {
+        // Silent for half its bound: its threads' baseline, once per silence.
+        if (turn.silence?.since !== turn.lastChangeAt) {
+          this.probe(turn, now, Math.max(turn.lastChangeAt + timeoutMs, now + this.intervalMs));
+        }
       }
       if (turnDeadlineMs !== undefined && now - turn.startedAt >= turnDeadlineMs) {
         this.attempt(turn, version, 'deadline', now);
@@ -200,7 +330,107 @@ export class Watchdog {
     }
   }
 
-  private attempt(turn: WatchedTurn, sampled: number, bound: StallBound, now: number): void {
+  /**
+   * A turn at its idle bound, where the scheduler can be read: `held` (its window is not over, or
+   * its threads were starved: not aborted now), its reading (wedged or stalled: abort), or
+   * undefined (nothing could be read: abort, judged on silence alone as without a scheduler).
+   */
+  private judge(turn: WatchedTurn, now: number): SchedReading | 'held' | undefined {
+    let w = turn.silence;
+    if (w?.since !== turn.lastChangeAt) {
+      // The poll at half the bound did not come (this thread ran late): a window of one poll
+      // period from here, or — nothing to read — the abort as always.
+      w = this.probe(turn, now, now + this.intervalMs);
+      return w.tids.length > 0 ? 'held' : undefined;
+    }
+    if (w.tids.length === 0) return undefined;
+    if (now < w.evaluateAt) return 'held';
+    const reading = this.read(w, now);
+    if (reading === undefined) return undefined;
+    if (reading.verdict === 'wedged') this.wedgedCount++;
+    else if (reading.verdict === 'stalled') this.stalledCount++;
+    if (reading.verdict !== 'starved') return reading;
+    // Starved: the host, not the turn, holds the silence. Judged again over the next window —
+    // bounded by the CPU budget (a wedge is starved too on a saturated host), the deadline (L11)
+    // and, whatever the verdict, a silence of STARVED_MAX_IDLE_FACTOR × timeoutMs.
+    if (now - turn.lastChangeAt >= STARVED_MAX_IDLE_FACTOR * this.config.timeoutMs) return reading;
+    this.starvedCount++;
+    w.deferrals++;
+    const info: StarvedInfo = {
+      workstreamId: turn.workstreamId,
+      tenantId: turn.tenantId,
+      generation: turn.generation,
+      idleMs: Math.round(now - turn.lastChangeAt),
+      lastActivity: activityName(this.clock.lastCode(turn.slot)),
+      deferrals: w.deferrals,
+      threads: w.tids,
+      reading,
+    };
+    this.safely('starved', () => this.delegate.starved?.(turn, info));
+    return 'held';
+  }
+
+  /** The baseline of a silence's first window: the turn's threads as the scheduler has them now. */
+  private probe(turn: WatchedTurn, now: number, evaluateAt: number): SilenceWindow {
+    let asked: readonly number[];
+    try {
+      asked = turn.threads();
+    } catch {
+      asked = NO_THREADS;
+    }
+    const tids: number[] = [];
+    const run: number[] = [];
+    const wait: number[] = [];
+    for (const tid of asked) {
+      const s = this.sample(tid);
+      if (s === undefined) continue;
+      tids.push(tid);
+      run.push(s.runNs);
+      wait.push(s.waitNs);
+    }
+    const w = new SilenceWindow(turn.lastChangeAt, now, evaluateAt, tids, run, wait);
+    turn.silence = w;
+    return w;
+  }
+
+  /** The window's reading over its busiest thread; the reading's end is the next window's baseline. */
+  private read(w: SilenceWindow, now: number): SchedReading | undefined {
+    let runNs = 0;
+    let waitNs = 0;
+    let answered = 0;
+    for (let i = 0; i < w.tids.length; i++) {
+      const s = this.sample(w.tids[i]!);
+      if (s === undefined) continue; // the thread exited
+      runNs = Math.max(runNs, s.runNs - w.run[i]!);
+      waitNs = Math.max(waitNs, s.waitNs - w.wait[i]!);
+      w.run[i] = s.runNs;
+      w.wait[i] = s.waitNs;
+      answered++;
+    }
+    if (answered === 0) return undefined;
+    w.runMs += runNs / 1e6;
+    const reading = classify(now - w.at, runNs / 1e6, waitNs / 1e6, w.runMs, this.probeMs);
+    w.at = now;
+    w.evaluateAt = now + this.probeMs;
+    return reading;
+  }
+
+  /** A sampler that throws is one that cannot say: never let it break the poll of other turns. */
+  private sample(tid: number): ThreadSched | undefined {
+    try {
+      return this.sched?.sample(tid);
+    } catch {
+      return undefined;
+    }
+  }
+
+  private attempt(
+    turn: WatchedTurn,
+    sampled: number,
+    bound: StallBound,
+    now: number,
+    sched?: SchedReading,
+  ): void {
     turn.attempting = true;
     this.firedCount++;
     const info: StallInfo = {
@@ -212,6 +442,7 @@ export class Watchdog {
       idleMs: Math.round(now - turn.lastChangeAt),
       lastActivity: activityName(this.clock.lastCode(turn.slot)),
       sampledVersion: sampled,
+      ...(sched === undefined ? {} : { sched }),
     };
     this.safely('fired', () => this.delegate.fired(turn, info));
     let held: Promise<unknown> | undefined;

@@ -88,13 +88,14 @@ export async function startRuntime(
   options: Partial<TurnwardenOptions> & TestSeams = {},
   { existing = false } = {},
 ) {
-  const { hooks, now, harness, manualWatchdog, timers, ...rest } = options;
+  const { hooks, now, harness, manualWatchdog, timers, scheduler, ...rest } = options;
   const seams: TestSeams = {
     ...(hooks ? { hooks } : {}),
     ...(now ? { now } : {}),
     ...(harness ? { harness } : {}),
     ...(manualWatchdog ? { manualWatchdog } : {}),
     ...(timers ? { timers } : {}),
+    ...(scheduler !== undefined ? { scheduler } : {}),
   };
   const logs: LogLine[] = [];
   const logWaiters: { msg: string; resolve: (l: LogLine) => void }[] = [];

@@ -88,7 +88,15 @@ export class Turn {
     this.lease = init.lease;
     this.worker = worker;
     host.clock.arm(worker.slot, generation);
-    this.watched = host.watchdog.watch({ slot: worker.slot, workstreamId, tenantId, generation });
+    // The threads the turn's progress depends on: its worker's (the seam a thread serving its
+    // model call elsewhere will join), read by the watchdog only once the turn is long silent.
+    this.watched = host.watchdog.watch({
+      slot: worker.slot,
+      workstreamId,
+      tenantId,
+      generation,
+      threads: () => (worker.tid === undefined ? [] : [worker.tid]),
+    });
     this.log = host.logger.child({ workstreamId, tenantId, principal, generation });
     const done = deferred<TurnResult>();
     const outcome = deferred<TurnEnd>();
