@@ -15,7 +15,6 @@
  *   (a provider spinning) stops stamping; the supervisor terminates it, fails its calls and
  *   starts another.
  */
-import { readlinkSync } from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
 import { Activity, SlotStamp } from '@turnwarden/clock';
 import type {
@@ -29,7 +28,7 @@ import type {
 import { errors, toWire } from '@turnwarden/protocol';
 import type { ModelProvider } from './contracts.js';
 import { asModelError } from './model-error.js';
-import { lowerThreadPriority } from './priority.js';
+import { lowerThreadPriority, osThreadId } from './priority.js';
 import { loadRegistry, type Registry } from './registry.js';
 import { streamAssistant } from './stream.js';
 
@@ -41,16 +40,6 @@ interface HistoryReader {
 const init = workerData as ModelThreadInit;
 const port = parentPort!;
 const post = (event: ModelThreadEvent) => port.postMessage(event);
-
-/** The OS thread id (Linux), for the supervisor's scheduler statistics. */
-function threadId(): number | undefined {
-  try {
-    const tid = Number(readlinkSync('/proc/thread-self').split('/').pop());
-    return Number.isSafeInteger(tid) ? tid : undefined;
-  } catch {
-    return undefined;
-  }
-}
 
 // A provider that spins must not take the watchdog's CPU either (L12): the same priority as a session worker's.
 if (init.nice) lowerThreadPriority(init.nice);
@@ -183,7 +172,7 @@ port.on('message', (cmd: ModelThreadCommand) => {
 });
 
 own.touch(Activity.threadBeat);
-const tid = threadId();
+const tid = osThreadId();
 post({
   t: 'ready',
   models: [...registry.models.keys()],

@@ -96,7 +96,13 @@ export class Prelude {
   constructor(
     config: SupervisorConfig,
     logger: Logger,
-    options: { readonly now?: MonotonicMs; readonly harness?: HarnessLink; readonly timers?: Timers } = {},
+    options: {
+      readonly now?: MonotonicMs;
+      readonly harness?: HarnessLink;
+      readonly timers?: Timers;
+      /** The scheduler statistics the model threads' liveness reads (a starved thread is not wedged). */
+      readonly scheduler?: WatchdogScheduler;
+    } = {},
   ) {
     this.config = config;
     const shared = config.models.placement === 'shared';
@@ -119,6 +125,7 @@ export class Prelude {
           now: () => clock.nowMs(),
           sample: (slot) => clock.sample(slot),
           timers: options.timers ?? nodeTimers,
+          ...(options.scheduler ? { scheduler: options.scheduler.stats } : {}),
           logger,
         })
       : undefined;

@@ -279,6 +279,7 @@ export class Turnwarden {
       ...(seams.now ? { now: seams.now } : {}),
       ...(harness ? { harness } : {}),
       ...(seams.timers ? { timers: seams.timers } : {}),
+      ...schedulerOf(seams),
     });
     let store: Store;
     try {

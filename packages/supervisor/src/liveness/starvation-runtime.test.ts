@@ -5,14 +5,14 @@
  * themselves are starvation.test.ts's, on injected time). Linux only: elsewhere a worker has no
  * thread id to report and the watchdog judges silence alone. The model streams in the session's
  * worker (`models.placement: 'session'`): on the shared model threads a turn's model step is the
- * model thread's, which is not yet among the threads the watchdog asks about.
+ * model thread's (models/models.test.ts asks about both).
  */
 import { existsSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { within } from '../test-support/bounded.js';
 import { FAST_WATCHDOG, script, startRuntime } from '../test-support/runtime.js';
+import { RealTimeScheduler } from '../test-support/scheduler.js';
 import { LogMessage } from './reporting.js';
-import type { SchedulerStats, ThreadSched } from './sched.js';
 
 type Rt = Awaited<ReturnType<typeof startRuntime>>;
 let rt: Rt | undefined;
@@ -20,23 +20,6 @@ afterEach(async () => {
   await rt?.tw.shutdown();
   rt = undefined;
 });
-
-/** Every thread asked about spends `shares` of real time on a CPU and waiting for one. */
-class RealTimeScheduler implements SchedulerStats {
-  shares = { run: 0.02, wait: 0.85 };
-  readonly asked: number[] = [];
-  private readonly threads = new Map<number, { at: number; runNs: number; waitNs: number }>();
-
-  sample(tid: number): ThreadSched | undefined {
-    this.asked.push(tid);
-    const now = performance.now();
-    const t = this.threads.get(tid) ?? { at: now, runNs: 0, waitNs: 0 };
-    const ns = (now - t.at) * 1e6;
-    const next = { at: now, runNs: t.runNs + this.shares.run * ns, waitNs: t.waitNs + this.shares.wait * ns };
-    this.threads.set(tid, next);
-    return { runNs: next.runNs, waitNs: next.waitNs };
-  }
-}
 
 const WATCHDOG = { timeoutMs: 600, pollMs: 30, graceMs: 250 } as const;
 

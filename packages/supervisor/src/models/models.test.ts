@@ -13,7 +13,10 @@ import { openToolCalls } from '@turnwarden/protocol';
 import { openSqliteStore, type Store } from '@turnwarden/store';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Turnwarden } from '../index.js';
+import { LogMessage } from '../liveness/reporting.js';
+import { within } from '../test-support/bounded.js';
 import { FAST_WATCHDOG, POSTGRES, script, startRuntime } from '../test-support/runtime.js';
+import { RealTimeScheduler } from '../test-support/scheduler.js';
 
 const MODELS_ONLY = new URL('../test-support/models-only-plugin.mjs', import.meta.url).href;
 const _caller = { tenantId: 'tenant-a', principal: 'user-a', workstreamId: 'ws-1' };
@@ -156,7 +159,11 @@ describe('shared model threads', () => {
     const first = await (
       await rt.send(script({ tools: [{ name: 'echo', args: { text: 'x' } }] }, { wedge: true }))
     ).done;
-    expect(first).toMatchObject({ status: 'interrupted', abortReason: 'watchdog' });
+    // Two detectors see the same silence at timeoutMs: the turn's watchdog (its slot) aborts it,
+    // or the thread's liveness (the thread's own slot) fails its call first — either way the turn
+    // is repaired.
+    if (first.status === 'interrupted') expect(first.abortReason).toBe('watchdog');
+    else expect(first).toMatchObject({ status: 'failed', error: { code: 'MODEL_ERROR', retryable: true } });
     await wedged;
     const rows = await rt.history();
     expect(openToolCalls(rows)).toEqual([]);
@@ -174,4 +181,38 @@ describe('shared model threads', () => {
     expect(openToolCalls(await rt.history())).toEqual([]);
     expect(rt.tw.stats().models).toMatchObject({ crashed: 1 });
   });
+
+  it.runIf(process.platform === 'linux')(
+    'L1 L3: a model thread silent because the host starves it is not replaced; once it runs without stamping it is (wedged); a turn’s verdict asks about its call’s thread too',
+    async () => {
+      const scheduler = new RealTimeScheduler(); // every thread: waiting for a CPU most of the time
+      const rt = await startRuntime({
+        watchdog: { timeoutMs: 600, pollMs: 30, graceMs: 250 },
+        scheduler: { stats: scheduler },
+        models: { threads: 1 },
+      });
+      running = rt.tw;
+      const threadStarved = rt.waitForLog('model thread starved of CPU; not replaced, still watching');
+      const turnStarved = rt.waitForLog(LogMessage.starved);
+      const turn = await rt.send(script({ text: 'a' }, { wedge: true }));
+      const deferral = await within(turnStarved, 10_000, 'the turn’s abort deferred: starved');
+      // Its threads: the session worker's and the model thread's running its call.
+      expect(deferral.threads).toHaveLength(2);
+      expect(await within(threadStarved, 10_000, 'the thread kept: starved')).toMatchObject({
+        verdict: 'starved',
+      });
+      expect(rt.tw.stats().models).toMatchObject({ wedged: 0 });
+      scheduler.shares = { run: 0.9, wait: 0.05 }; // it runs and still does not stamp: a wedge
+      const wedged = await within(
+        rt.waitForLog('model thread wedged; terminating it and failing its calls'),
+        10_000,
+        'the thread replaced: wedged',
+      );
+      expect(wedged).toMatchObject({ verdict: 'wedged' });
+      expect((await within(turn.done, 10_000, 'the turn ends')).status).not.toBe('completed');
+      expect(openToolCalls(await rt.history())).toEqual([]);
+      const next = await (await rt.send('after')).done;
+      expect(next).toMatchObject({ status: 'completed', finalText: 'echo: after' });
+    },
+  );
 });

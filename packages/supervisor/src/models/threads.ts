@@ -22,6 +22,13 @@ import type {
 } from '@turnwarden/protocol';
 import { errors, fromWire } from '@turnwarden/protocol';
 import type { Logger } from 'pino';
+import {
+  classify,
+  type SchedReading,
+  type SchedulerStats,
+  STARVED_MAX_IDLE_FACTOR,
+  type ThreadSched,
+} from '../liveness/sched.js';
 import type { CancelTimer, Timers } from '../liveness/timers.js';
 
 export interface ModelThreadsOptions {
@@ -42,6 +49,11 @@ export interface ModelThreadsOptions {
   /** The clock slot's activity version (the supervisor's sample). */
   readonly sample: (slot: number) => number;
   readonly timers: Timers;
+  /**
+   * The threads' scheduler statistics (Linux): a thread silent because the host did not give it
+   * a CPU is starved, not wedged, and is not replaced for it (the watchdog's rule, sched.ts).
+   */
+  readonly scheduler?: SchedulerStats;
   readonly logger: Logger;
 }
 
@@ -59,6 +71,8 @@ export interface CallTarget {
 export interface ModelCall {
   readonly result: Promise<ModelStepResult>;
   abort(reason: string): void;
+  /** The OS thread id of the model thread running it, once it runs there (Linux). */
+  readonly tid?: number | undefined;
 }
 
 export interface ModelCatalogue {
@@ -98,6 +112,8 @@ class ModelThread {
   /** The slot's version last seen, and when it last moved. */
   version = -1;
   movedAt = 0;
+  /** A silence's scheduler readings: the window's start, the CPU burnt over its windows so far. */
+  silence: { at: number; sched: ThreadSched; runMs: number } | undefined;
 
   constructor(
     readonly index: number,
@@ -180,6 +196,9 @@ export class ModelThreads {
         aborted ??= reason;
         if (thread?.calls.has(id)) this.post(thread, { t: 'abort', id, reason });
       },
+      get tid() {
+        return thread?.tid;
+      },
     };
   }
 
@@ -218,8 +237,15 @@ export class ModelThreads {
     );
   }
 
-  /** Liveness: a thread whose slot has not moved for `timeoutMs` is wedged — replaced. */
+  /**
+   * Liveness: a thread whose slot has not moved for `timeoutMs` is wedged — terminated and
+   * replaced. Where the scheduler says (Linux), the silence is judged first, like a turn's
+   * (sched.ts): read at half the bound, then over each window from there; a thread that waited
+   * for a CPU for a quarter of the window (and did not burn half a window's CPU) is starved, not
+   * wedged, and is kept — until its silence reaches `STARVED_MAX_IDLE_FACTOR × timeoutMs`.
+   */
   monitor(): void {
+    const { timeoutMs, scheduler, logger } = this.opts;
     const now = this.opts.now();
     for (const t of this.threads) {
       if (!t.alive || t.terminating) continue;
@@ -227,12 +253,38 @@ export class ModelThreads {
       if (v !== t.version) {
         t.version = v;
         t.movedAt = now;
+        t.silence = undefined;
         continue;
       }
-      if (now - t.movedAt < this.opts.timeoutMs) continue;
+      const silentMs = now - t.movedAt;
+      const sched = scheduler !== undefined && t.tid !== undefined ? scheduler.sample(t.tid) : undefined;
+      if (silentMs >= timeoutMs / 2 && sched !== undefined && t.silence === undefined) {
+        t.silence = { at: now, sched, runMs: 0 };
+      }
+      if (silentMs < timeoutMs) continue;
+      let verdict: SchedReading | undefined;
+      if (sched !== undefined && t.silence !== undefined && now > t.silence.at) {
+        const runMs = (sched.runNs - t.silence.sched.runNs) / 1e6;
+        const budget = t.silence.runMs + runMs;
+        verdict = classify(
+          now - t.silence.at,
+          runMs,
+          (sched.waitNs - t.silence.sched.waitNs) / 1e6,
+          budget,
+          timeoutMs / 2,
+        );
+        t.silence = { at: now, sched, runMs: budget };
+        if (verdict.verdict === 'starved' && silentMs < STARVED_MAX_IDLE_FACTOR * timeoutMs) {
+          logger.warn(
+            { thread: t.index, silentMs: Math.round(silentMs), ...verdict },
+            'model thread starved of CPU; not replaced, still watching',
+          );
+          continue;
+        }
+      }
       this.counts.wedged++;
-      this.opts.logger.error(
-        { thread: t.index, silentMs: Math.round(now - t.movedAt), calls: t.calls.size },
+      logger.error(
+        { thread: t.index, silentMs: Math.round(silentMs), calls: t.calls.size, ...(verdict ?? {}) },
         'model thread wedged; terminating it and failing its calls',
       );
       t.terminating = true;

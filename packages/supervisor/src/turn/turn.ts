@@ -88,14 +88,21 @@ export class Turn {
     this.lease = init.lease;
     this.worker = worker;
     host.clock.arm(worker.slot, generation);
-    // The threads the turn's progress depends on: its worker's (the seam a thread serving its
-    // model call elsewhere will join), read by the watchdog only once the turn is long silent.
+    // The threads the turn's progress depends on: its worker's, and the shared model thread
+    // running its model call while one runs — read by the watchdog only once the turn is long
+    // silent (a starved thread is not a stalled turn).
     this.watched = host.watchdog.watch({
       slot: worker.slot,
       workstreamId,
       tenantId,
       generation,
-      threads: () => (worker.tid === undefined ? [] : [worker.tid]),
+      threads: () => {
+        const tids: number[] = [];
+        if (worker.tid !== undefined) tids.push(worker.tid);
+        const model = this.modelCall?.tid;
+        if (model !== undefined) tids.push(model);
+        return tids;
+      },
     });
     this.log = host.logger.child({ workstreamId, tenantId, principal, generation });
     const done = deferred<TurnResult>();
