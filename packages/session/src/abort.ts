@@ -1,6 +1,7 @@
 import { errors, TurnwardenError } from '@turnwarden/protocol';
 
-function abortError(signal: AbortSignal): TurnwardenError {
+/** What an aborted turn's await rejects with: the signal's TurnwardenError, or TURN_ABORTED. */
+export function abortError(signal: AbortSignal): TurnwardenError {
   const r: unknown = signal.reason;
   if (r instanceof TurnwardenError) return r;
   return errors.turnAborted('turn aborted');

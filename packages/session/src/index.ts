@@ -11,7 +11,15 @@ export type {
 } from './contracts.js';
 export { type IsolatedInput, isolatedTool } from './isolated.js';
 export type { Abandoned, RepairFn } from './lifecycle.js';
-export { contextOf, finishAbandoning, newSession, offer, stateNameOf, stateOf } from './lifecycle.js';
+export {
+  accepts,
+  contextOf,
+  finishAbandoning,
+  newSession,
+  offer,
+  stateNameOf,
+  stateOf,
+} from './lifecycle.js';
 export type {
   SessionContext,
   SessionEvent,

@@ -17,10 +17,23 @@ import {
   watchTransitions,
 } from './machine.js';
 
-/** A brand-new session: idle, no turn yet. */
+let template: SessionSnapshotData | undefined;
+
+/**
+ * A brand-new session: idle, no turn yet. The machine's initial snapshot is computed once; each
+ * new session is a copy of it with its own workstream id (computing it costs an actor's start,
+ * paid on every claim of a workstream that never ran a turn).
+ */
 export function newSession(workstreamId: string): SessionSnapshotData {
-  const [snapshot] = initialTransition(sessionMachine, { workstreamId });
-  return persistable(snapshot);
+  if (template === undefined) {
+    const [snapshot] = initialTransition(sessionMachine, { workstreamId: '' });
+    template = persistable(snapshot);
+  }
+  const copy = structuredClone(template) as SessionSnapshotData & {
+    context: { workstreamId: string };
+  };
+  copy.context.workstreamId = workstreamId;
+  return copy;
 }
 
 function resolve(data: SessionSnapshotData): SessionSnapshot {
@@ -36,6 +49,11 @@ export function stateOf(data: SessionSnapshotData): SessionState {
 
 export function contextOf(data: SessionSnapshotData): SessionContext {
   return data.context as SessionContext;
+}
+
+/** Whether the machine takes `event` in `data`'s state (`offer` without computing the result). */
+export function accepts(data: SessionSnapshotData, event: SessionEvent): boolean {
+  return resolve(data).can(event);
 }
 
 /**

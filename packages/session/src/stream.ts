@@ -1,6 +1,6 @@
 import type { ToolCall } from '@turnwarden/protocol';
-import { raceAbort } from './abort.js';
-import type { ModelProvider, ModelRequest, TurnSignals } from './contracts.js';
+import { abortError } from './abort.js';
+import type { ModelEvent, ModelProvider, ModelRequest, TurnSignals } from './contracts.js';
 
 export interface StreamedAssistant {
   readonly content: string;
@@ -16,7 +16,8 @@ export interface StreamHooks {
 /**
  * Streams one assistant message. Each `next()` is raced against the abort so a model that
  * ignores its signal cannot hold the turn; on abort the iterator is told to return, without
- * waiting for it.
+ * waiting for it. One abort listener serves the whole message (an EventTarget listener per event
+ * costs more than the event on a thread that streams thousands a second).
  */
 export async function streamAssistant(
   model: ModelProvider,
@@ -24,12 +25,22 @@ export async function streamAssistant(
   signals: TurnSignals,
   hooks: StreamHooks,
 ): Promise<StreamedAssistant> {
+  const { signal } = signals;
   const iterator = model.stream(req, signals)[Symbol.asyncIterator]();
   let content = '';
   const calls: ToolCall[] = [];
+  let rejectStep: ((e: unknown) => void) | undefined;
+  const onAbort = () => rejectStep?.(abortError(signal));
+  signal.addEventListener('abort', onAbort, { once: true });
   try {
     for (;;) {
-      const step = await raceAbort(iterator.next(), signals.signal);
+      if (signal.aborted) throw abortError(signal);
+      const next = iterator.next();
+      const step = await new Promise<IteratorResult<ModelEvent, unknown>>((resolve, reject) => {
+        rejectStep = reject;
+        next.then(resolve, reject);
+      });
+      rejectStep = undefined;
       if (step.done) break;
       const event = step.value;
       if (event.type === 'text') {
@@ -43,6 +54,8 @@ export async function streamAssistant(
   } catch (e) {
     iterator.return?.(undefined)?.catch(() => {});
     throw e;
+  } finally {
+    signal.removeEventListener('abort', onAbort);
   }
   return { content, calls };
 }

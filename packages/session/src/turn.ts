@@ -76,6 +76,30 @@ export function commitKey(generation: number, step: number, callIndex?: number):
 /** The turn's outcome, before the worker adds its event count. */
 export type LoopOutcome = Omit<TurnOutcome, 'eventsPosted'>;
 
+/** What a turn's invoked actors do, bound to the turn (its deps, history and calls). */
+interface TurnScope {
+  streamModel(signal: AbortSignal): Promise<{ calls: number }>;
+  runTool(input: { callIndex: number }, signal: AbortSignal): Promise<void>;
+}
+
+/**
+ * The machine with the worker's actors, provided once (providing builds a whole machine: a
+ * quarter of a millisecond per turn). Each actor runs the scope of the turn whose actor system
+ * invoked it.
+ */
+const scopes = new WeakMap<object, TurnScope>();
+const scopeOf = (system: object): TurnScope => {
+  const scope = scopes.get(system);
+  if (scope === undefined) throw errors.internal('a turn actor ran outside its turn');
+  return scope;
+};
+const turnMachine = sessionMachine.provide({
+  actors: {
+    streamModel: fromPromise(({ signal, system }) => scopeOf(system).streamModel(signal)),
+    runTool: fromPromise(({ input, signal, system }) => scopeOf(system).runTool(input, signal)),
+  },
+});
+
 export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<LoopOutcome> {
   const { generation } = req;
   const turnSignal = deps.abort.signal;
@@ -133,79 +157,75 @@ export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<LoopOut
     }
   };
 
-  const machine = sessionMachine.provide({
-    actors: {
-      // streaming: one assistant message; S4 — it joins live history only once it is durable.
-      streamModel: fromPromise(({ signal }) =>
-        failing(async () => {
-          await reported; // listeners hear of `streaming` before its first token
-          progress(Activity.modelRequest);
-          const { model } = deps;
-          const streamed = isRemote(model)
-            ? await raceAbort(model.remote({ history, tools: toolSpecs }, signal), signal)
-            : await streamAssistant(
-                model,
-                { history, tools: toolSpecs },
-                { signal, heartbeat: modelHeartbeat },
-                {
-                  onText: (text) => {
-                    seamSync(SeamName.workerStreamEvent, generation, 'text');
-                    progress(Activity.streamToken);
-                    deps.emit({ t: 'token', generation, text });
-                  },
-                  onToolCall: () => {
-                    seamSync(SeamName.workerStreamEvent, generation, 'tool_call');
-                    progress(Activity.streamToken);
-                  },
+  const scope: TurnScope = {
+    // streaming: one assistant message; S4 — it joins live history only once it is durable.
+    streamModel: (signal) =>
+      failing(async () => {
+        await reported; // listeners hear of `streaming` before its first token
+        progress(Activity.modelRequest);
+        const { model } = deps;
+        const streamed = isRemote(model)
+          ? await raceAbort(model.remote({ history, tools: toolSpecs }, signal), signal)
+          : await streamAssistant(
+              model,
+              { history, tools: toolSpecs },
+              { signal, heartbeat: modelHeartbeat },
+              {
+                onText: (text) => {
+                  seamSync(SeamName.workerStreamEvent, generation, 'text');
+                  progress(Activity.streamToken);
+                  deps.emit({ t: 'token', generation, text });
                 },
-              );
-          steps++;
-          const assistant: AssistantMessage =
-            streamed.calls.length > 0
-              ? { role: 'assistant', content: streamed.content, toolCalls: streamed.calls }
-              : { role: 'assistant', content: streamed.content };
-          await journal(commitKey(generation, steps), assistant);
-          history.push(assistant);
-          if (streamed.calls.length === 0) {
-            finalText = streamed.content;
-          } else {
-            calls = streamed.calls;
-            started.length = 0;
-          }
-          return { calls: streamed.calls.length };
-        }),
-      ),
-      // tool-debt: one call occurrence, by index (S1); its result joins history once durable.
-      runTool: fromPromise(({ input, signal }) =>
-        failing(async () => {
-          await reported; // listeners hear of `tool-debt` before the tool starts
-          const { callIndex } = input;
-          const call = calls[callIndex];
-          if (call === undefined) throw errors.internal(`no call #${callIndex}`);
-          const result = await runToolCall(call, callIndex, {
-            tools: deps.tools,
-            ...(deps.runIsolated === undefined
-              ? {}
-              : { runIsolated: (task, args) => deps.runIsolated!(task, args, signal) }),
-            maxToolArgBytes: req.limits.maxToolArgBytes,
-            workstreamId: req.workstreamId,
-            signal,
-            heartbeat: toolHeartbeat,
-            onStart: () => {
-              started.push(callIndex);
-              progress(Activity.toolStart);
-              deps.emit({ t: 'tool_started', generation, callIndex, id: call.id, name: call.name });
-            },
-          });
-          progress(Activity.toolResult);
-          seamSync(SeamName.workerToolToJournal, generation, callIndex);
-          await journal(commitKey(generation, steps, callIndex), result);
-          history.push(result);
-          deps.emit({ t: 'tool_finished', generation, callIndex, isError: result.isError });
-        }),
-      ),
-    },
-  });
+                onToolCall: () => {
+                  seamSync(SeamName.workerStreamEvent, generation, 'tool_call');
+                  progress(Activity.streamToken);
+                },
+              },
+            );
+        steps++;
+        const assistant: AssistantMessage =
+          streamed.calls.length > 0
+            ? { role: 'assistant', content: streamed.content, toolCalls: streamed.calls }
+            : { role: 'assistant', content: streamed.content };
+        await journal(commitKey(generation, steps), assistant);
+        history.push(assistant);
+        if (streamed.calls.length === 0) {
+          finalText = streamed.content;
+        } else {
+          calls = streamed.calls;
+          started.length = 0;
+        }
+        return { calls: streamed.calls.length };
+      }),
+    // tool-debt: one call occurrence, by index (S1); its result joins history once durable.
+    runTool: (input, signal) =>
+      failing(async () => {
+        await reported; // listeners hear of `tool-debt` before the tool starts
+        const { callIndex } = input;
+        const call = calls[callIndex];
+        if (call === undefined) throw errors.internal(`no call #${callIndex}`);
+        const result = await runToolCall(call, callIndex, {
+          tools: deps.tools,
+          ...(deps.runIsolated === undefined
+            ? {}
+            : { runIsolated: (task, args) => deps.runIsolated!(task, args, signal) }),
+          maxToolArgBytes: req.limits.maxToolArgBytes,
+          workstreamId: req.workstreamId,
+          signal,
+          heartbeat: toolHeartbeat,
+          onStart: () => {
+            started.push(callIndex);
+            progress(Activity.toolStart);
+            deps.emit({ t: 'tool_started', generation, callIndex, id: call.id, name: call.name });
+          },
+        });
+        progress(Activity.toolResult);
+        seamSync(SeamName.workerToolToJournal, generation, callIndex);
+        await journal(commitKey(generation, steps, callIndex), result);
+        history.push(result);
+        deps.emit({ t: 'tool_finished', generation, callIndex, isError: result.isError });
+      }),
+  };
 
   let settle!: (snapshot: SessionSnapshot) => void;
   const settled = new Promise<SessionSnapshot>((resolve) => {
@@ -214,7 +234,7 @@ export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<LoopOut
   // Every step of the machine is reported (with the event that caused it) and made durable by
   // the supervisor; the machine's state decides what this loop does next.
   let self: unknown;
-  const actor = createActor(machine, {
+  const actor = createActor(turnMachine, {
     snapshot: req.snapshot as unknown as SessionSnapshot,
     input: { workstreamId: req.workstreamId },
     inspect: watchTransitions(
@@ -236,6 +256,7 @@ export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<LoopOut
     ),
   });
   self = actor;
+  scopes.set(actor.system, scope);
   /** In `claimed`: ask the model again, unless the turn is out of model steps. */
   const next = () => {
     if (steps >= req.limits.maxModelSteps) {

@@ -25,6 +25,7 @@ import { loadRegistry } from './registry.js';
 import { installWorkerSeams, type WorkerHarnessChannel } from './seam-client.js';
 import { toolError } from './tool-call.js';
 import { type RemoteModel, runTurn } from './turn.js';
+import { warmUp } from './warm-up.js';
 
 export interface WorkerBoot extends WorkerInit {
   readonly control: MessagePort;
@@ -41,6 +42,9 @@ if (boot.nice) lowerThreadPriority(boot.nice);
 // statistics before it aborts a silent turn (a thread starved of CPU is not stalled).
 const tid = osThreadId();
 const stamp = new SlotStamp(boot.clock, boot.slot);
+// Before the harness's seams are installed (the warm-up must never reach one): compile the turn's
+// code now, at the spawn, not on the first turn's hot path (warm-up.ts).
+await warmUp();
 if (boot.harness) installWorkerSeams(boot.harness);
 let registry: Awaited<ReturnType<typeof loadRegistry>>;
 try {

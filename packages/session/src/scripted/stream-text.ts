@@ -1,8 +1,13 @@
 import type { ModelEvent } from '../contracts.js';
-import { throwIfAborted, wait } from '../tools/wait.js';
+import { abortError, throwIfAborted } from '../tools/wait.js';
 import { splitChunks } from './chunks.js';
 
-/** Streams `text` as `chunks` text events, waiting `delayMs` between two of them (honouring `signal`). */
+/**
+ * Streams `text` as `chunks` text events, waiting `delayMs` between two of them and rejecting
+ * with TURN_ABORTED as soon as `signal` is aborted. One abort listener serves the whole text,
+ * not one per chunk: adding and removing an EventTarget listener costs more than the chunk on a
+ * model thread that streams for thousands of sessions.
+ */
 export async function* streamText(
   text: string,
   chunks: number,
@@ -10,9 +15,28 @@ export async function* streamText(
   signal: AbortSignal,
 ): AsyncGenerator<ModelEvent, void, undefined> {
   const pieces = splitChunks(text, chunks);
-  for (const [index, piece] of pieces.entries()) {
-    if (index > 0 && delayMs > 0) await wait(delayMs, signal, 'scripted model text delay');
-    throwIfAborted(signal, 'scripted model text');
-    yield { type: 'text', text: piece };
+  let timer: NodeJS.Timeout | undefined;
+  let interrupt: ((e: unknown) => void) | undefined;
+  const onAbort = () => {
+    clearTimeout(timer);
+    interrupt?.(abortError(signal, 'scripted model text delay'));
+  };
+  signal.addEventListener('abort', onAbort, { once: true });
+  try {
+    for (const [index, piece] of pieces.entries()) {
+      if (index > 0 && delayMs > 0) {
+        throwIfAborted(signal, 'scripted model text delay');
+        await new Promise<void>((resolve, reject) => {
+          interrupt = reject;
+          timer = setTimeout(resolve, delayMs);
+        });
+        interrupt = undefined;
+      }
+      throwIfAborted(signal, 'scripted model text');
+      yield { type: 'text', text: piece };
+    }
+  } finally {
+    clearTimeout(timer);
+    signal.removeEventListener('abort', onAbort);
   }
 }

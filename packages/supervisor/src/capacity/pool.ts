@@ -68,6 +68,15 @@ const MAX_FAILED_STARTS = 3;
 export class WorkerPool {
   private readonly freeSlots: number[];
   private readonly workers = new Set<WorkerHandle>();
+  /** Workers asked to stop that have not exited yet (their slots free on exit). */
+  private get exiting(): number {
+    let n = 0;
+    for (const h of this.stopping) if (h.state !== 'dead') n++;
+    return n;
+  }
+  private readonly stopping = new Set<WorkerHandle>();
+  /** Workers spawned that have not become ready or exited yet. */
+  private readonly spawning = new Set<WorkerHandle>();
   private readonly warm: WorkerHandle[] = [];
   private nextId = 1;
   private closed = false;
@@ -154,8 +163,7 @@ export class WorkerPool {
       await h.ready;
       return h;
     }
-    const pending =
-      this.freeSlots.length > 0 || [...this.workers].some((w) => w.terminating || w.state === 'starting');
+    const pending = this.freeSlots.length > 0 || this.spawning.size > 0 || this.exiting > 0;
     if (!pending) throw this.exhausted(false);
     if (this.opts.acquireTimeoutMs === 0) {
       // No wait at all: a free slot is spawned into for this claim, anything else refused.
@@ -183,10 +191,10 @@ export class WorkerPool {
     );
   }
 
-  /** Workers spawned and not yet ready. */
+  /** Workers spawned and not yet ready (a few at most: the set holds only those). */
   private starting(): number {
     let n = 0;
-    for (const h of this.workers) if (h.state === 'starting' && !h.terminating) n++;
+    for (const h of this.spawning) if (h.state === 'starting' && !h.terminating) n++;
     return n;
   }
 
@@ -205,6 +213,7 @@ export class WorkerPool {
   async terminate(h: WorkerHandle): Promise<void> {
     if (h.state !== 'dead' && !h.terminating) {
       h.terminating = true;
+      this.stopping.add(h);
       this.terminated++;
       // Stopping a thread costs the caller a few ms: after an abort storm, grace expires for
       // every turn in the same timer phase, so terminations go one per loop turn (L12).
@@ -224,6 +233,7 @@ export class WorkerPool {
     h.onEvent = undefined;
     if (h.state === 'dead' || h.terminating) return;
     h.terminating = true;
+    this.stopping.add(h);
     this.retired++;
     // Stopping a thread costs the caller a few ms: retirements go one per loop turn (L12).
     this.loop.run(() => void h.worker.terminate());
@@ -286,6 +296,7 @@ export class WorkerPool {
       if (now - oldest.idleSince < this.opts.idleTimeoutMs) break;
       this.warm.shift();
       oldest.terminating = true;
+      this.stopping.add(oldest);
       this.shrunk++;
       stopped++;
       this.loop.run(() => void oldest.worker.terminate());
@@ -326,7 +337,8 @@ export class WorkerPool {
     this.spawned++;
     const log = this.opts.logger.child({ workerId: id, slot });
     const h = spawnSessionWorker(this.opts, id, slot, {
-      ready: (_h, catalogue) => {
+      ready: (handle, catalogue) => {
+        this.spawning.delete(handle);
         this.failedStarts = 0;
         this.catalogue ??= catalogue;
       },
@@ -347,6 +359,8 @@ export class WorkerPool {
           }
         }
         this.workers.delete(handle);
+        this.spawning.delete(handle);
+        this.stopping.delete(handle);
         const i = this.warm.indexOf(handle);
         if (i >= 0) this.warm.splice(i, 1);
         // Only now may another worker stamp this slot.
@@ -356,6 +370,7 @@ export class WorkerPool {
       },
     });
     this.workers.add(h);
+    this.spawning.add(h);
     return h;
   }
 }

@@ -9,6 +9,9 @@ export class LoopTurns {
   private readonly queue: (() => void)[] = [];
   private scheduled = false;
 
+  /** `perTurn`: items started per loop turn (their synchronous work and microtasks run in it). */
+  constructor(private readonly perTurn = 1) {}
+
   run(work: () => void): void {
     this.queue.push(work);
     if (!this.scheduled) this.schedule();
@@ -21,10 +24,10 @@ export class LoopTurns {
   private schedule(): void {
     this.scheduled = true;
     setImmediate(() => {
-      const work = this.queue.shift();
+      const batch = this.queue.splice(0, this.perTurn);
       if (this.queue.length > 0) this.schedule();
       else this.scheduled = false;
-      work?.();
+      for (const work of batch) work();
     });
   }
 }

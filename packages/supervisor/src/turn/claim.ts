@@ -9,7 +9,7 @@
 import { randomUUID } from 'node:crypto';
 import type { HistoryMessage, UserMessage } from '@turnwarden/protocol';
 import { errors, type TurnwardenError } from '@turnwarden/protocol';
-import { offer } from '@turnwarden/session';
+import { accepts, offer } from '@turnwarden/session';
 import type { TurnStore } from '@turnwarden/store';
 import type { Permit } from '../capacity/admission.js';
 import type { WorkerPool } from '../capacity/pool.js';
@@ -89,7 +89,7 @@ export async function claim(
     // The machine is mid-turn with no turn running here: a crashed process left it (S7).
     const crashed = leftover(rec, undefined) && rec.state !== 'force-abandoning';
     // The machine decides: only idle takes CLAIM (the generation is not known yet).
-    if (!crashed && offer(rec.snapshot!, { type: 'CLAIM', generation: 0 }) === undefined) {
+    if (!crashed && !accepts(rec.snapshot!, { type: 'CLAIM', generation: 0 })) {
       throw claimRefusal(workstreamId, rec.state!, false);
     }
     const held = permit();
