@@ -182,6 +182,7 @@ export class MessageTable {
     now: number,
     token: number | null = null,
   ): number[] {
+    if (entries.length === 0) return []; // a session snapshot alone (the journal's group commit)
     const tail: StructuralRow[] = this.tail(workstreamId);
     let next = this.#lastSeq.get(workstreamId)!.seq + 1;
     const seqs: number[] = [];

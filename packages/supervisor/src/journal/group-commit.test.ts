@@ -56,6 +56,35 @@ const row = (workstreamId: string, key: string, role: 'user' | 'assistant' = 'us
 });
 
 describe('group commit', () => {
+  it('P2 P6: session snapshots of several turns ready together are one appendMany, each fenced, each in its workstream’s order with its rows', async () => {
+    const { gate, store, groups } = await fixture(['a', 'b', 'c']);
+    const leases = await Promise.all(['a', 'b', 'c'].map((id) => store.acquireLease(id, 'me', 60_000)));
+    const snapshot = (label: string) => ({ value: 'streaming', context: { label } });
+    const [a, b, c] = leases.map((l) => l!.token);
+    await Promise.all([
+      gate.saveSession({ workstreamId: 'a', generation: 1, fencingToken: a!, session: snapshot('a') }),
+      gate.saveSession({ workstreamId: 'b', generation: 1, fencingToken: b!, session: snapshot('b') }),
+      // A stale token: refused alone (FENCED); the others commit.
+      gate
+        .saveSession({ workstreamId: 'c', generation: 1, fencingToken: c! + 1, session: snapshot('c') })
+        .catch((e: { code?: string }) => e.code),
+    ]).then((outcomes) => expect(outcomes[2]).toBe(ErrorCode.FENCED));
+    expect(groups).toEqual([3]);
+    expect((await store.getWorkstream('a'))?.session).toEqual(snapshot('a'));
+    expect((await store.getWorkstream('b'))?.session).toEqual(snapshot('b'));
+    expect((await store.getWorkstream('c'))?.session).toBeUndefined();
+    // In order with the workstream's rows: a row then a snapshot, the snapshot lands after it.
+    const order: string[] = [];
+    await Promise.all([
+      gate.append({ ...row('a', 'a1'), fencingToken: a! }).then(() => order.push('row')),
+      gate
+        .saveSession({ workstreamId: 'a', generation: 1, fencingToken: a!, session: snapshot('a2') })
+        .then(() => order.push('snapshot')),
+    ]);
+    expect(order).toEqual(['row', 'snapshot']);
+    expect(groups).toEqual([3, 1, 1]);
+  });
+
   it('P2: batches of different workstreams ready in one loop turn go to the store in one appendMany; each writer gets its own seqs', async () => {
     const { gate, store, groups } = await fixture(['a', 'b', 'c']);
     const acks = await Promise.all([

@@ -29,6 +29,7 @@ function world(level: 'debug' | 'info' = 'debug') {
   let refused = 0;
   const host: GateHost = {
     store: {
+      saveSession: async () => {},
       appendMessages: (input) =>
         new Promise<number[]>((resolve, reject) =>
           calls.push({ resolve, reject, input: input as JournalRequest }),

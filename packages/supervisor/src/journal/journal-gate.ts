@@ -41,7 +41,7 @@
  * that, the refusal stands.
  */
 
-import type { JournalAck, JournalEntry, JournalRequest } from '@turnwarden/protocol';
+import type { JournalAck, JournalEntry, JournalRequest, SessionSnapshotData } from '@turnwarden/protocol';
 import {
   ErrorCode,
   errors,
@@ -60,7 +60,7 @@ import type { Turn } from '../turn/turn.js';
 import type { PersistenceStatus } from '../types.js';
 
 export interface GateHost {
-  readonly store: Pick<TurnStore, 'appendMessages' | 'appendMany'>;
+  readonly store: Pick<TurnStore, 'appendMessages' | 'appendMany' | 'saveSession'>;
   readonly events: EventHub;
   /** The running turn of a workstream, if any. */
   turnOf(workstreamId: string): Turn | undefined;
@@ -170,6 +170,34 @@ export class JournalGate {
       this.announceRows(workstreamId, input.generation, input.entries, seqs);
       return seqs;
     });
+  }
+
+  /**
+   * A running turn's session snapshot (a step of its machine that wrote no row), through the
+   * workstream's queue (P2) and, where the store can, the group commit: the steps of many turns
+   * that arrive together — a burst of workers moving at once — become durable in one transaction,
+   * not one each. Fenced like the turn's rows (P6). Resolves undefined when the workstream was
+   * deleted meanwhile (P5: the snapshot is discarded).
+   */
+  saveSession(input: {
+    readonly workstreamId: string;
+    readonly generation: number;
+    readonly fencingToken: number;
+    readonly session: SessionSnapshotData;
+  }): Promise<void> {
+    const { store } = this.host;
+    return this.write(
+      input.workstreamId,
+      () =>
+        store.appendMany === undefined
+          ? store.saveSession({
+              workstreamId: input.workstreamId,
+              fencingToken: input.fencingToken,
+              session: input.session,
+            })
+          : this.commit({ ...input, entries: [] }).then(() => undefined),
+      () => undefined,
+    );
   }
 
   /**

@@ -68,10 +68,7 @@ export interface AbortInfo {
 export interface TurnHost extends SettleHost, WorkerEventHost, RenewalHost, AnnounceHost {
   readonly config: SupervisorConfig;
   readonly clock: ActivityClock;
-  readonly store: SettleHost['store'] &
-    WorkerEventHost['store'] &
-    RenewalHost['store'] &
-    Pick<TurnStore, 'releaseLease'>;
+  readonly store: SettleHost['store'] & RenewalHost['store'] & Pick<TurnStore, 'releaseLease'>;
   readonly pool: Pick<WorkerPool, 'terminate' | 'release' | 'retire'>;
   readonly sessions: Sessions;
   readonly watchdog: Pick<Watchdog, 'watch' | 'unwatch'>;

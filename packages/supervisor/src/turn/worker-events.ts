@@ -13,7 +13,6 @@ import type { EventHub } from '../streams/events.js';
 import type { Turn } from './turn.js';
 
 export interface WorkerEventHost {
-  readonly store: Pick<TurnStore, 'saveSession'>;
   readonly gate: JournalGate;
   readonly sessions: Sessions;
   readonly events: EventHub;
@@ -33,11 +32,7 @@ export function onWorkerEvent(
       const { snapshot } = event;
       host.sessions.set(rec, snapshot, generation, { from: event.from, via: event.via });
       host.gate
-        .write(
-          workstreamId,
-          () => host.store.saveSession({ workstreamId, fencingToken: turn.lease.token, session: snapshot }),
-          () => undefined,
-        )
+        .saveSession({ workstreamId, generation, fencingToken: turn.lease.token, session: snapshot })
         .catch((err: unknown) =>
           turn.log.warn({ err }, 'session snapshot not saved; the durable one is older'),
         );
