@@ -1,8 +1,8 @@
 /**
  * The scale bench's in-process baseline, forked by run.ts with --expose-gc: the same N turns as
  * plain async functions on one thread — what a user of an in-process agent library gets. Each
- * turn: `tokens` tokens delivered to a listener callback (scripted: a setTimeout of `delayMs`
- * between two, as the scripted model paces them; http: a bare `fetch` of the loopback server's
+ * turn: `tokens` tokens delivered to a listener callback (scripted: token k due `k × delayMs`
+ * after the first, as the scripted model paces them; http: a bare `fetch` of the loopback server's
  * SSE stream, a TextDecoder, a split on blank lines and a JSON.parse per chunk), the heartbeat
  * tool (`toolMs`, a beat every `heartbeatMs`, as the demo tool does), then `tokens` more; the
  * same rows as the runtime journals (user message, assistant with the tool call, tool result,
@@ -67,11 +67,15 @@ type Model = (
   onToken: (text: string) => void,
 ) => Promise<ModelCall>;
 
-/** Tokens on a timer, paced as the scripted model paces them; the first call ends with the tool call. */
+/**
+ * Tokens on a timer, paced as the scripted model paces them (token k due `k × delayMs` after the
+ * first); the first call ends with the tool call.
+ */
 function timerModel(w: Workload): Model {
   return async (history, onToken) => {
+    const start = performance.now();
     for (let k = 0; k < w.tokens; k++) {
-      if (k > 0) await sleep(w.delayMs);
+      if (k > 0) await sleep(Math.max(0, start + k * w.delayMs - performance.now()));
       onToken(TOKEN_TEXT);
     }
     const first = !history.some((m) => m.role === 'assistant');

@@ -3,7 +3,8 @@ import { abortError, throwIfAborted } from '../tools/wait.js';
 import { splitChunks } from './chunks.js';
 
 /**
- * Streams `text` as `chunks` text events, waiting `delayMs` between two of them and rejecting
+ * Streams `text` as `chunks` text events, `delayMs` apart (piece i due `i × delayMs` after the
+ * first, as a server streams at its own pace), rejecting
  * with TURN_ABORTED as soon as `signal` is aborted. One abort listener serves the whole text,
  * not one per chunk: adding and removing an EventTarget listener costs more than the chunk on a
  * model thread that streams for thousands of sessions.
@@ -23,12 +24,16 @@ export async function* streamText(
   };
   signal.addEventListener('abort', onAbort, { once: true });
   try {
+    const start = performance.now();
     for (const [index, piece] of pieces.entries()) {
       if (index > 0 && delayMs > 0) {
         throwIfAborted(signal, 'scripted model text delay');
+        // Piece i is due at start + i × delayMs — a server's pace: a piece that came late (a busy
+        // thread) does not push back the ones after it.
+        const due = start + index * delayMs - performance.now();
         await new Promise<void>((resolve, reject) => {
           interrupt = reject;
-          timer = setTimeout(resolve, delayMs);
+          timer = setTimeout(resolve, Math.max(0, due));
         });
         interrupt = undefined;
       }

@@ -94,7 +94,7 @@ interface Journal {
   conflict: TurnwardenError | undefined;
 }
 
-/** Batches per group commit at most; a fuller group is flushed at once. */
+/** Batches per group commit at most; the rest go in the next loop turn's. */
 const MAX_GROUP = 64;
 
 const retryable = (e: unknown): e is TurnwardenError =>
@@ -318,12 +318,17 @@ export class JournalGate {
       this.group.push({ input, resolve, reject });
       this.batches++;
       if (this.group.length === 1) setImmediate(() => this.flush());
-      else if (this.group.length >= MAX_GROUP) this.flush();
     });
   }
 
+  /**
+   * One group: at most MAX_GROUP batches in one transaction, in a loop turn of its own. A burst of
+   * batches — a thousand workers journaling at once — is written a group per loop turn, so the
+   * watchdog's timer runs between two transactions (L12), never after all of them.
+   */
   private flush(): void {
-    const group = this.group.splice(0);
+    const group = this.group.splice(0, MAX_GROUP);
+    if (this.group.length > 0) setImmediate(() => this.flush());
     if (group.length === 0) return;
     this.groups++;
     let written: Promise<AppendOutcome[]>;
