@@ -106,10 +106,33 @@ export type StartAt =
   /** E2: after a history read's position, without the rows it returned. */
   | { readonly kind: 'handoff'; readonly position: number; readonly lastSeq: number };
 
+/**
+ * Consecutive `token` events of one generation, kept compact in the ring: their ids and texts,
+ * not an object each. A thousand streaming sessions hold hundreds of thousands of recent tokens;
+ * as objects they filled the supervisor's heap and its collections paused the thread (L12). The
+ * events are rebuilt, equal to those delivered live, when a reconnect replays them.
+ */
+class TokenRun {
+  readonly ids: number[] = [];
+  readonly texts: string[] = [];
+  /** Events before this index were dropped from the ring (the oldest go first). */
+  start = 0;
+
+  constructor(readonly generation: number | undefined) {}
+
+  get size(): number {
+    return this.ids.length - this.start;
+  }
+}
+
+type RingEntry = TurnwardenEvent | TokenRun;
+
 class Stream {
   readonly listeners = new Set<Listener>();
-  /** Recent events, oldest first, at most `replayLimit`. */
-  readonly ring: TurnwardenEvent[] = [];
+  /** Recent events, oldest first, at most `replayLimit` (a run of tokens counts each). */
+  readonly ring: RingEntry[] = [];
+  /** Events in the ring. */
+  size = 0;
   /** The ring holds every event of the workstream with an id above this. */
   completeAfter: number;
   /** `ws_closed` was emitted: later registrations are closed at once (D6). */
@@ -222,7 +245,7 @@ export class EventHub {
     let buffered = 0;
     for (const s of this.streams.values()) {
       listeners += s.listeners.size;
-      buffered += s.ring.length;
+      buffered += s.size;
     }
     return { streams: this.streams.size, listeners, buffered };
   }
@@ -245,8 +268,8 @@ export class EventHub {
         ? { id, workstreamId, type, data }
         : { id, workstreamId, type, generation, data }
     ) as TurnwardenEvent;
-    stream.ring.push(event);
-    if (stream.ring.length > this.limits.replayLimit) stream.completeAfter = stream.ring.shift()!.id;
+    this.keep(stream, event);
+    while (stream.size > this.limits.replayLimit) this.dropOldest(stream);
     for (const listener of [...stream.listeners]) this.deliver(listener, event);
     this.evictIdle();
     return event;
@@ -274,7 +297,55 @@ export class EventHub {
       );
       return;
     }
-    for (const event of stream.ring) if (event.id > after) this.deliver(listener, event);
+    for (const entry of stream.ring) {
+      if (!(entry instanceof TokenRun)) {
+        if (entry.id > after) this.deliver(listener, entry);
+        continue;
+      }
+      for (let i = entry.start; i < entry.ids.length; i++) {
+        const id = entry.ids[i]!;
+        if (id <= after) continue;
+        const token = { id, workstreamId, type: 'token', data: { text: entry.texts[i]! } } as const;
+        this.deliver(
+          listener,
+          (entry.generation === undefined
+            ? token
+            : { ...token, generation: entry.generation }) as TurnwardenEvent,
+        );
+      }
+    }
+  }
+
+  /** Into the ring: a token joins the run of its generation's tokens it follows, or starts one. */
+  private keep(stream: Stream, event: TurnwardenEvent): void {
+    stream.size++;
+    if (event.type !== 'token') {
+      stream.ring.push(event);
+      return;
+    }
+    const last = stream.ring.at(-1);
+    const run =
+      last instanceof TokenRun && last.generation === event.generation
+        ? last
+        : new TokenRun(event.generation);
+    if (run !== last) stream.ring.push(run);
+    run.ids.push(event.id);
+    run.texts.push(event.data.text);
+  }
+
+  /** The ring's oldest event leaves it: the ring is complete after its id from now on (E1). */
+  private dropOldest(stream: Stream): void {
+    const first = stream.ring[0];
+    if (first === undefined) return;
+    stream.size--;
+    if (!(first instanceof TokenRun)) {
+      stream.completeAfter = first.id;
+      stream.ring.shift();
+      return;
+    }
+    stream.completeAfter = first.ids[first.start]!;
+    first.start++;
+    if (first.size === 0) stream.ring.shift();
   }
 
   /**
