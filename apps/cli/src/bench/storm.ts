@@ -75,7 +75,12 @@ async function storm(
           workstreamId,
           content:
             i < silent
-              ? script([{ text: `about to ${kind}` }, kind === 'stall' ? { stall: true } : { wedge: true }])
+              ? // Each silent turn's own thread: a wedge spins in its session worker (the `wedge`
+                // tool); a stall is the model call's, wherever it runs.
+                script([
+                  { text: `about to ${kind}` },
+                  kind === 'stall' ? { stall: true } : { tools: [{ name: 'wedge', args: {} }] },
+                ])
               : script([{ heartbeat: 4 * timeoutMs, everyMs: 50 }, { text: 'kept going' }]),
         }),
       ),

@@ -43,7 +43,9 @@ export async function benchWedge(ctx: BenchContext): Promise<Omit<SectionResult,
   try {
     const ws = await tw.createWorkstream({ tenantId: TENANT, principal: PRINCIPAL, workstreamId: 'wedge-0' });
     const timeline = await TurnTimeline.follow(tw, ws.workstreamId);
-    const content = script([{ text: 'a' }, { wedge: true }]);
+    // The turn's own thread wedges: the `wedge` tool spins in its session worker (a model call
+    // that spins would wedge a shared model thread instead, with the model placement shared).
+    const content = script([{ text: 'a' }, { tools: [{ name: 'wedge', args: {} }] }]);
     try {
       // One at a time: a wedged worker burns a whole core of this 2-core machine.
       for (let i = 0; i < turns; i++) {

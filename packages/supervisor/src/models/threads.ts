@@ -31,6 +31,9 @@ import {
 } from '../liveness/sched.js';
 import type { CancelTimer, Timers } from '../liveness/timers.js';
 
+/** Errors of calls and checks whose thread was lost under them (a check is retried once). */
+const lost = new WeakSet<object>();
+
 export interface ModelThreadsOptions {
   readonly clock: SharedArrayBuffer;
   /** Clock slots `firstSlot … firstSlot + threads - 1` are the threads' own. */
@@ -202,14 +205,24 @@ export class ModelThreads {
     };
   }
 
-  /** The provider's own check of a user message (`ModelProvider.checkInput`), on a thread. */
+  /**
+   * The provider's own check of a user message (`ModelProvider.checkInput`), on a thread. A check
+   * whose thread is lost before it answers (wedged, exited) runs again on another: it is only a
+   * check.
+   */
   async checkInput(model: string, content: string): Promise<void> {
-    const thread = await this.available();
-    const id = this.nextId++;
-    return new Promise<void>((resolve, reject) => {
-      thread.checks.set(id, { resolve, reject });
-      this.post(thread, { t: 'check', id, model, content });
-    });
+    for (let attempt = 1; ; attempt++) {
+      const thread = await this.available();
+      const id = this.nextId++;
+      try {
+        return await new Promise<void>((resolve, reject) => {
+          thread.checks.set(id, { resolve, reject });
+          this.post(thread, { t: 'check', id, model, content });
+        });
+      } catch (e) {
+        if (attempt >= 2 || !lost.has(e as object)) throw e;
+      }
+    }
   }
 
   /** The threads' OS thread ids (for scheduler statistics), where known. */
@@ -254,6 +267,11 @@ export class ModelThreads {
         t.version = v;
         t.movedAt = now;
         t.silence = undefined;
+        // It serves again (it was only slow): the calls waiting for a thread may go to it.
+        if (this.waiters.size > 0) {
+          for (const w of this.waiters) w(t);
+          this.waiters.clear();
+        }
         continue;
       }
       const silentMs = now - t.movedAt;
@@ -318,10 +336,17 @@ export class ModelThreads {
     });
   }
 
+  /**
+   * The least busy thread that is serving — not one whose slot has been silent for two poll
+   * periods (it stamps twice a period while its loop turns: silent, it is wedged or starved, and
+   * the monitor is judging it). With none, calls wait for one (`available`).
+   */
   private pick(): ModelThread | undefined {
     let best: ModelThread | undefined;
+    const now = this.opts.now();
     for (const t of this.threads) {
       if (!t.alive || t.terminating) continue;
+      if (this.opts.sample(t.slot) === t.version && now - t.movedAt >= 2 * this.opts.pollMs) continue;
       if (best === undefined || t.calls.size < best.calls.size) best = t;
     }
     return best;
@@ -421,7 +446,9 @@ export class ModelThreads {
         }
         for (const [id, c] of t.checks) {
           t.checks.delete(id);
-          c.reject(errors.modelError(`the model thread ${why}; retry`, undefined, { retryable: true }));
+          const e = errors.modelError(`the model thread ${why}; retry`, undefined, { retryable: true });
+          lost.add(e);
+          c.reject(e);
         }
         if (!expected) {
           this.counts.crashed++;
