@@ -7,7 +7,8 @@
  *
  * The verdict over a window of a silent turn (`classify`):
  * - **wedged**: one of its threads was on a CPU for at least half the window — or, over the
- *   silence's starved windows, for as long in total (the CPU budget): it runs and does not stamp;
+ *   silence's windows, for a twentieth of a window in total (the CPU budget): it runs and does not
+ *   stamp;
  * - **starved**: else, one of its threads waited on a run queue for at least a quarter of the
  *   window: it wanted the CPU and the host did not give it;
  * - **stalled**: neither: it was asleep (waiting on something that never came).
@@ -61,8 +62,14 @@ export function platformScheduler(): { readonly stats: SchedulerStats; readonly 
 
 /** ≥ this share of the window waiting on a run queue: the turn was starved (see `classify`). */
 const STARVED_WAIT_SHARE = 0.25;
-/** ≥ this share of the window on a CPU (or as much in total over starved windows): wedged. */
+/** ≥ this share of the window on a CPU: wedged. */
 const WEDGED_RUN_SHARE = 0.5;
+/**
+ * ≥ this share of a window on a CPU in total, over the silence's windows so far: wedged (the CPU
+ * budget). A starved but healthy thread stamps as soon as it runs — its timers and messages make
+ * progress in well under a millisecond each — so CPU it burns without a stamp is spinning.
+ */
+const WEDGED_BUDGET_SHARE = 0.05;
 /**
  * Starvation defers an abort, never forever: a silence this many times `timeoutMs` long is
  * aborted whatever its threads' verdict (the watchdog's `judge`). What it bounds: a thread that is
@@ -100,8 +107,12 @@ export interface SchedReading {
  * times what a sleeping thread waits, so a stall is never taken for it, and low enough that a
  * starved thread on a VM that loses time to steal still is; a mistaken "starved" costs one more
  * window, never the abort. A wedge on a saturated host is itself starved (always runnable,
- * rarely running): the budget recognises it by the CPU it burns — as much as a wedged verdict
- * needs in one window — however many windows it takes.
+ * rarely running): the budget recognises it by the CPU it burns without a stamp — a twentieth
+ * of a window in all, over as many windows as that takes: on this machine 32 spinning workers
+ * get a 16th of a core each (about 30 ms of a 500 ms window), so a half-window budget kept an
+ * abort storm's wedges alive 4 s past their bound (`bench --only storm`) and a tenth one window
+ * more, where a twentieth finds them at the bound. A healthy thread that is starved runs for
+ * well under a millisecond before it stamps.
  */
 export function classify(
   windowMs: number,
@@ -114,7 +125,7 @@ export function classify(
   const runShare = Math.min(1, runMs / span);
   const waitShare = Math.min(1, waitMs / span);
   const verdict: SchedVerdict =
-    runShare >= WEDGED_RUN_SHARE || budgetRunMs >= WEDGED_RUN_SHARE * nominalWindowMs
+    runShare >= WEDGED_RUN_SHARE || budgetRunMs >= WEDGED_BUDGET_SHARE * nominalWindowMs
       ? 'wedged'
       : waitShare >= STARVED_WAIT_SHARE
         ? 'starved'

@@ -31,7 +31,8 @@ interface Shares {
   readonly wait: number;
 }
 const ASLEEP: Shares = { run: 0, wait: 0 };
-const STARVED: Shares = { run: 0.05, wait: 0.85 };
+/** Waiting for a CPU most of the window; running only what a healthy thread does between stamps. */
+const STARVED: Shares = { run: 0.005, wait: 0.85 };
 const SPINNING: Shares = { run: 1, wait: 0 };
 
 /** The scheduler as the test says: cumulative figures per thread, and every read recorded. */
@@ -152,7 +153,7 @@ describe('starvation is not a stall (injected scheduler statistics, injected tim
     expect(first.at - lastProgress).toBeGreaterThanOrEqual(config.timeoutMs);
     expect(first.at - lastProgress).toBeLessThanOrEqual(config.timeoutMs + config.pollMs);
     expect(first.info).toMatchObject({ workstreamId: 'ws', generation: 1, deferrals: 1, threads: [WORKER] });
-    expect(first.info.reading).toMatchObject({ verdict: 'starved', waitShare: 0.85, runShare: 0.05 });
+    expect(first.info.reading).toMatchObject({ verdict: 'starved', waitShare: 0.85, runShare: 0.01 });
     // Each later window is half the idle bound: judged again, not waved through.
     const gaps = h.starved.slice(1).map((s, i) => s.at - h.starved[i]!.at);
     for (const gap of gaps) expect(gap).toBe(config.timeoutMs / 2);
@@ -202,18 +203,18 @@ describe('starvation is not a stall (injected scheduler statistics, injected tim
     expect(withSched.watchdog.stats()).toMatchObject({ stalled: 1, starved: 0 });
   });
 
-  it('L1 L3: a wedge on a saturated host — starved too, always runnable — is aborted once it burned the CPU budget (half a window on a CPU, summed over its windows)', () => {
+  it('L1 L3: a wedge on a saturated host — starved too, always runnable — is aborted once it burned the CPU budget (a twentieth of a window on a CPU, summed over its windows)', () => {
     const h = setup(config);
     const lastProgress = h.enter();
-    // 20 % on a CPU, 70 % waiting: 100 ms of CPU per 500 ms window; the budget is 250 ms.
-    h.worker({ run: 0.2, wait: 0.7 });
+    // 3 % on a CPU, 80 % waiting: 15 ms of CPU per 500 ms window without a stamp; the budget is 25 ms.
+    h.worker({ run: 0.03, wait: 0.8 });
     h.run(5 * config.timeoutMs);
     const committed = h.committed();
-    expect(committed?.info.sched).toMatchObject({ verdict: 'wedged', runShare: 0.2, waitShare: 0.7 });
-    expect(committed!.info.sched!.runMs).toBe(300);
-    // Two starved windows (100, then 200 ms of CPU), the third reaches the budget.
-    expect(h.starved.map((s) => s.info.reading.runMs)).toEqual([100, 200]);
-    expect(committed!.at - lastProgress).toBe(config.timeoutMs + config.timeoutMs);
+    expect(committed?.info.sched).toMatchObject({ verdict: 'wedged', runShare: 0.03, waitShare: 0.8 });
+    expect(committed!.info.sched!.runMs).toBe(30);
+    // One starved window (15 ms of CPU), the second reaches the budget.
+    expect(h.starved.map((s) => s.info.reading.runMs)).toEqual([15]);
+    expect(committed!.at - lastProgress).toBe(config.timeoutMs + config.timeoutMs / 2);
   });
 
   it('L1: a wedge that the host lets run most of the window (on a CPU half of it or more) is wedged, not starved, however long it waited', () => {
@@ -230,7 +231,7 @@ describe('starvation is not a stall (injected scheduler statistics, injected tim
     const h = setup(config);
     const lastProgress = h.enter();
     // Mostly asleep, but its wakeups wait a quarter of every window on a saturated host.
-    h.worker({ run: 0.01, wait: 0.3 });
+    h.worker({ run: 0.005, wait: 0.3 });
     h.run(6 * config.timeoutMs);
     const committed = h.committed();
     expect(committed!.at - lastProgress).toBe(4 * config.timeoutMs);
@@ -363,14 +364,14 @@ describe('starvation is not a stall (injected scheduler statistics, injected tim
 });
 
 describe('classify', () => {
-  it('wedged from half the window on a CPU or the budget; else starved from a quarter waiting; else stalled', () => {
+  it('wedged from half the window on a CPU or a budget of a twentieth of a window in all; else starved from a quarter waiting; else stalled', () => {
     expect(classify(500, 250, 0, 250, 500).verdict).toBe('wedged');
-    expect(classify(500, 249, 0, 249, 500).verdict).toBe('stalled');
-    expect(classify(500, 249, 250, 249, 500).verdict).toBe('starved'); // just under half running, half waiting
-    expect(classify(500, 100, 125, 100, 500).verdict).toBe('starved');
-    expect(classify(500, 100, 124, 100, 500).verdict).toBe('stalled');
-    expect(classify(500, 100, 400, 250, 500).verdict).toBe('wedged');
-    expect(classify(500, 100, 400, 249, 500).verdict).toBe('starved');
+    expect(classify(500, 24, 0, 24, 500).verdict).toBe('stalled');
+    expect(classify(500, 24, 250, 24, 500).verdict).toBe('starved');
+    expect(classify(500, 20, 125, 20, 500).verdict).toBe('starved');
+    expect(classify(500, 20, 124, 20, 500).verdict).toBe('stalled');
+    expect(classify(500, 10, 400, 25, 500).verdict).toBe('wedged');
+    expect(classify(500, 10, 400, 24, 500).verdict).toBe('starved');
     expect(classify(500, 0, 0, 0, 500)).toEqual({
       verdict: 'stalled',
       windowMs: 500,
