@@ -328,7 +328,6 @@ export async function runHostsDemo(args: HostsArgs): Promise<HostsReport> {
       turns: args.turns,
       seed: args.seed,
       timeoutMs: args.timeoutMs,
-      overHttp: true,
       storeFaults: false,
       idPrefix: '',
     });

@@ -153,7 +153,6 @@ export async function runRemoteDemo(
     turns: args.turns,
     seed: args.seed,
     timeoutMs: args.timeoutMs,
-    overHttp: true,
     storeFaults: false,
     // Workstream ids of their own, so runs against one server do not collide.
     idPrefix: `demo-${Date.now().toString(36)}-`,

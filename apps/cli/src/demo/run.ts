@@ -137,7 +137,6 @@ export async function runDemo(args: DemoArgs, env: DemoEnv): Promise<DemoReport>
         turns: args.turns,
         seed: args.seed,
         timeoutMs: args.timeoutMs,
-        overHttp: args.provider !== 'scripted',
       })
     : planConversation({ workstreams: args.workstreams, turns: args.turns, seed: args.seed });
   const config = {

@@ -6,7 +6,7 @@
  * - tools     — tool calls, several per message, duplicate ids (echo/sleep) → completed
  * - heartbeat — a tool that heartbeats for ≈ 2.5 × timeoutMs (L2)          → completed
  * - stall     — a promise that ignores the abort signal (L1)               → interrupted
- * - wedge     — a synchronous infinite loop (L3)                           → interrupted, worker terminated
+ * - wedge     — a synchronous infinite loop in a tool (L3)                 → interrupted, worker terminated
  * - cancel    — the host force-cancels while a tool runs (C3)              → interrupted (cancel), results synthesized
  * - store-fault  — the store fails a tool row transiently, loses its ack, or is slow (P1, P3)
  *                                                                           → completed (the journal retries)
@@ -86,11 +86,6 @@ export interface WorkloadOptions {
   readonly seed: number;
   /** The watchdog timeout the scripts are scaled to. */
   readonly timeoutMs: number;
-  /**
-   * The scripts are played by a server over HTTP (the loopback server): a model step cannot
-   * wedge the client's thread from there, so wedged turns wedge in a tool.
-   */
-  readonly overHttp?: boolean;
   /** False: no store-fault or store-reject turns (a remote server's store cannot be faulted). */
   readonly storeFaults?: boolean;
   /** Prepended to every workstream id. */
@@ -165,7 +160,7 @@ export function planWorkload(options: WorkloadOptions): WorkloadPlan {
       turnPlans.push({
         index: t + 1,
         kind,
-        ...script(kind, rand, timeoutMs, `${id}#${t + 1}`, options.overHttp === true),
+        ...script(kind, rand, timeoutMs, `${id}#${t + 1}`),
       });
     }
     plans.push({ id, turns: turnPlans, idleCheck: `${id}: are you idle again?` });
@@ -190,7 +185,6 @@ function script(
   rand: Rand,
   timeoutMs: number,
   tag: string,
-  overHttp: boolean,
 ): { variant: string; content: string; fault?: PlannedFault } {
   // Every silence in a turn that must complete stays far below the timeout.
   const gap = (lo: number, hi: number) => Math.min(between(rand, lo, hi), Math.floor(timeoutMs / 5));
@@ -307,7 +301,11 @@ function script(
       steps = faulted('reject', 1, 'reject');
       break;
     case 'wedge':
-      variant = rand() < 0.5 && !overHttp ? 'model' : 'tool';
+      // A wedge is the turn's own thread's: a tool that spins in its session worker. A model step
+      // that spins would wedge a shared model thread (the default model placement) — every call
+      // on it — or, over HTTP, cannot wedge the client at all. (The draw keeps the plan's seed.)
+      rand();
+      variant = 'tool';
       steps =
         variant === 'model'
           ? [{ text: 'About to wedge.' }, { wedge: true }]
