@@ -6,7 +6,6 @@
  * later transitions are ignored.
  */
 import type { WorkerEvent } from '@turnwarden/protocol';
-import type { TurnStore } from '@turnwarden/store';
 import type { JournalGate } from '../journal/journal-gate.js';
 import type { SessionRecord, Sessions } from '../sessions/sessions.js';
 import type { EventHub } from '../streams/events.js';
