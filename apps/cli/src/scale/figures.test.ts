@@ -112,6 +112,7 @@ describe('the rows of one N', () => {
   const runtime = {
     warmMs: 100,
     warmAtStart: 10,
+    rest: { waitedMs: 1_000, cores: 0.02, quiet: true },
     pollLateness: { p50: 2, p99: 12, max: 30 },
     pollLatenessMaxBeforeWindow: 1,
     polls: 20,

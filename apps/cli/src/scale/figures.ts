@@ -148,7 +148,7 @@ export function scaleFigures(
   ];
   if (rt) {
     notes.push(
-      `runtime: pool warm ${rt.warmAtStart}/${ours.n} after ${(rt.warmMs / 1000).toFixed(1)} s; in the window ${rt.spawnedInWindow} spawned, ${rt.retiredInWindow} retired, ${rt.admissionWaited} sends waited for a worker, ${rt.admissionRefused} refused; stats().watchdog.fired ${rt.watchdogFired}`,
+      `runtime: pool warm ${rt.warmAtStart}/${ours.n} after ${(rt.warmMs / 1000).toFixed(1)} s, then ${rt.rest.quiet ? 'at rest' : 'still busy'} (${rt.rest.cores.toFixed(2)} core) after ${(rt.rest.waitedMs / 1000).toFixed(1)} s more; in the window ${rt.spawnedInWindow} spawned, ${rt.retiredInWindow} retired, ${rt.admissionWaited} sends waited for a worker, ${rt.admissionRefused} refused; stats().watchdog.fired ${rt.watchdogFired}`,
       `watchdog poll lateness: stats() gives p50 ${ms(rt.pollLateness.p50)} / p99 ${ms(rt.pollLateness.p99)} / max ${ms(rt.pollLateness.max)} over the watchdog's whole life, from the end of Turnwarden.start (which waits for the warm pool) through the workstreams' creation to the window's end (${rt.polls} polls, ${rt.pollsInWindow} in the window) — the public API has no window of its own; max before the window ${ms(rt.pollLatenessMaxBeforeWindow)}`,
       rt.lateJumps.length === 0
         ? 'no poll ran more than 50 ms late in the window (stats().watchdog.pollLateness.max, read every 250 ms)'

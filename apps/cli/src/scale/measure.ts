@@ -26,6 +26,31 @@ export async function settledRss(): Promise<number> {
   return process.memoryUsage.rss();
 }
 
+/**
+ * Waits until the process is quiet: its CPU time (every thread) over the last `spanMs` below
+ * `cores` cores, or `boundMs` passed. A pool just warmed is not yet at rest: each new isolate's
+ * heap is collected in the background for seconds after its warm-up (V8's memory reducer, on
+ * the process's shared platform threads: about 0.4 of a core for 1,000 fresh workers), which a
+ * window started at once would count against the turns. Returns the ms waited and the last rate.
+ */
+export async function quiet(
+  boundMs = 60_000,
+  cores = 0.1,
+  spanMs = 1_000,
+): Promise<{ waitedMs: number; cores: number; quiet: boolean }> {
+  const start = performance.now();
+  for (;;) {
+    const c0 = process.cpuUsage();
+    const t0 = performance.now();
+    await sleep(spanMs);
+    const c = process.cpuUsage(c0);
+    const rate = (c.user + c.system) / 1_000 / (performance.now() - t0);
+    const waitedMs = performance.now() - start;
+    if (rate < cores) return { waitedMs, cores: rate, quiet: true };
+    if (waitedMs >= boundMs) return { waitedMs, cores: rate, quiet: false };
+  }
+}
+
 /** Samples process rss every `everyMs` (performance.now() times) until stopped. */
 export class RssSampler {
   private readonly at: number[] = [];

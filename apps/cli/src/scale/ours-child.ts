@@ -14,7 +14,16 @@ import { type TurnHandle, Turnwarden, type TurnwardenOptions } from '@turnwarden
 import { epochNow, reportToParent } from '../bench/child.js';
 import { PRINCIPAL, silentLogger, TENANT } from '../bench/common.js';
 import { SCRIPTED } from '../scripted.js';
-import { bounded, errorMessage, RssSampler, SessionTrack, settledRss, sleep, Window } from './measure.js';
+import {
+  bounded,
+  errorMessage,
+  quiet,
+  RssSampler,
+  SessionTrack,
+  settledRss,
+  sleep,
+  Window,
+} from './measure.js';
 import type { OursConfig, RunReport } from './types.js';
 import { turnScript } from './workload.js';
 
@@ -68,6 +77,8 @@ async function measure(cfg: OursConfig): Promise<RunReport> {
       while (tw.stats().pool.warm < cfg.n && performance.now() < warmDeadline) await sleep(50);
       const warmMs = performance.now() - started;
       const warmAtStart = tw.stats().pool.warm;
+      // …and once the freshly warmed workers' background collections are over (bounded, reported).
+      const rest = await quiet();
 
       const ids: string[] = [];
       for (let i = 0; i < cfg.n; i++) {
@@ -149,6 +160,7 @@ async function measure(cfg: OursConfig): Promise<RunReport> {
         runtime: {
           warmMs,
           warmAtStart,
+          rest,
           pollLateness: wd.pollLateness,
           pollLatenessMaxBeforeWindow: beforeWindow.watchdog.pollLateness.max,
           polls: wd.polls,

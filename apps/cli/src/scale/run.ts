@@ -61,8 +61,8 @@ function warmBoundMs(n: number): number {
 }
 
 const PROVIDER_TEXT: Record<ScaleProvider, string> = {
-  scripted: 'the scripted model in each session worker',
-  http: 'the OpenAI-compatible provider in each session worker, against the loopback server (its own process)',
+  scripted: 'the scripted model, on the shared model threads (models.placement: shared, the default)',
+  http: 'the OpenAI-compatible provider on the shared model threads, against the loopback server (its own process)',
 };
 
 const BASELINE_TEXT: Record<ScaleProvider, string> = {

@@ -53,6 +53,8 @@ interface RuntimeReadings {
   /** ms from `Turnwarden.start` until the pool showed N warm workers (or the bound). */
   readonly warmMs: number;
   readonly warmAtStart: number;
+  /** After the warm pool: the wait until the process's CPU fell below 0.1 core (bounded at 60 s). */
+  readonly rest: { readonly waitedMs: number; readonly cores: number; readonly quiet: boolean };
   /** stats().watchdog.pollLateness at the end: covers the runtime's whole life. */
   readonly pollLateness: { readonly p50: number; readonly p99: number; readonly max: number };
   readonly pollLatenessMaxBeforeWindow: number;
