@@ -54,7 +54,17 @@ export class Timeline implements Timers {
   }
 }
 
-export function turnWorld(options: { refresh?: () => Promise<boolean> } = {}) {
+export interface TurnWorldOptions {
+  readonly refresh?: () => Promise<boolean>;
+  /** The lease release at the turn's end (default: granted). */
+  readonly releaseLease?: () => Promise<boolean>;
+  /** Called as the end brings an idle machine to its session (throw to make the end fail). */
+  readonly sessionSet?: () => void;
+  /** The worker's thread id (Linux), as the watchdog reads it for a long-silent turn. */
+  readonly tid?: number;
+}
+
+export function turnWorld(options: TurnWorldOptions = {}) {
   const logs: { level: number; msg: string; [k: string]: unknown }[] = [];
   const logger = pino({ level: 'debug' }, { write: (s: string) => void logs.push(JSON.parse(s)) });
   const events: TurnwardenEvent[] = [];
@@ -68,6 +78,9 @@ export function turnWorld(options: { refresh?: () => Promise<boolean> } = {}) {
   const abandoned: AbortReason[] = [];
   const refreshes: number[] = [];
   let unwatched = 0;
+  let watchedThreads: (() => number[]) | undefined;
+  const released_workers: number[] = [];
+  const ended: string[] = [];
   const config = resolveConfig({
     model: 'scripted',
     watchdog: { timeoutMs: 1_000, pollMs: 100, graceMs: 500 },
@@ -78,11 +91,19 @@ export function turnWorld(options: { refresh?: () => Promise<boolean> } = {}) {
   const rec = new SessionRecord('ws', new LoopTurns());
   rec.snapshot = newSession('ws');
   let answer!: (outcome: TurnOutcome) => void;
+  let die!: (err: Error) => void;
   const worker = {
     id: 12,
     slot: 1,
+    tid: options.tid,
     control: { postMessage: (m: unknown) => posted.push(m) },
-    api: { runTurn: () => new Promise<TurnOutcome>((r) => (answer = r)) },
+    api: {
+      runTurn: () =>
+        new Promise<TurnOutcome>((r, j) => {
+          answer = r;
+          die = j;
+        }),
+    },
     caughtUp: () => Promise.resolve(),
     onEvent: undefined,
   };
@@ -97,7 +118,7 @@ export function turnWorld(options: { refresh?: () => Promise<boolean> } = {}) {
     slots,
     pool: {
       terminate: async (w: { id: number }) => void terminated.push(w.id),
-      release: () => {},
+      release: (w: { id: number }) => void released_workers.push(w.id),
       retire: (w: { id: number }) => void retired.push(w.id),
     },
     store: {
@@ -105,27 +126,35 @@ export function turnWorld(options: { refresh?: () => Promise<boolean> } = {}) {
         refreshes.push(args[2] as number);
         return options.refresh ? options.refresh() : true;
       },
-      releaseLease: async () => true,
+      releaseLease: async () => (options.releaseLease ? options.releaseLease() : true),
       saveSession: async () => {},
     },
     sessions: {
       apply: (_rec: SessionRecord, event: SessionEvent) =>
         void (event.type === 'ABORT' && abandoned.push(event.reason as AbortReason)),
-      set: () => {},
-      release: () => {},
+      set: () => options.sessionSet?.(),
+      release: () => void ended.push('mailbox released'),
       logTransition: () => {},
     },
     gate: { write: async () => undefined },
     watchdog: {
-      watch: (t: { slot: number; workstreamId: string; tenantId: string; generation: number }) =>
-        new WatchedTurn(t.slot, t.workstreamId, t.tenantId, t.generation, 0, clock.sample(t.slot)),
+      watch: (t: {
+        slot: number;
+        workstreamId: string;
+        tenantId: string;
+        generation: number;
+        threads: () => number[];
+      }) => {
+        watchedThreads = t.threads;
+        return new WatchedTurn(t.slot, t.workstreamId, t.tenantId, t.generation, 0, clock.sample(t.slot));
+      },
       unwatch: () => void unwatched++,
     },
     isolation: { cancelTurn: () => {} },
     hostTools: { cancelTurn: () => {} },
     sends: { announcedAfter: () => undefined },
-    turnEnded: () => {},
-    pump: () => {},
+    turnEnded: () => void ended.push('turn ended'),
+    pump: (id: string) => void ended.push(`pump ${id}`),
   } as unknown as TurnHost;
   let released = 0;
   const turn = new Turn(host, rec, {
@@ -164,7 +193,10 @@ export function turnWorld(options: { refresh?: () => Promise<boolean> } = {}) {
    */
   const run = () => {
     turn.run({ workstreamId: 'ws', ticket: 0 }, undefined);
-    const reply = async (status: 'completed' | 'interrupted' = 'completed') => {
+    const reply = async (
+      status: 'completed' | 'interrupted' | 'failed' = 'completed',
+      extra: Partial<TurnOutcome> = {},
+    ) => {
       await new Promise((r) => setImmediate(r));
       answer({
         generation: 4,
@@ -174,12 +206,22 @@ export function turnWorld(options: { refresh?: () => Promise<boolean> } = {}) {
         modelSteps: 1,
         eventsPosted: 0,
         snapshot: newSession('ws'),
+        ...extra,
       });
     };
     return {
       answer: reply,
-      finish: async (status: 'completed' | 'interrupted' = 'completed') => {
-        await reply(status);
+      /** The worker dies under the turn: its `runTurn` rejects. */
+      die: async (err = new Error('worker exited')) => {
+        await new Promise((r) => setImmediate(r));
+        die(err);
+        return turn.done;
+      },
+      finish: async (
+        status: 'completed' | 'interrupted' | 'failed' = 'completed',
+        extra: Partial<TurnOutcome> = {},
+      ) => {
+        await reply(status, extra);
         return turn.done;
       },
     };
@@ -206,5 +248,11 @@ export function turnWorld(options: { refresh?: () => Promise<boolean> } = {}) {
     run,
     released: () => released,
     unwatched: () => unwatched,
+    /** The threads the watchdog would read for this turn (what `watch` was given). */
+    threads: () => watchedThreads?.() ?? [],
+    /** Workers the end gave back to the pool. */
+    workersReleased: released_workers,
+    /** What the end told the host after the turn, in order. */
+    ended,
   };
 }
