@@ -59,6 +59,26 @@ export interface AppOptions {
   readonly keepAliveMs?: number;
   /** The version `/healthz` reports. */
   readonly version?: string;
+  /** What `/readyz` answers: the server's shutdown marks it not ready before the listener closes. */
+  readonly readiness?: Readiness;
+}
+
+/**
+ * Whether `/readyz` answers ready. A shutdown marks it down first, so that a load balancer
+ * polling `/readyz` stops sending new requests while the listener still serves them
+ * (`readinessDelayMs`); closing the app marks it down too.
+ */
+export class Readiness {
+  private down = false;
+
+  get ready(): boolean {
+    return !this.down;
+  }
+
+  /** Not ready from now on. */
+  stop(): void {
+    this.down = true;
+  }
 }
 
 declare module 'fastify' {
@@ -212,13 +232,11 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     status: 'ok',
     version: options.version ?? '0.1.0',
   }));
-  let ready = true;
-  app.addHook('onClose', async () => {
-    ready = false;
-  });
+  const readiness = options.readiness ?? new Readiness();
+  app.addHook('onClose', async () => readiness.stop());
   app.get('/readyz', { schema: { hide: true } }, async (_request, reply) => {
     const stats = tw.stats();
-    if (!ready) return reply.code(503).send({ ready: false, reason: 'shutting down' });
+    if (!readiness.ready) return reply.code(503).send({ ready: false, reason: 'shutting down' });
     return { ready: true, activeTurns: stats.activeTurns, waiting: stats.admission.waiting };
   });
   app.get('/metrics', { schema: { hide: true } }, async (_request, reply) => {

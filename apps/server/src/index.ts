@@ -1,5 +1,5 @@
 /** @turnwarden/server — Turnwarden over HTTP. */
-export { type AppOptions, buildApp } from './app.js';
+export { type AppOptions, buildApp, Readiness } from './app.js';
 export { type Caller, type TokenGrant, Tokens } from './auth.js';
 export {
   checkServerConfig,

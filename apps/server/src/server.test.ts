@@ -141,6 +141,41 @@ function follow(path: string, token: string, lastEventId?: number) {
 }
 
 describe('the HTTP API on a real port', () => {
+  it('shutdown: /readyz answers 503 through readinessDelayMs while every other route is still served, then the listener closes', async () => {
+    let delayed: number | undefined;
+    let endDelay!: () => void;
+    server = await startServer(
+      checkServerConfig({
+        port: 0,
+        db: ':memory:',
+        logLevel: 'silent',
+        readinessDelayMs: 30_000,
+        tokens: [{ token: ALICE, tenantId: 'acme', principal: 'alice' }],
+        runtime: { pool: { maxWorkers: 1, warmWorkers: 0 } },
+      }),
+      {
+        readinessDelay: (ms) => {
+          delayed = ms;
+          return new Promise<void>((resolve) => (endDelay = resolve));
+        },
+      },
+    );
+    const { url } = server;
+    expect((await call('GET', '/readyz')).status).toBe(200);
+    const stopping = server.shutdown();
+    expect(delayed).toBe(30_000);
+    const ready = await call('GET', '/readyz');
+    expect(ready.status).toBe(503);
+    expect(ready.body).toEqual({ ready: false, reason: 'shutting down' });
+    // Still served: a load balancer takes the host out on /readyz, not on refused connections.
+    expect((await call('GET', '/healthz')).status).toBe(200);
+    expect((await call('GET', '/v1/workstreams', { token: ALICE })).status).toBe(200);
+    endDelay();
+    await stopping;
+    await expect(fetch(`${url}/healthz`)).rejects.toThrow();
+    server = undefined;
+  });
+
   it('T1: 401 without a token or with an unknown one; health, readiness and metrics need none', async () => {
     await start();
     expect((await call('GET', '/v1/workstreams')).status).toBe(401);

@@ -8,12 +8,13 @@
  */
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { errors, HOST_ID_PATTERN, ID_PATTERN, type TurnwardenError } from '@turnwarden/protocol';
 import { Turnwarden, type TurnwardenOptions } from '@turnwarden/supervisor';
 import type { FastifyInstance } from 'fastify';
 import { type Logger, pino } from 'pino';
 import { z } from 'zod';
-import { buildApp } from './app.js';
+import { buildApp, Readiness } from './app.js';
 import { type TokenGrant, Tokens } from './auth.js';
 
 const Grant = z.strictObject({
@@ -45,6 +46,12 @@ const ServerConfigSchema = z.strictObject({
   tokens: z.array(Grant).default([]),
   /** Running turns get this long to finish at shutdown before they are aborted. */
   shutdownGraceMs: z.number().int().min(0).max(600_000).default(10_000),
+  /**
+   * At shutdown, `/readyz` answers 503 this long before the listener closes, while every other
+   * route is still served: time for a load balancer polling `/readyz` to stop sending requests
+   * here. 0 (the default) closes the listener at once. Counted within `shutdownGraceMs`.
+   */
+  readinessDelayMs: z.number().int().min(0).max(600_000).default(0),
   bodyLimitBytes: z
     .number()
     .int()
@@ -148,6 +155,8 @@ export interface StartOptions {
   readonly logger?: Logger;
   /** Runtime seams for tests (passed to Turnwarden.start). */
   readonly runtime?: Partial<TurnwardenOptions>;
+  /** The wait of `readinessDelayMs` at shutdown (a test seam; default a timer). */
+  readonly readinessDelay?: (ms: number) => Promise<void>;
 }
 
 export async function startServer(config: ServerConfig, options: StartOptions = {}): Promise<RunningServer> {
@@ -176,9 +185,11 @@ export async function startServer(config: ServerConfig, options: StartOptions = 
     logger: logger.child({ component: 'runtime' }),
   });
   let app: FastifyInstance;
+  const readiness = new Readiness();
   try {
     app = await buildApp({
       tw,
+      readiness,
       tokens: new Tokens(grants),
       logger,
       bodyLimit: config.bodyLimitBytes,
@@ -201,12 +212,20 @@ export async function startServer(config: ServerConfig, options: StartOptions = 
         { graceMs: config.shutdownGraceMs, activeTurns: tw.stats().activeTurns },
         'shutting down: no new requests',
       );
-      // Readiness goes 503 and new connections are refused; streams end (clients reconnect elsewhere).
-      const closed = app.close();
       const deadline = Date.now() + config.shutdownGraceMs;
-      while (tw.stats().activeTurns > 0 && Date.now() < deadline) {
-        await new Promise((resolve) => setTimeout(resolve, 50));
+      // Readiness goes 503 first; the listener keeps serving for readinessDelayMs, so that a load
+      // balancer polling /readyz takes this host out before its connections are refused.
+      readiness.stop();
+      if (config.readinessDelayMs > 0) {
+        logger.info(
+          { readinessDelayMs: config.readinessDelayMs },
+          'readiness 503: closing the listener after the delay',
+        );
+        await (options.readinessDelay ?? sleep)(config.readinessDelayMs);
       }
+      // New connections are refused; streams end (clients reconnect elsewhere).
+      const closed = app.close();
+      while (tw.stats().activeTurns > 0 && Date.now() < deadline) await sleep(50);
       const left = tw.stats().activeTurns;
       if (left > 0) logger.warn({ turns: left }, 'turns still running after the grace period: aborting them');
       // Aborts what still runs (reason shutdown): open calls get results, nothing is half-written.
