@@ -62,6 +62,10 @@ export interface TurnWorldOptions {
   readonly sessionSet?: () => void;
   /** The worker's thread id (Linux), as the watchdog reads it for a long-silent turn. */
   readonly tid?: number;
+  /** The worker's answer that every event it posted was delivered (default: at once). */
+  readonly caughtUp?: () => Promise<void>;
+  /** Told as the end is done (throw to make it fail once the turn is done). */
+  readonly turnEnded?: () => void;
 }
 
 export function turnWorld(options: TurnWorldOptions = {}) {
@@ -81,6 +85,8 @@ export function turnWorld(options: TurnWorldOptions = {}) {
   let watchedThreads: (() => number[]) | undefined;
   const released_workers: number[] = [];
   const ended: string[] = [];
+  const requests: unknown[] = [];
+  const cancelled: string[] = [];
   const config = resolveConfig({
     model: 'scripted',
     watchdog: { timeoutMs: 1_000, pollMs: 100, graceMs: 500 },
@@ -98,13 +104,14 @@ export function turnWorld(options: TurnWorldOptions = {}) {
     tid: options.tid,
     control: { postMessage: (m: unknown) => posted.push(m) },
     api: {
-      runTurn: () =>
+      runTurn: (req: unknown) =>
         new Promise<TurnOutcome>((r, j) => {
+          requests.push(req);
           answer = r;
           die = j;
         }),
     },
-    caughtUp: () => Promise.resolve(),
+    caughtUp: () => (options.caughtUp ? options.caughtUp() : Promise.resolve()),
     onEvent: undefined,
   };
   const host = {
@@ -150,10 +157,13 @@ export function turnWorld(options: TurnWorldOptions = {}) {
       },
       unwatch: () => void unwatched++,
     },
-    isolation: { cancelTurn: () => {} },
-    hostTools: { cancelTurn: () => {} },
+    isolation: { cancelTurn: () => void cancelled.push('isolated tasks') },
+    hostTools: { cancelTurn: () => void cancelled.push('host tool calls') },
     sends: { announcedAfter: () => undefined },
-    turnEnded: () => void ended.push('turn ended'),
+    turnEnded: () => {
+      ended.push('turn ended');
+      options.turnEnded?.();
+    },
     pump: (id: string) => void ended.push(`pump ${id}`),
   } as unknown as TurnHost;
   let released = 0;
@@ -254,5 +264,9 @@ export function turnWorld(options: TurnWorldOptions = {}) {
     workersReleased: released_workers,
     /** What the end told the host after the turn, in order. */
     ended,
+    /** What the worker's `runTurn` was asked. */
+    requests,
+    /** Work handed to the supervisor's side the end cancelled. */
+    cancelled,
   };
 }
