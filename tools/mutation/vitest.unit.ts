@@ -10,7 +10,8 @@ import { join } from 'node:path';
 import { defineConfig } from 'vitest/config';
 import base from '../../vitest.config.js';
 
-const RUNTIME = /Turnwarden\.start|harness|startRuntime|new WorkerPool|spawnWorker|runtimeFor|withRuntime|startServer|buildApp|startPg|pgCluster/;
+const RUNTIME =
+  /Turnwarden\.start|harness|startRuntime|new WorkerPool|spawnWorker|runtimeFor|withRuntime|startServer|buildApp|startPg|pgCluster/;
 const include = ['packages/*/src/**/*.test.ts', 'apps/*/src/**/*.test.ts'];
 
 function testFiles(dir: string): string[] {
