@@ -83,7 +83,7 @@ export function turnWorld(options: TurnWorldOptions = {}) {
   const refreshes: number[] = [];
   let unwatched = 0;
   let watchedThreads: (() => number[]) | undefined;
-  const released_workers: number[] = [];
+  const workersReleasedIds: number[] = [];
   const ended: string[] = [];
   const requests: unknown[] = [];
   const cancelled: string[] = [];
@@ -125,7 +125,7 @@ export function turnWorld(options: TurnWorldOptions = {}) {
     slots,
     pool: {
       terminate: async (w: { id: number }) => void terminated.push(w.id),
-      release: (w: { id: number }) => void released_workers.push(w.id),
+      release: (w: { id: number }) => void workersReleasedIds.push(w.id),
       retire: (w: { id: number }) => void retired.push(w.id),
     },
     store: {
@@ -261,7 +261,7 @@ export function turnWorld(options: TurnWorldOptions = {}) {
     /** The threads the watchdog would read for this turn (what `watch` was given). */
     threads: () => watchedThreads?.() ?? [],
     /** Workers the end gave back to the pool. */
-    workersReleased: released_workers,
+    workersReleased: workersReleasedIds,
     /** What the end told the host after the turn, in order. */
     ended,
     /** What the worker's `runTurn` was asked. */
