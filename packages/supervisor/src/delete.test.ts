@@ -7,7 +7,7 @@ import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
 import { openSqliteStore, type SqliteStore } from '@turnwarden/store';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { TurnwardenEvent } from './streams/events.js';
-import { refusal } from './test-support/bounded.js';
+import { refusal, within } from './test-support/bounded.js';
 import { interceptStore } from './test-support/intercept.js';
 import { nextEvent, script, startRuntime } from './test-support/runtime.js';
 import { testControls } from './testing.js';
@@ -89,7 +89,11 @@ describe('deleting workstreams', () => {
     const { incarnation } = await rt.tw.getWorkstream(ref);
     const turn = await rt.send(script({ tools: [{ name: 'sleep', args: { ms: 60_000 } }] }));
     await nextEvent(rt.tw, rt.workstreamId, 'tool_started');
+    // The send is in the queue before the delete runs (on a slower store its lookup could
+    // otherwise run after the delete, and be refused as not found, which is right for it).
+    const inQueue = rt.waitForLog('send queued behind the running turn');
     const queued = refusal(rt.send('behind the turn'));
+    await within(inQueue, 10_000, 'the second send is queued');
     await rt.tw.deleteWorkstream({ ...ref, incarnation });
     // The turn had ended — aborted, its calls repaired — before the delete resolved.
     expect(await turn.done).toMatchObject({ status: 'interrupted', abortReason: 'workstream_gone' });

@@ -48,7 +48,9 @@ describe('workstream gone (P5)', () => {
     const read = await rt.tw.history(ref);
     const following: string[] = [];
     await rt.tw.subscribe({ ...ref, handoff: read.handoff, listener: (e) => following.push(e.type) });
+    const inQueue = rt.waitForLog('send queued behind the running turn');
     const queued = refusal(rt.send('waiting behind the turn'));
+    await within(inQueue, 10_000, 'the second send is queued');
     expect(await store.deleteWorkstream(rt.workstreamId)).toBe(true);
 
     // The tool's result meets the deletion: discarded, and the turn ends — aborted, not failed.
