@@ -8,6 +8,9 @@
 #   npm run mutation -- --unit …           # against the unit tests only (tools/mutation/vitest.unit.ts):
 #                                          # a lower bound in minutes where the whole suite takes hours;
 #                                          # its report lands in reports/mutation-unit/
+#   npm run mutation -- --suite core …     # against tools/mutation/vitest.core.ts (the unit tests and
+#                                          # the runtime tests beside the core; edges: likewise for the edges):
+#                                          # a tighter lower bound; its report lands in reports/mutation-<suite>/
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -22,23 +25,35 @@ if [ ! -x "$here/node_modules/.bin/stryker" ] || [ "$here/package.json" -nt "$he
 fi
 cd "$root"
 config="$here/stryker.config.json"
+suite=
 if [ "${1:-}" = "--unit" ]; then
   shift
-  config="$root/.stryker-unit.json"
+  suite=unit
+elif [ "${1:-}" = "--suite" ]; then
+  suite=${2:?--suite needs a name: unit or core}
+  shift 2
+fi
+if [ -n "$suite" ]; then
+  if [ ! -f "$here/vitest.$suite.ts" ]; then
+    echo "mutation: no suite '$suite' (tools/mutation/vitest.$suite.ts)" >&2
+    exit 2
+  fi
+  config="$root/.stryker-$suite.json"
   node -e '
-    const c = require(process.argv[1]);
-    c.vitest.configFile = "tools/mutation/vitest.unit.ts";
-    c.jsonReporter.fileName = "reports/mutation-unit/mutation.json";
-    c.htmlReporter.fileName = "reports/mutation-unit/mutation.html";
-    c.incrementalFile = "reports/mutation-unit/stryker-incremental.json";
-    require("fs").writeFileSync(process.argv[2], JSON.stringify(c, null, 2));
-  ' "$here/stryker.config.json" "$config"
+    const [base, out, suite] = process.argv.slice(1);
+    const c = require(base);
+    c.vitest.configFile = `tools/mutation/vitest.${suite}.ts`;
+    c.jsonReporter.fileName = `reports/mutation-${suite}/mutation.json`;
+    c.htmlReporter.fileName = `reports/mutation-${suite}/mutation.html`;
+    c.incrementalFile = `reports/mutation-${suite}/stryker-incremental.json`;
+    require("fs").writeFileSync(out, JSON.stringify(c, null, 2));
+  ' "$here/stryker.config.json" "$config" "$suite"
 fi
 status=0
 "$here/node_modules/.bin/stryker" run "$config" "$@" || status=$?
 # Copy the report back to the checkout the command was started from.
 if [ -n "${TURNWARDEN_NODE22_ORIGIN:-}" ]; then
-  for dir in reports/mutation reports/mutation-unit; do
+  for dir in reports/mutation reports/mutation-*; do
     [ -d "$dir" ] || continue
     mkdir -p "$TURNWARDEN_NODE22_ORIGIN/$dir"
     cp -r "$dir/." "$TURNWARDEN_NODE22_ORIGIN/$dir/"
