@@ -10,8 +10,9 @@ import { join } from 'node:path';
 import { defineConfig } from 'vitest/config';
 import base from '../../vitest.config.js';
 
+// What starts threads or servers: a runtime, a pool, a server, PostgreSQL, the harness's explorer.
 const RUNTIME =
-  /Turnwarden\.start|harness|startRuntime|new WorkerPool|spawnWorker|runtimeFor|withRuntime|startServer|buildApp|startPg|pgCluster/;
+  /Turnwarden\.start|startRuntime|new WorkerPool|spawnWorker|runtimeFor|withRuntime|startServer|buildApp|startPg|pgCluster|explore\(|runSchedule/;
 const include = ['packages/*/src/**/*.test.ts', 'apps/*/src/**/*.test.ts'];
 
 function testFiles(dir: string): string[] {

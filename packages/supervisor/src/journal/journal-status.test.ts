@@ -11,6 +11,12 @@ import { JournalGate } from './journal-gate.js';
 
 const logger = pino({ level: 'silent' });
 
+interface LogLine {
+  readonly level: number;
+  readonly msg: string;
+  readonly [key: string]: unknown;
+}
+
 async function gateOn(store: Store, ids: readonly string[], journal: Partial<JournalConfig> = {}) {
   for (const id of ids) {
     await store.createWorkstream({ id, tenantId: 't' });
@@ -19,21 +25,41 @@ async function gateOn(store: Store, ids: readonly string[], journal: Partial<Jou
   const events = new EventHub(logger);
   const seen: TurnwardenEvent[] = [];
   const gone: string[] = [];
+  const journaled: [string, number, number][] = [];
+  const logs: LogLine[] = [];
   const deleting = new Set<string>();
   for (const id of ids) events.subscribe(id, (e) => seen.push(e));
   const gate = new JournalGate({
     store,
     events,
-    logger,
+    logger: pino({ level: 'info' }, { write: (line: string) => void logs.push(JSON.parse(line)) }),
     turnOf: () => undefined,
     fenced: () => false,
     refused: () => {},
     workstreamGone: (id) => void gone.push(id),
     deleting: (id) => deleting.has(id),
+    journaled: (id, first, last) => void journaled.push([id, first, last]),
     timers: nodeTimers,
     config: { journal: { ...DEFAULT_CONFIG.journal, ...journal } },
   });
-  return { gate, seen, gone, deleting };
+  return { gate, seen, gone, deleting, journaled, logs };
+}
+
+/** `inner` without appendMany: a store that writes batch by batch. */
+function withoutAppendMany(inner: ReturnType<typeof openSqliteStore>): Store {
+  return new Proxy(inner, {
+    get(target, key, receiver) {
+      if (key === 'appendMany') return undefined;
+      const value = Reflect.get(target, key, receiver) as unknown;
+      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+}
+
+/** Lets the loop turn until `done()` holds (bounded). */
+async function until(done: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 1_000 && !done(); i++) await new Promise((resolve) => setImmediate(resolve));
+  if (!done()) throw new Error(`never happened: ${what}`);
 }
 
 /** `inner` with its appendMany replaced. */
@@ -192,5 +218,190 @@ describe('journal status', () => {
     expect(a).toEqual({ status: 'fulfilled', value: [1] });
     expect(b).toMatchObject({ status: 'rejected', reason: expect.any(TurnwardenError) });
     expect((b as PromiseRejectedResult).reason.message).toBe('appendMany returned no outcome');
+  });
+
+  it('P1 P3: a commit key that holds another row is a conflict — the writer hears it, never retried, logged, announced — until a write of the workstream succeeds', async () => {
+    const inner = openSqliteStore({ path: ':memory:' });
+    const { gate, seen, logs } = await gateOn(inner, ['a'], { retryBaseMs: 1, retryMaxMs: 1 });
+    expect(await gate.append(row('a', 'k'))).toEqual([1]);
+    const other: AppendInput = {
+      workstreamId: 'a',
+      generation: 1,
+      entries: [{ commitKey: 'k', message: { role: 'user', content: 'another body' } }],
+    };
+    await expect(gate.append(other)).rejects.toMatchObject({ code: ErrorCode.COMMIT_CONFLICT });
+    const status = gate.status('a');
+    expect(status).toMatchObject({
+      state: 'conflict',
+      pendingRows: 0,
+      error: { code: ErrorCode.COMMIT_CONFLICT },
+    });
+    expect(gate.stats()).toEqual({ pendingRows: 0, retrying: 0, conflicts: 1 });
+    expect(gate.sweep()).toEqual([]);
+    const persistence = () => seen.filter((e) => e.type === 'persistence').map((e) => e.data.state);
+    expect(persistence()).toEqual(['conflict']);
+    expect(logs.filter((l) => l.msg === 'journal conflict: a commit key holds another row')).toEqual([
+      expect.objectContaining({
+        level: 50,
+        workstreamId: 'a',
+        err: expect.objectContaining({ code: ErrorCode.COMMIT_CONFLICT }),
+      }),
+    ]);
+    expect(logs.filter((l) => l.msg === 'journal write failed; retrying')).toEqual([]);
+    // The next batch that lands clears it, and says so.
+    expect(await gate.append(row('a', 'k2'))).toEqual([2]);
+    expect(gate.status('a')).toEqual({ state: 'healthy', pendingRows: 0 });
+    expect(gate.stats()).toEqual({ pendingRows: 0, retrying: 0, conflicts: 0 });
+    expect(persistence()).toEqual(['conflict', 'healthy']);
+  });
+
+  it('P3: stats() sums the rows not yet durable over every workstream and counts the journals retrying and in conflict', async () => {
+    const base = openSqliteStore({ path: ':memory:' });
+    const faults = faultyStore(base);
+    const { gate } = await gateOn(faults.store, ['a', 'b', 'c', 'd'], {
+      retryBaseMs: 60_000,
+      retryMaxMs: 60_000,
+    });
+    expect(gate.stats()).toEqual({ pendingRows: 0, retrying: 0, conflicts: 0 });
+    // c: in conflict (no rows pending); a and b: retrying, 2 and 3 rows; d: healthy.
+    await gate.append(row('c', 'k'));
+    await expect(
+      gate.append({
+        ...row('c', 'k'),
+        entries: [{ commitKey: 'k', message: { role: 'user', content: 'other' } }],
+      }),
+    ).rejects.toMatchObject({ code: ErrorCode.COMMIT_CONFLICT });
+    faults.inject({ match: (e) => /^[ab]/.test(e.commitKey), fault: 'transient', times: 2 });
+    const rows = (id: string, n: number): AppendInput => ({
+      workstreamId: id,
+      generation: 1,
+      entries: Array.from({ length: n }, (_, i) => ({
+        commitKey: `${id}${i}`,
+        message: { role: 'user' as const, content: `${i}` },
+      })),
+    });
+    const acks = [gate.append(rows('a', 2)), gate.append(rows('b', 3))];
+    await until(() => gate.stats().retrying === 2, 'a and b retrying');
+    expect(await gate.append(row('d', 'd1'))).toEqual([1]);
+    expect(gate.stats()).toEqual({ pendingRows: 5, retrying: 2, conflicts: 1 });
+    expect(gate.sweep().sort()).toEqual(['a', 'b']);
+    expect(await Promise.all(acks)).toEqual([
+      [1, 2],
+      [1, 2, 3],
+    ]);
+    expect(gate.stats()).toEqual({ pendingRows: 0, retrying: 0, conflicts: 1 });
+  });
+
+  it('P3: a failure that is not a retryable STORE_ERROR reaches the writer at once: one attempt, no retry state', async () => {
+    const inner = openSqliteStore({ path: ':memory:' });
+    let attempts = 0;
+    let failWith: unknown;
+    const store = withAppendMany(inner, async (inputs) => {
+      attempts++;
+      if (failWith !== undefined) throw failWith;
+      return inner.appendMany(inputs);
+    });
+    const { gate, seen } = await gateOn(store, ['a'], { retryBaseMs: 1, retryMaxMs: 1, maxAttempts: 5 });
+    const refusals: unknown[] = [
+      new Error('not a Turnwarden error'),
+      new TurnwardenError(ErrorCode.STORE_ERROR, 'a store error marked final', { retryable: false }),
+      new TurnwardenError(ErrorCode.TIMEOUT, 'retryable, but not a store error', { retryable: true }),
+    ];
+    for (const refusal of refusals) {
+      failWith = refusal;
+      attempts = 0;
+      await expect(gate.append(row('a', 'a1'))).rejects.toBe(refusal);
+      expect(attempts).toBe(1);
+      expect(gate.status('a')).toEqual({ state: 'healthy', pendingRows: 0 });
+    }
+    expect(seen.filter((e) => e.type === 'persistence')).toEqual([]);
+  });
+
+  it('P3: each retry is logged with its attempt and delay; rows discarded for a deletion are logged with their count', async () => {
+    const base = openSqliteStore({ path: ':memory:' });
+    const faults = faultyStore(base);
+    faults.inject({ match: () => true, fault: 'transient', times: 2 });
+    const { gate, logs, deleting } = await gateOn(faults.store, ['a', 'b'], {
+      retryBaseMs: 1,
+      retryMaxMs: 1,
+    });
+    expect(await gate.append(row('a', 'a1'))).toEqual([1]);
+    const retries = logs.filter((l) => l.msg === 'journal write failed; retrying');
+    expect(retries).toEqual([
+      expect.objectContaining({ level: 40, workstreamId: 'a', attempts: 1, retryInMs: 1 }),
+      expect.objectContaining({ level: 40, workstreamId: 'a', attempts: 2, retryInMs: 1 }),
+    ]);
+    deleting.add('b');
+    expect(
+      await gate.append({
+        ...row('b', 'b1'),
+        entries: [...row('b', 'b1').entries, ...row('b', 'b2').entries],
+      }),
+    ).toEqual([]);
+    expect(logs.filter((l) => l.msg === 'journal rows discarded: the workstream is being deleted')).toEqual([
+      expect.objectContaining({ level: 30, workstreamId: 'b', rows: 2 }),
+    ]);
+    deleting.delete('b');
+    await base.deleteWorkstream('b');
+    expect(await gate.append(row('b', 'b3'))).toEqual([]);
+    expect(logs.filter((l) => l.msg === 'journal rows discarded: the workstream was deleted')).toEqual([
+      expect.objectContaining({ level: 30, workstreamId: 'b', rows: 1 }),
+    ]);
+  });
+
+  it('E2: durable rows are announced as message events with their seqs, and to other hosts as first..last; rows without a seq are neither', async () => {
+    const inner = openSqliteStore({ path: ':memory:' });
+    const { gate, seen, journaled } = await gateOn(inner, ['a']);
+    const entries = ['x', 'y', 'z'].map((k) => ({
+      commitKey: k,
+      message: { role: 'user' as const, content: k },
+    }));
+    gate.announceRows('a', 4, entries, [7, undefined as unknown as number, 9]);
+    expect(seen.filter((e) => e.type === 'message').map((e) => [e.generation, e.data])).toEqual([
+      [4, { seq: 7, commitKey: 'x', message: entries[0]!.message }],
+      [4, { seq: 9, commitKey: 'z', message: entries[2]!.message }],
+    ]);
+    expect(journaled).toEqual([['a', 7, 9]]);
+    gate.announceRows('a', 4, entries, []);
+    expect(journaled).toHaveLength(1);
+    expect(seen.filter((e) => e.type === 'message')).toHaveLength(2);
+    // Through append: the seqs the store gave, in order.
+    expect(
+      await gate.append({
+        ...row('a', 'r1'),
+        entries: [...row('a', 'r1').entries, ...row('a', 'r2').entries],
+      }),
+    ).toEqual([1, 2]);
+    expect(journaled).toEqual([
+      ['a', 7, 9],
+      ['a', 1, 2],
+    ]);
+  });
+
+  it('P2: a store without appendMany is written batch by batch through appendMessages and saveSession', async () => {
+    const inner = openSqliteStore({ path: ':memory:' });
+    const { gate } = await gateOn(withoutAppendMany(inner), ['a', 'b']);
+    const [a, b] = await Promise.all([gate.append(row('a', 'a1')), gate.append(row('b', 'b1'))]);
+    expect([a, b]).toEqual([[1], [1]]);
+    expect(gate.commitStats).toEqual({ groups: 0, batches: 0 });
+    const lease = await inner.acquireLease('a', 'h', 60_000);
+    const session = { value: 'idle', context: { label: 'batch by batch' } };
+    await gate.saveSession({ workstreamId: 'a', generation: 1, fencingToken: lease!.token, session });
+    expect((await inner.getWorkstream('a'))?.session).toEqual(session);
+    expect(gate.commitStats).toEqual({ groups: 0, batches: 0 });
+  });
+
+  it('P2: batches ready in one loop turn are one group; nothing is sent for an empty one', async () => {
+    const inner = openSqliteStore({ path: ':memory:' });
+    const groups: number[] = [];
+    const store = withAppendMany(inner, (inputs) => {
+      groups.push(inputs.length);
+      return inner.appendMany(inputs);
+    });
+    const { gate } = await gateOn(store, ['a', 'b', 'c']);
+    await Promise.all(['a', 'b', 'c'].map((id) => gate.append(row(id, `${id}1`))));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(groups).toEqual([3]);
+    expect(gate.commitStats).toEqual({ groups: 1, batches: 3 });
   });
 });
