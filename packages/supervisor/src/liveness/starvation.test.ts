@@ -8,12 +8,14 @@
  * would; each step also moves the fake scheduler's figures of the threads by the shares the test
  * says they spent on a CPU and waiting for one. Nothing sleeps.
  */
+import { readFileSync } from 'node:fs';
 import { Activity, ActivityClock, SlotStamp } from '@turnwarden/clock';
+import { osThreadId } from '@turnwarden/session';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import type { WatchdogConfig } from '../config.js';
 import type { SchedulerStats, ThreadSched } from './sched.js';
-import { classify } from './sched.js';
+import { classify, platformScheduler, procSchedStats } from './sched.js';
 import {
   type StallInfo,
   type StarvedInfo,
@@ -379,5 +381,34 @@ describe('classify', () => {
       waitShare: 0,
       runMs: 0,
     });
+  });
+});
+
+describe.runIf(process.platform === 'linux')("the platform's scheduler statistics (Linux)", () => {
+  /** The kernel's own figures for a thread: run ns, wait ns (the first two fields). */
+  const read = (tid: number) => {
+    const [run, wait] = readFileSync(`/proc/self/task/${tid}/schedstat`, 'latin1').split(' ');
+    return { runNs: Number(run), waitNs: Number(wait) };
+  };
+
+  it("L12: a thread's sample is its schedstat's run and wait time, between two reads of the file", () => {
+    const tid = osThreadId()!;
+    const before = read(tid);
+    const sample = procSchedStats.sample(tid)!;
+    const after = read(tid);
+    expect(sample.runNs).toBeGreaterThan(0);
+    expect(sample.runNs).toBeGreaterThanOrEqual(before.runNs);
+    expect(sample.runNs).toBeLessThanOrEqual(after.runNs);
+    expect(sample.waitNs).toBeGreaterThanOrEqual(before.waitNs);
+    expect(sample.waitNs).toBeLessThanOrEqual(after.waitNs);
+    expect(Object.keys(sample).sort()).toEqual(['runNs', 'waitNs']);
+  });
+
+  it('L12: a thread that is not there (exited) samples as undefined, without throwing', () => {
+    expect(procSchedStats.sample(2 ** 30)).toBeUndefined();
+  });
+
+  it("L12: the platform scheduler is /proc's, and its own thread is the one calling", () => {
+    expect(platformScheduler()).toEqual({ stats: procSchedStats, self: osThreadId() });
   });
 });
