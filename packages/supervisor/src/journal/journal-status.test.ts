@@ -87,7 +87,10 @@ describe('journal status', () => {
     const base = openSqliteStore({ path: ':memory:' });
     const faults = faultyStore(base);
     faults.inject({ match: () => true, fault: 'transient', times: 1 });
-    const { gate, deleting } = await gateOn(faults.store, ['a'], { retryBaseMs: 60_000, retryMaxMs: 60_000 });
+    const { gate, deleting, seen } = await gateOn(faults.store, ['a'], {
+      retryBaseMs: 60_000,
+      retryMaxMs: 60_000,
+    });
     const ack = gate.append(row('a', 'a1'));
     for (let i = 0; i < 100 && gate.status('a').state !== 'retrying'; i++) {
       await new Promise((resolve) => setImmediate(resolve));
@@ -97,6 +100,11 @@ describe('journal status', () => {
     expect(gate.sweep()).toEqual(['a']);
     expect(await ack).toEqual([]);
     expect(gate.status('a')).toEqual({ state: 'healthy', pendingRows: 0 });
+    // The retrying state it had announced is withdrawn: no listener is left reading "retrying".
+    expect(seen.filter((e) => e.type === 'persistence').map((e) => e.data.state)).toEqual([
+      'retrying',
+      'healthy',
+    ]);
     expect(await base.readHistory('a')).toEqual([]);
     // A later batch is not written either while the tombstone stands.
     expect(await gate.append(row('a', 'a2'))).toEqual([]);
@@ -120,6 +128,8 @@ describe('journal status', () => {
     await expect(gate.write('a', () => inner.readHistory('a'))).rejects.toMatchObject({
       code: ErrorCode.WORKSTREAM_NOT_FOUND,
     });
+    // Each of those writes told the host too.
+    expect(gone).toEqual(['a', 'a', 'a', 'a']);
     // Another workstream is untouched.
     expect(await gate.append(row('b', 'b1'))).toEqual([1]);
   });
@@ -137,8 +147,32 @@ describe('journal status', () => {
       entries: [...row('a', 'a1').entries, ...row('a', 'a2').entries],
     });
     expect(gate.status('a')).toEqual({ state: 'pending', pendingRows: 2 });
+    expect(gate.stats()).toEqual({ pendingRows: 2, retrying: 0, conflicts: 0 });
     release();
     expect(await ack).toEqual([1, 2]);
+    expect(gate.status('a')).toEqual({ state: 'healthy', pendingRows: 0 });
+  });
+
+  it('P3: with two batches of a workstream queued, the first landing leaves the second pending', async () => {
+    const inner = openSqliteStore({ path: ':memory:' });
+    const releases: (() => void)[] = [];
+    const store = withAppendMany(inner, (inputs) =>
+      new Promise<void>((resolve) => releases.push(resolve)).then(() => inner.appendMany(inputs)),
+    );
+    const { gate } = await gateOn(store, ['a']);
+    const first = gate.append(row('a', 'a1'));
+    const second = gate.append({
+      ...row('a', 'a2'),
+      entries: [...row('a', 'a2').entries, ...row('a', 'a3').entries],
+    });
+    expect(gate.status('a')).toEqual({ state: 'pending', pendingRows: 3 });
+    await until(() => releases.length === 1, 'the first batch reaches the store');
+    releases[0]!();
+    expect(await first).toEqual([1]);
+    expect(gate.status('a')).toEqual({ state: 'pending', pendingRows: 2 });
+    await until(() => releases.length === 2, 'the second batch reaches the store');
+    releases[1]!();
+    expect(await second).toEqual([2, 3]);
     expect(gate.status('a')).toEqual({ state: 'healthy', pendingRows: 0 });
   });
 
