@@ -65,9 +65,10 @@ const errorPart = (error: unknown): LanguageModelV3StreamPart => ({ type: 'error
 
 describe('a provider failure keeps the provider’s words', () => {
   it('an API error object: message and type, in the message and the details', async () => {
-    const e = await fails(
-      recorded([...HEAD, errorPart({ message: 'The model crashed', type: 'server_error' })]),
-    );
+    const said = { message: 'The model crashed', type: 'server_error' };
+    const e = await fails(recorded([...HEAD, errorPart(said)]));
+    // What the provider said is kept whole as the cause, for the host's logs.
+    expect(e.cause).toBe(said);
     expect(e.message).toBe('model rec: the stream reported an error: server_error: The model crashed');
     expect(e.details).toEqual({
       model: 'rec',
