@@ -160,6 +160,9 @@ describe('starvation is not a stall (injected scheduler statistics, injected tim
     const gaps = h.starved.slice(1).map((s, i) => s.at - h.starved[i]!.at);
     for (const gap of gaps) expect(gap).toBe(config.timeoutMs / 2);
     expect(h.starved.map((s) => s.info.deferrals)).toEqual(h.starved.map((_, i) => i + 1));
+    // Each report says how long the turn has been silent at that moment.
+    expect(h.starved.map((s) => s.info.idleMs)).toEqual(h.starved.map((s) => s.at - lastProgress));
+    expect(h.watchdog.readsScheduler).toBe(true);
     expect(h.watchdog.stats()).toMatchObject({ starved: h.starved.length, fired: 0, wedged: 0, stalled: 0 });
 
     // The host lets it run again, and it stays silent (asleep): aborted within the next window.
