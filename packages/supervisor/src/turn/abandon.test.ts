@@ -99,6 +99,9 @@ describe('abandon', () => {
     ]);
     const rows = await w.inner.readHistory('ws');
     expect(openToolCalls(rows)).toEqual([]);
+    expect(
+      w.logs.filter((l) => l.msg === 'tool cleanup failed; workstream refuses claims until repaired'),
+    ).toEqual([]);
     expect(rows.slice(2).map((r) => r.message)).toEqual([
       {
         role: 'tool',
@@ -182,6 +185,33 @@ describe('abandon', () => {
     expect(transitions(w.logs).at(-1)).toBe(
       'force-abandoning.repairing --xstate.error.actor.repair--> force-abandoning.pending',
     );
+  });
+
+  it('P6: a repair the store refuses because the lease was lost leaves the session to its new holder: forgotten, not latched as debt', async () => {
+    const w = await world();
+    // Another holder took the workstream: this host's token is fenced.
+    expect(await w.inner.releaseLease('ws', 'me', w.lease.token)).toBe(true);
+    expect(await w.inner.acquireLease('ws', 'other', 60_000)).toBeDefined();
+    const result = await abandon(w.host, w.rec, {
+      from: w.claimed,
+      reason: 'cancel',
+      why: 'cancelled',
+      lease: w.lease,
+      generation: w.generation,
+      startedCalls: [],
+      log: w.log,
+    });
+    expect(result).toEqual({ synthesized: 0, repaired: false });
+    // What this host held of the session is stale: re-read from the store next time.
+    expect(w.rec.snapshot).toBeUndefined();
+    expect(
+      w.logs.filter((l) => l.msg === 'repair refused: the lease was lost; the session is left to its holder'),
+    ).toEqual([expect.objectContaining({ level: 40, err: expect.objectContaining({ code: 'FENCED' }) })]);
+    expect(
+      w.logs.filter((l) => l.msg === 'tool cleanup failed; workstream refuses claims until repaired'),
+    ).toEqual([]);
+    // Nothing was written under the lost lease.
+    expect(openToolCalls(await w.inner.readHistory('ws'))).toHaveLength(2);
   });
 
   it('a snapshot that cannot be saved is logged; the session is still repaired in memory', async () => {
