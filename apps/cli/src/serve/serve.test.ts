@@ -84,6 +84,18 @@ describe('turnwarden serve', () => {
     expect(
       (await api('/workstreams/w1/messages', { method: 'POST', body: JSON.stringify({ content }) })).status,
     ).toBe(202);
+    // The SIGTERM must find the tool running: wait until the model's tool call is history (on a
+    // loaded machine the 202 can come long before the turn reaches its tool).
+    const toolCalled = async () => {
+      for (;;) {
+        const page = (await (await api('/workstreams/w1/history')).json()) as {
+          rows: { message: { role: string } }[];
+        };
+        if (page.rows.some((r) => r.message.role === 'assistant')) return;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    };
+    await within(toolCalled(), 15_000, 'the turn calls its tool');
     const t0 = Date.now();
     child.kill('SIGTERM');
     expect(await within(exited, 15_000, 'the server exits after SIGTERM')).toBe(0);
