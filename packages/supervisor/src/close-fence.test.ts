@@ -307,10 +307,11 @@ describe('C7: a repeated fence', () => {
     between.catch(() => undefined);
     const cancel2 = r.tw.cancel(ref);
     const justAfter = r.send('right after the cancels');
-    expect(await within(Promise.all([cancel1, cancel2]), 10_000, 'both cancels return')).toEqual([
-      true,
-      true,
-    ]);
+    // At least one found the turn running. (Each answers for when its ownership check completed:
+    // on a slow store the second's abort can end the turn before the first's check returns, and
+    // the first then finds no turn — false, as documented. Its fence was still taken at the call.)
+    const answers = await within(Promise.all([cancel1, cancel2]), 10_000, 'both cancels return');
+    expect(answers).toContain(true);
     expect(await revokedAs(q1)).toEqual([ErrorCode.SEND_REVOKED, 'cancel']);
     expect(await revokedAs(justBefore)).toEqual([ErrorCode.SEND_REVOKED, 'cancel']);
     expect(await revokedAs(between)).toEqual([ErrorCode.SEND_REVOKED, 'cancel']);
