@@ -92,9 +92,7 @@ describe('journal status', () => {
       retryMaxMs: 60_000,
     });
     const ack = gate.append(row('a', 'a1'));
-    for (let i = 0; i < 100 && gate.status('a').state !== 'retrying'; i++) {
-      await new Promise((resolve) => setImmediate(resolve));
-    }
+    await until(() => gate.status('a').state === 'retrying', 'the batch retrying');
     expect(gate.status('a').state).toBe('retrying');
     deleting.add('a'); // a delete of the workstream has begun (its tombstone is up)
     expect(gate.sweep()).toEqual(['a']);

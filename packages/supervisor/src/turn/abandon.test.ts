@@ -76,6 +76,18 @@ async function world(options: { failRepair?: boolean; failSave?: boolean } = {})
   return { inner, host, rec, claimed, lease, generation, logs, events, counters, log };
 }
 
+/** A cancel abandoning the claimed turn of `w` (no tool started). */
+const cancelFromClaimed = (w: Awaited<ReturnType<typeof world>>) =>
+  abandon(w.host, w.rec, {
+    from: w.claimed,
+    reason: 'cancel',
+    why: 'cancelled',
+    lease: w.lease,
+    generation: w.generation,
+    startedCalls: [],
+    log: w.log,
+  });
+
 const transitions = (logs: { msg: string; [k: string]: unknown }[]) =>
   logs.filter((l) => l.msg === 'session transition').map((l) => `${l.from} --${l.via}--> ${l.to}`);
 
@@ -164,15 +176,7 @@ describe('abandon', () => {
 
   it('S3: a repair that fails leaves the session in force-abandoning, reported, nothing synthesized', async () => {
     const w = await world({ failRepair: true });
-    const result = await abandon(w.host, w.rec, {
-      from: w.claimed,
-      reason: 'cancel',
-      why: 'cancelled',
-      lease: w.lease,
-      generation: w.generation,
-      startedCalls: [],
-      log: w.log,
-    });
+    const result = await cancelFromClaimed(w);
     expect(result).toEqual({ synthesized: 0, repaired: false });
     expect(w.rec.state).toBe('force-abandoning');
     expect(w.counters.toolResultsSynthesized).toBe(0);
@@ -192,15 +196,7 @@ describe('abandon', () => {
     // Another holder took the workstream: this host's token is fenced.
     expect(await w.inner.releaseLease('ws', 'me', w.lease.token)).toBe(true);
     expect(await w.inner.acquireLease('ws', 'other', 60_000)).toBeDefined();
-    const result = await abandon(w.host, w.rec, {
-      from: w.claimed,
-      reason: 'cancel',
-      why: 'cancelled',
-      lease: w.lease,
-      generation: w.generation,
-      startedCalls: [],
-      log: w.log,
-    });
+    const result = await cancelFromClaimed(w);
     expect(result).toEqual({ synthesized: 0, repaired: false });
     // What this host held of the session is stale: re-read from the store next time.
     expect(w.rec.snapshot).toBeUndefined();
