@@ -110,6 +110,14 @@ function fakeRuntime() {
   return { tw: tw as unknown as Turnwarden, fake };
 }
 
+/** The server's `turnwarden_http_event_streams` gauge, read from its /metrics. */
+async function openStreams(a: FastifyInstance): Promise<number> {
+  const res = await a.inject({ method: 'GET', url: '/metrics' });
+  const line = res.body.split('\n').find((l) => l.startsWith('turnwarden_http_event_streams '));
+  if (line === undefined) throw new Error('no turnwarden_http_event_streams in /metrics');
+  return Number(line.split(' ')[1]);
+}
+
 function captured() {
   const lines: { level: number; msg: string; reqId?: unknown; [key: string]: unknown }[] = [];
   const logger = pino(
@@ -435,16 +443,20 @@ describe('event streams, against a fake runtime', () => {
     ]);
   });
 
-  it('when the client goes away, its subscription is stopped', async () => {
+  it('when the client goes away, its subscription is stopped and the server forgets the stream (the open-streams gauge)', async () => {
     const { app: a, fake } = await app();
     const url = await listening(a);
+    expect(await openStreams(a)).toBe(0);
     const stop = new AbortController();
     const res = await open(`${url}/v1/workstreams/w1/events`, { headers: STREAM, signal: stop.signal });
     expect(res.statusCode).toBe(200);
     const { signal } = fake.subscriptions[0]!.input;
     expect(signal.aborted).toBe(false);
+    expect(await openStreams(a)).toBe(1);
     stop.abort();
     await aborted(signal, 'the subscription of a client gone');
+    // The stream's controller goes in the same step as its abort.
+    expect(await openStreams(a)).toBe(0);
   });
 
   it('a client gone before its stream started: the subscription made for it is stopped all the same', async () => {
@@ -468,6 +480,9 @@ describe('event streams, against a fake runtime', () => {
       fake.subscriptions[0]!.input.signal,
       'the subscription of a client gone before its stream started',
     );
+    // Nothing of it stays behind on the server (its close came before the stream registered
+    // one): the controller goes in the same step as its abort.
+    expect(await openStreams(a)).toBe(0);
   });
 
   it('open streams end when the server closes, their subscriptions stopped (clients reconnect elsewhere)', async () => {

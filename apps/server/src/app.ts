@@ -212,9 +212,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   });
   await app.register(fastifySwaggerUi, { routePrefix: '/docs' });
   await app.register(fastifySSE, { heartbeatInterval: options.keepAliveMs ?? 15_000 });
-  const metrics = new Metrics(tw);
   // Event streams end when the server closes (graceful shutdown): clients reconnect elsewhere.
   const streams = new Set<AbortController>();
+  const metrics = new Metrics(tw, () => streams.size);
   app.addHook('preClose', async () => {
     for (const stream of streams) stream.abort();
   });

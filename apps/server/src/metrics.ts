@@ -9,7 +9,8 @@ export class Metrics {
   private readonly registry = new Registry();
   private readonly requests: Histogram<'route' | 'method' | 'status'>;
 
-  constructor(tw: Turnwarden) {
+  /** `openStreams`: the event streams this server holds open now (a gauge an operator can alert on). */
+  constructor(tw: Turnwarden, openStreams: () => number = () => 0) {
     const reg = this.registry;
     const counter = (name: string, help: string, read: () => number) =>
       new Counter({
@@ -191,6 +192,11 @@ export class Metrics {
       'turnwarden_cluster_failovers_total',
       'Workstreams taken over from a host whose lease expired mid-turn (S7)',
       () => tw.stats().cluster?.failovers ?? 0,
+    );
+    gauge(
+      'turnwarden_http_event_streams',
+      'Event streams (GET …/events) open on this server now',
+      openStreams,
     );
     this.requests = new Histogram({
       name: 'turnwarden_http_request_duration_ms',
