@@ -118,6 +118,11 @@ describe('the rows of one N', () => {
     polls: 20,
     pollsInWindow: 16,
     lateJumps: [],
+    gc: {
+      before: { count: 3, totalMs: 12, maxMs: 6 },
+      window: { count: 40, totalMs: 300, maxMs: 61 },
+      longInWindow: [{ atMs: 7_400, ms: 61, kind: 'major' }],
+    },
     watchdogFired: 0,
     spawnedInWindow: 0,
     retiredInWindow: 0,
@@ -181,6 +186,10 @@ describe('the rows of one N', () => {
       'watchdog poll lateness p99',
     ]);
     expect(f.notes.join('\n')).toMatch(/9 completed, 1 interrupted/);
+    // The main thread's collections, and where in the window the long ones were.
+    expect(f.notes.find((n) => n.startsWith("main thread's collections"))).toBe(
+      "main thread's collections (its own isolate): before the window 3, 12.0 ms in all, longest 6.0 ms; in the window 40, 300.0 ms in all, longest 61.0 ms; 50 ms or longer at 7.4 s (major, 61.0 ms)",
+    );
     expect(TARGETS.tokensRatio).toBe(0.8);
   });
 

@@ -158,6 +158,14 @@ export function scaleFigures(
             .join(
               ', ',
             )}${rt.lateJumps.length > 8 ? ' …' : ''} into the window (all streaming at ${(allStreamMs(ours.firstTokenMs) / 1000).toFixed(1)} s, first turn done at ${(Math.min(...ours.turnMs) / 1000).toFixed(1)} s)`,
+      `main thread's collections (its own isolate): before the window ${rt.gc.before.count}, ${ms(rt.gc.before.totalMs)} in all, longest ${ms(rt.gc.before.maxMs)}; in the window ${rt.gc.window.count}, ${ms(rt.gc.window.totalMs)} in all, longest ${ms(rt.gc.window.maxMs)}${
+        rt.gc.longInWindow.length === 0
+          ? ''
+          : `; 50 ms or longer at ${rt.gc.longInWindow
+              .slice(0, 8)
+              .map((g) => `${(g.atMs / 1000).toFixed(1)} s (${g.kind}, ${ms(g.ms)})`)
+              .join(', ')}`
+      }`,
       ...(rt.pollLateness.p99 >= STATS_HISTOGRAM_TOP_MS
         ? [
             `the watchdog's p99 reads ${ms(rt.pollLateness.p99)}: its histogram's last bucket (0.1 ms buckets up to 2 s) — the p99 is at least that; max is exact`,

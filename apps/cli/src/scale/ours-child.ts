@@ -6,9 +6,11 @@
  * starts, watchdog `timeoutMs` / `pollMs` as configured, one listener per workstream counting
  * tokens as a host would. Reports one `RunReport` over IPC and exits.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { constants, type PerformanceEntry, PerformanceObserver } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { type TurnHandle, Turnwarden, type TurnwardenOptions } from '@turnwarden/supervisor';
 import { epochNow, reportToParent } from '../bench/child.js';
@@ -24,7 +26,7 @@ import {
   sleep,
   Window,
 } from './measure.js';
-import type { OursConfig, RunReport } from './types.js';
+import type { GcSummary, OursConfig, RunReport } from './types.js';
 import { turnScript } from './workload.js';
 
 const MODEL = 'scale-llm';
@@ -48,12 +50,83 @@ function modelOptions(cfg: OursConfig): Pick<TurnwardenOptions, 'model' | 'plugi
   };
 }
 
+/** The main thread's collections, as `gc` performance entries (start and duration, ms). */
+class GcPauses {
+  private readonly pauses: { start: number; ms: number; kind: string }[] = [];
+  private readonly observer = new PerformanceObserver((list) => {
+    for (const e of list.getEntries() as (PerformanceEntry & { detail?: { kind?: number } })[]) {
+      this.pauses.push({ start: e.startTime, ms: e.duration, kind: gcKind(e.detail?.kind) });
+    }
+  });
+
+  constructor() {
+    this.observer.observe({ entryTypes: ['gc'] });
+  }
+
+  stop(): void {
+    this.observer.disconnect();
+  }
+
+  summary(from: number, to: number): GcSummary {
+    const ms = this.pauses.filter((p) => p.start >= from && p.start < to).map((p) => p.ms);
+    return {
+      count: ms.length,
+      totalMs: ms.reduce((a, b) => a + b, 0),
+      maxMs: ms.length === 0 ? 0 : Math.max(...ms),
+    };
+  }
+
+  long(from: number, to: number, atLeastMs: number): { atMs: number; ms: number; kind: string }[] {
+    return this.pauses
+      .filter((p) => p.start >= from && p.start < to && p.ms >= atLeastMs)
+      .map((p) => ({ atMs: p.start - from, ms: p.ms, kind: p.kind }));
+  }
+}
+
+/** The inspector's CPU profiler on this thread, from now until `stop` writes the profile to `file`. */
+async function startProfile(file: string | undefined): Promise<{ stop(): Promise<void> } | undefined> {
+  if (file === undefined || file === '') return undefined;
+  const session = new Session();
+  session.connect();
+  const post = (method: string, params?: object) =>
+    new Promise<unknown>((resolve, reject) =>
+      session.post(method, params ?? {}, (err, result) => (err ? reject(err) : resolve(result))),
+    );
+  await post('Profiler.enable');
+  await post('Profiler.setSamplingInterval', { interval: 500 });
+  await post('Profiler.start');
+  return {
+    async stop() {
+      const { profile } = (await post('Profiler.stop')) as { profile: unknown };
+      writeFileSync(file, JSON.stringify(profile));
+      session.disconnect();
+    },
+  };
+}
+
+/** perf_hooks' `NODE_PERFORMANCE_GC_*` flags as words. */
+function gcKind(kind: number | undefined): string {
+  switch (kind) {
+    case constants.NODE_PERFORMANCE_GC_MINOR:
+      return 'minor';
+    case constants.NODE_PERFORMANCE_GC_MAJOR:
+      return 'major';
+    case constants.NODE_PERFORMANCE_GC_INCREMENTAL:
+      return 'incremental';
+    case constants.NODE_PERFORMANCE_GC_WEAKCB:
+      return 'weak callbacks';
+    default:
+      return 'other';
+  }
+}
+
 async function measure(cfg: OursConfig): Promise<RunReport> {
   const dir = mkdtempSync(join(tmpdir(), 'tw-scale-'));
   const errors: string[] = [];
   const caller = { tenantId: TENANT, principal: PRINCIPAL };
   try {
     const rssBefore = await settledRss();
+    const gcPauses = new GcPauses();
     const started = performance.now();
     const tw = await Turnwarden.start({
       ...modelOptions(cfg),
@@ -106,6 +179,10 @@ async function measure(cfg: OursConfig): Promise<RunReport> {
       await sleep(100); // the subscriptions' and the creations' writes settle
       const beforeWindow = tw.stats();
 
+      // TURNWARDEN_SCALE_PROFILE=<file.cpuprofile>: the main thread's CPU profile over the window
+      // (the inspector's sampling profiler; open it in Chrome's DevTools), to find what holds
+      // the watchdog's polls.
+      const profile = await startProfile(process.env.TURNWARDEN_SCALE_PROFILE);
       // The clock: every send at once.
       window = new Window();
       // When in the window the watchdog's polls ran late: its stats' max, read every 250 ms,
@@ -143,6 +220,9 @@ async function measure(cfg: OursConfig): Promise<RunReport> {
       const deadline = window.t0 + cfg.boundMs;
       await bounded(Promise.all(settled), deadline - performance.now());
       window.end();
+      const windowEnd = performance.now();
+      await profile?.stop();
+      gcPauses.stop();
       clearInterval(lateWatch);
       const after = tw.stats();
       sampler.stop();
@@ -169,6 +249,11 @@ async function measure(cfg: OursConfig): Promise<RunReport> {
           spawnedInWindow: after.pool.spawned - beforeWindow.pool.spawned,
           retiredInWindow: after.pool.retired - beforeWindow.pool.retired,
           lateJumps,
+          gc: {
+            before: gcPauses.summary(started, window.t0),
+            window: gcPauses.summary(window.t0, windowEnd),
+            longInWindow: gcPauses.long(window.t0, windowEnd, LATE_MS),
+          },
           admissionWaited: after.admission.admittedAfterWait - beforeWindow.admission.admittedAfterWait,
           admissionRefused:
             after.admission.refusedFull +

@@ -65,6 +65,17 @@ interface RuntimeReadings {
    * every 250 ms): where in the window the late polls were.
    */
   readonly lateJumps: readonly { readonly atMs: number; readonly maxMs: number }[];
+  /**
+   * The main thread's garbage-collection pauses (a PerformanceObserver of `gc` entries, the
+   * measuring process's own isolate: not the workers'): before the window and in it, their count,
+   * total and longest, and those of 50 ms or more in the window (ms into it). A pause holds the
+   * watchdog's poll like any other work on the thread.
+   */
+  readonly gc: {
+    readonly before: GcSummary;
+    readonly window: GcSummary;
+    readonly longInWindow: readonly { readonly atMs: number; readonly ms: number; readonly kind: string }[];
+  };
   readonly watchdogFired: number;
   readonly spawnedInWindow: number;
   readonly retiredInWindow: number;
@@ -104,4 +115,10 @@ export interface EmptyWorkerReport {
   /** (rssSteady − rssBefore) ÷ count. */
   readonly perWorker: number;
   readonly gcExposed: boolean;
+}
+
+export interface GcSummary {
+  readonly count: number;
+  readonly totalMs: number;
+  readonly maxMs: number;
 }
