@@ -39,7 +39,9 @@ export default defineConfig({
     ...base.test,
     include,
     exclude: ['**/node_modules/**', ...runtimeTests],
-    // No PostgreSQL cluster: the tests that need one start a runtime or a store on it.
-    globalSetup: [],
+    // One throwaway PostgreSQL cluster for the run, as the whole suite has: the PostgreSQL
+    // store's contract tests are unit tests, and without it each of their runs — one per mutant
+    // of a store file — would initialise and start a cluster of its own (seconds each).
+    globalSetup: base.test?.globalSetup,
   },
 });
