@@ -145,6 +145,15 @@ export class JournalGate {
     return { pendingRows, retrying, conflicts };
   }
 
+  /**
+   * Workstreams the gate keeps state for now: those with rows pending, retrying or in conflict.
+   * A healthy workstream's state is dropped, so this never grows with the workstreams a
+   * long-lived host has written to (a leak check reads it).
+   */
+  get tracked(): number {
+    return this.journals.size;
+  }
+
   /** P4: every batch waiting out its backoff is retried now; returns their workstreams. */
   sweep(): string[] {
     const woken: string[] = [];

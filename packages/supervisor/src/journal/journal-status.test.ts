@@ -151,6 +151,41 @@ describe('journal status', () => {
     expect(gate.status('a')).toEqual({ state: 'healthy', pendingRows: 0 });
   });
 
+  it('the gate keeps state only for workstreams with rows pending, retrying or in conflict: a healthy one leaves none behind', async () => {
+    const base = openSqliteStore({ path: ':memory:' });
+    const faults = faultyStore(base);
+    const { gate } = await gateOn(faults.store, ['a', 'b', 'c'], { retryBaseMs: 60_000, retryMaxMs: 60_000 });
+    expect(gate.tracked).toBe(0);
+    // Written and durable: nothing kept, for any of them.
+    const acks = [gate.append(row('a', 'a1')), gate.append(row('b', 'b1')), gate.append(row('c', 'c1'))];
+    expect(gate.tracked).toBe(3);
+    expect(await Promise.all(acks)).toEqual([[1], [1], [1]]);
+    expect(gate.tracked).toBe(0);
+    // Retrying: kept until it lands (the sweep retries it now), then dropped.
+    faults.inject({ match: (entry) => entry.commitKey === 'a2', fault: 'transient', times: 1 });
+    const retried = gate.append(row('a', 'a2'));
+    await until(() => gate.status('a').state === 'retrying', 'a retrying');
+    expect(gate.tracked).toBe(1);
+    gate.sweep();
+    expect(await retried).toEqual([2]);
+    expect(gate.tracked).toBe(0);
+    // A conflict is kept (its state is what status reports) …
+    await expect(
+      gate.append({
+        ...row('b', 'b1'),
+        entries: [{ commitKey: 'b1', message: { role: 'user', content: 'other' } }],
+      }),
+    ).rejects.toMatchObject({ code: ErrorCode.COMMIT_CONFLICT });
+    expect([gate.tracked, gate.status('b').state]).toEqual([1, 'conflict']);
+    // … until a later batch of that workstream is durable: then it is healthy and dropped.
+    expect(await gate.append(row('b', 'b2'))).toEqual([2]);
+    expect([gate.tracked, gate.status('b').state]).toEqual([0, 'healthy']);
+    // A batch that fails for good (not retryable) leaves nothing either.
+    faults.inject({ match: (entry) => entry.commitKey === 'c2', fault: 'reject', times: 1 });
+    await expect(gate.append(row('c', 'c2'))).rejects.toMatchObject({ code: ErrorCode.STORE_ERROR });
+    expect(gate.tracked).toBe(0);
+  });
+
   it('P3: with two batches of a workstream queued, the first landing leaves the second pending', async () => {
     const inner = openSqliteStore({ path: ':memory:' });
     const releases: (() => void)[] = [];
