@@ -211,6 +211,35 @@ describe.skipIf(skip !== undefined)('PostgresStore', () => {
     });
   });
 
+  it('notify refuses a bad channel, a payload that is not a string or is over 7,999 bytes (UTF-8), sending nothing; 7,999 bytes go', async () => {
+    const listener = await open();
+    const notifier = await open({}, true);
+    const got: string[] = [];
+    let arrived: () => void = () => undefined;
+    await listener.listen('ch', (p) => {
+      got.push(p.length > 20 ? `${p.length} chars` : p);
+      arrived();
+    });
+    const refused = async (channel: unknown, payload: unknown, field: string) =>
+      expect(notifier.notify(channel as string, payload as string)).rejects.toMatchObject({
+        code: 'INVALID_INPUT',
+        details: { field },
+      });
+    await refused('Bad-Channel', 'x', 'channel');
+    await refused('ch', 42, 'payload');
+    await refused('ch', undefined, 'payload');
+    await refused('ch', 'x'.repeat(8_000), 'payload');
+    // 4,000 two-byte characters: 8,000 bytes, though 4,000 characters.
+    await refused('ch', 'é'.repeat(4_000), 'payload');
+    // The largest payload goes, and is the first thing to arrive: nothing refused was sent.
+    const wait = new Promise<void>((r) => {
+      arrived = r;
+    });
+    await notifier.notify('ch', 'x'.repeat(7_999));
+    await wait;
+    expect(got).toEqual(['7999 chars']);
+  });
+
   it('the listening connection reconnects after it drops, listens again and says so', async () => {
     const listener = await open({ applicationName: 'tw-listener' });
     const notifier = await open({}, true);
