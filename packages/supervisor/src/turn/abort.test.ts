@@ -107,7 +107,7 @@ describe('announceAbort: the definitive stage of a committed abort (L5)', () => 
       ]);
       const warning = w.events.find((e) => e.type === 'warning');
       expect(warning?.data).toMatchObject({ stage: 'definitive' });
-      expect(String((warning?.data as { message: string }).message)).toMatch(
+      expect(String((warning?.data as { message?: string } | undefined)?.message)).toMatch(
         reason === 'deadline' ? /exceeded its deadline/ : /no worker started it within 12\.3s/,
       );
       expect(w.posted).toEqual([{ t: 'abort', generation: 7, reason }]);
