@@ -128,6 +128,52 @@ forEachStore((backend) => {
     });
   });
 
+  describe('compactHistory at the bounds of the cut', () => {
+    it('a cut through seq 1 replaces the first row alone; through the last row, the whole history; 0 and past the end are refused, naming throughSeq, with nothing written', async () => {
+      const shape = async () => (await store.readHistory('w')).map((r) => [r.seq, r.commitKey]);
+      const before = await shape();
+      for (const throughSeq of [0, -1, 8]) {
+        const e = await refusal(
+          store.compactHistory({
+            workstreamId: 'w',
+            generation: 1,
+            throughSeq,
+            summary: summary(`c${throughSeq}`),
+          }),
+        );
+        expect([throughSeq, e.code, e.details?.field]).toEqual([
+          throughSeq,
+          ErrorCode.INVALID_INPUT,
+          'throughSeq',
+        ]);
+      }
+      expect(await shape()).toEqual(before);
+      expect(
+        await store.compactHistory({
+          workstreamId: 'w',
+          generation: 1,
+          throughSeq: 1,
+          summary: summary('c1'),
+        }),
+      ).toEqual({ removed: 1 });
+      expect((await shape()).slice(0, 3)).toEqual([
+        [1, 'c1'],
+        [2, 'a1'],
+        [3, 't1'],
+      ]);
+      // Seven rows now: the summary and six. Through the last: one summary row is all that is left.
+      expect(
+        await store.compactHistory({
+          workstreamId: 'w',
+          generation: 1,
+          throughSeq: 7,
+          summary: summary('c2'),
+        }),
+      ).toEqual({ removed: 7 });
+      expect(await shape()).toEqual([[1, 'c2']]);
+    });
+  });
+
   describe('truncateHistory (rewind)', () => {
     const keys = async () => (await store.readHistory('w')).map((r) => r.commitKey);
 
