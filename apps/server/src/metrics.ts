@@ -10,7 +10,7 @@ export class Metrics {
   private readonly requests: Histogram<'route' | 'method' | 'status'>;
 
   /** `openStreams`: the event streams this server holds open now (a gauge an operator can alert on). */
-  constructor(tw: Turnwarden, openStreams: () => number = () => 0) {
+  constructor(tw: Turnwarden, openStreams: () => number) {
     const reg = this.registry;
     const counter = (name: string, help: string, read: () => number) =>
       new Counter({

@@ -1,21 +1,12 @@
-import { ErrorCode, isTurnwardenError } from '@turnwarden/protocol';
+import { ErrorCode } from '@turnwarden/protocol';
 import { beforeEach, describe, expect, it } from 'vitest';
-import { assistant, FakeClock, toolResult, user } from './test-support/fixtures.js';
+import { assistant, FakeClock, refusal, toolResult, user } from './test-support/fixtures.js';
 import { forEachStore, type TestStore } from './test-support/stores.js';
 
 const summary = (key = 'c1', content = 'summary of earlier turns') => ({
   commitKey: key,
   message: { role: 'system' as const, content },
 });
-
-async function refusal(p: Promise<unknown>) {
-  const e = await p.then(
-    () => undefined,
-    (err: unknown) => err,
-  );
-  if (!isTurnwardenError(e)) throw new Error(`expected a TurnwardenError, got ${String(e)}`);
-  return e;
-}
 
 forEachStore((backend) => {
   let store: TestStore;
@@ -131,16 +122,11 @@ forEachStore((backend) => {
   describe('compactHistory at the bounds of the cut', () => {
     it('a cut through seq 1 replaces the first row alone; through the last row, the whole history; 0 and past the end are refused, naming throughSeq, with nothing written', async () => {
       const shape = async () => (await store.readHistory('w')).map((r) => [r.seq, r.commitKey]);
+      const compact = (throughSeq: number, key: string) =>
+        store.compactHistory({ workstreamId: 'w', generation: 1, throughSeq, summary: summary(key) });
       const before = await shape();
       for (const throughSeq of [0, -1, 8]) {
-        const e = await refusal(
-          store.compactHistory({
-            workstreamId: 'w',
-            generation: 1,
-            throughSeq,
-            summary: summary(`c${throughSeq}`),
-          }),
-        );
+        const e = await refusal(compact(throughSeq, `c${throughSeq}`));
         expect([throughSeq, e.code, e.details?.field]).toEqual([
           throughSeq,
           ErrorCode.INVALID_INPUT,
@@ -148,28 +134,14 @@ forEachStore((backend) => {
         ]);
       }
       expect(await shape()).toEqual(before);
-      expect(
-        await store.compactHistory({
-          workstreamId: 'w',
-          generation: 1,
-          throughSeq: 1,
-          summary: summary('c1'),
-        }),
-      ).toEqual({ removed: 1 });
+      expect(await compact(1, 'c1')).toEqual({ removed: 1 });
       expect((await shape()).slice(0, 3)).toEqual([
         [1, 'c1'],
         [2, 'a1'],
         [3, 't1'],
       ]);
       // Seven rows now: the summary and six. Through the last: one summary row is all that is left.
-      expect(
-        await store.compactHistory({
-          workstreamId: 'w',
-          generation: 1,
-          throughSeq: 7,
-          summary: summary('c2'),
-        }),
-      ).toEqual({ removed: 7 });
+      expect(await compact(7, 'c2')).toEqual({ removed: 7 });
       expect(await shape()).toEqual([[1, 'c2']]);
     });
   });

@@ -3,19 +3,10 @@
  * read after a rewrite reads the history as it is then, an unknown workstream is
  * WORKSTREAM_NOT_FOUND, and a page out of its bounds is refused before anything is read.
  */
-import { ErrorCode, isTurnwardenError, type JournalEntry } from '@turnwarden/protocol';
+import { ErrorCode, type JournalEntry } from '@turnwarden/protocol';
 import { beforeEach, describe, expect, it } from 'vitest';
-import { assistant, FakeClock, user } from './test-support/fixtures.js';
+import { assistant, FakeClock, refusal, user } from './test-support/fixtures.js';
 import { forEachStore, type TestStore } from './test-support/stores.js';
-
-async function refusal(p: Promise<unknown>) {
-  const e = await p.then(
-    () => undefined,
-    (err: unknown) => err,
-  );
-  if (!isTurnwardenError(e)) throw new Error(`expected a TurnwardenError, got ${String(e)}`);
-  return e;
-}
 
 /** `n` turns of a user row and an answer: keys u1 a1 u2 a2 … */
 const turns = (n: number, from = 1): JournalEntry[] =>

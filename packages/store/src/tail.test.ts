@@ -4,19 +4,10 @@
  * only this, so a tail that leaves out an open call (or cuts a call from its results) would let a
  * turn start over unanswered calls.
  */
-import { ErrorCode, isTurnwardenError, type JournalEntry } from '@turnwarden/protocol';
+import { ErrorCode, type JournalEntry } from '@turnwarden/protocol';
 import { beforeEach, describe, expect, it } from 'vitest';
-import { assistant, FakeClock, toolResult, user } from './test-support/fixtures.js';
+import { assistant, FakeClock, refusal, toolResult, user } from './test-support/fixtures.js';
 import { forEachStore, type TestStore } from './test-support/stores.js';
-
-async function refusal(p: Promise<unknown>) {
-  const e = await p.then(
-    () => undefined,
-    (err: unknown) => err,
-  );
-  if (!isTurnwardenError(e)) throw new Error(`expected a TurnwardenError, got ${String(e)}`);
-  return e;
-}
 
 forEachStore((backend) => {
   let store: TestStore;

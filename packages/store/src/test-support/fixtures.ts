@@ -2,8 +2,25 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { AssistantMessage, JournalEntry, ToolResultMessage, UserMessage } from '@turnwarden/protocol';
+import {
+  type AssistantMessage,
+  isTurnwardenError,
+  type JournalEntry,
+  type ToolResultMessage,
+  type TurnwardenError,
+  type UserMessage,
+} from '@turnwarden/protocol';
 import { openSqliteStore, type SqliteStore } from '../sqlite-store.js';
+
+/** The TurnwardenError `p` rejects with; anything else (a resolve, another error) fails the test. */
+export async function refusal(p: Promise<unknown>): Promise<TurnwardenError> {
+  const e = await p.then(
+    () => undefined,
+    (err: unknown) => err,
+  );
+  if (!isTurnwardenError(e)) throw new Error(`expected a TurnwardenError, got ${String(e)}`);
+  return e;
+}
 
 /** A settable wall clock. */
 export class FakeClock {
