@@ -7,6 +7,7 @@
  * last statement it ran. Skipped, saying why, where no PostgreSQL is installed.
  */
 import { randomUUID } from 'node:crypto';
+import net from 'node:net';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { isChannelName, PgListener } from './pg-listener.js';
@@ -26,9 +27,9 @@ afterAll(async () => {
 });
 
 /** A fresh listener under a name of its own, and what its backend last ran. */
-function listener() {
+function listener(connectionString = url) {
   const name = `twl_${randomUUID().slice(0, 8)}`;
-  const l = new PgListener({ connectionString: url, application_name: name });
+  const l = new PgListener({ connectionString, application_name: name });
   const backend = async () => {
     const { rows } = await admin.query<{ pid: number; query: string }>(
       'SELECT pid, query FROM pg_stat_activity WHERE application_name = $1',
@@ -37,6 +38,53 @@ function listener() {
     return rows;
   };
   return { l, name, backend };
+}
+
+/**
+ * A loopback proxy in front of the cluster. `freeze()` holds what the server of the connection
+ * open now sends (a FATAL, its end) until that connection's client next writes, then delivers
+ * it: a statement is sent on a connection the client does not yet know is dead.
+ */
+async function freezableProxy() {
+  const target = new URL(url);
+  const sockets = new Set<net.Socket>();
+  let freezeLatest: (() => void) | undefined;
+  const server = net.createServer((client) => {
+    const upstream = net.connect(Number(target.port), target.hostname);
+    sockets.add(client).add(upstream);
+    let held: Buffer[] | undefined; // defined while frozen
+    let ended = false;
+    upstream.on('data', (b) => (held === undefined ? client.write(b) : held.push(b)));
+    upstream.on('close', () => {
+      if (held === undefined) client.end();
+      else ended = true;
+    });
+    client.on('data', (b) => {
+      if (held !== undefined) {
+        for (const h of held) client.write(h);
+        held = undefined;
+        if (ended) client.end();
+      }
+      if (!upstream.destroyed) upstream.write(b);
+    });
+    client.on('close', () => upstream.destroy());
+    for (const s of [client, upstream]) s.on('error', () => undefined);
+    freezeLatest = () => {
+      held = [];
+    };
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const proxied = new URL(url);
+  proxied.hostname = '127.0.0.1';
+  proxied.port = String((server.address() as net.AddressInfo).port);
+  return {
+    url: proxied.toString(),
+    freeze: () => freezeLatest!(),
+    close() {
+      for (const s of sockets) s.destroy();
+      server.close();
+    },
+  };
 }
 
 const notify = (channel: string, payload?: string) =>
@@ -168,6 +216,34 @@ describe.skipIf('skip' in started)('PgListener (LISTEN/NOTIFY on one dedicated c
     expect(got.sort()).toEqual(['p1:a', 'p2:b']);
     expect(await backend()).toHaveLength(1);
     await l.close();
+  });
+
+  it('a subscribe whose LISTEN meets a connection dying under it (its end not yet seen) reconnects and listens to every channel', async () => {
+    const proxy = await freezableProxy();
+    const { l, backend } = listener(proxy.url);
+    const got: string[] = [];
+    let resyncs = 0;
+    await l.listen(
+      'tw_q1',
+      (p) => void got.push(`q1:${p}`),
+      () => void resyncs++,
+    );
+    const [before] = await backend();
+    // The server's FATAL and close are held back: the listener still takes its connection for live.
+    proxy.freeze();
+    await admin.query('SELECT pg_terminate_backend($1)', [before!.pid]);
+    await until(async () => (await backend()).length === 0, 'the backend gone');
+    // This LISTEN goes out on the dead connection, whose FATAL then answers it.
+    await l.listen('tw_q2', (p) => void got.push(`q2:${p}`));
+    const [after] = await backend();
+    expect(after!.pid).not.toBe(before!.pid);
+    expect(resyncs).toBe(1);
+    await notify('tw_q1', 'a');
+    await notify('tw_q2', 'b');
+    await until(() => got.length === 2, 'both channels served');
+    expect(got.sort()).toEqual(['q1:a', 'q2:b']);
+    await l.close();
+    proxy.close();
   });
 
   it('close ends the connection; a later subscribe is refused; close twice is fine', async () => {

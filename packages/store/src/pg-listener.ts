@@ -45,10 +45,9 @@ export class PgListener {
     await this.#serial(async () => {
       // A reconnect is pending (its backoff): reconnect now, for every channel, not this one alone.
       if (this.#client === undefined && this.#channels.size > 0) await this.#reconnect();
-      const client = await this.#connected();
       let set = this.#channels.get(channel);
       if (set === undefined) {
-        await client.query(`LISTEN ${channel}`); // validated: [a-z_][a-z0-9_]*
+        await this.#listenOnce(channel);
         set = new Set();
         this.#channels.set(channel, set);
       }
@@ -63,7 +62,9 @@ export class PgListener {
         if (set === undefined || !set.delete(subscriber) || set.size > 0) return;
         this.#channels.delete(channel);
         // While disconnected there is nothing to UNLISTEN: the reconnect listens to what is left.
-        if (this.#client !== undefined && !this.#closed) await this.#client.query(`UNLISTEN ${channel}`);
+        // An UNLISTEN that fails failed with its connection, whose LISTENs died with it.
+        if (this.#client !== undefined && !this.#closed)
+          await this.#client.query(`UNLISTEN ${channel}`).catch(() => undefined);
       });
     };
   }
@@ -84,6 +85,25 @@ export class PgListener {
     const run = this.#chain.then(fn);
     this.#chain = run.catch(() => undefined);
     return run;
+  }
+
+  /**
+   * LISTENs to a new channel. The connection can die under the statement (killed before its
+   * error event reached us): then it is dropped and reconnected at once, every channel listened
+   * to again, and the LISTEN retried once on the new connection.
+   */
+  async #listenOnce(channel: string): Promise<void> {
+    const client = await this.#connected();
+    try {
+      await client.query(`LISTEN ${channel}`); // validated: [a-z_][a-z0-9_]*
+    } catch (e) {
+      // A valid name's LISTEN fails only with its connection; one retry, on a new one.
+      if (this.#closed) throw e;
+      this.#lost(client);
+      await this.#reconnect();
+      const fresh = await this.#connected();
+      await fresh.query(`LISTEN ${channel}`);
+    }
   }
 
   /** The live connection, connecting if there is none. */
