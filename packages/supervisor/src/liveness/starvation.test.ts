@@ -72,7 +72,12 @@ type Seen = { stage: 'fired' | 'committed' | 'declined'; at: number; info: Stall
 
 function setup(
   config: WatchdogConfig,
-  options: { threads?: () => readonly number[]; scheduler?: 'none' | 'no-self' | 'with-self' } = {},
+  options: {
+    threads?: () => readonly number[];
+    scheduler?: 'none' | 'no-self' | 'with-self';
+    /** A delegate without the optional `starved` handler. */
+    noStarvedHandler?: boolean;
+  } = {},
 ) {
   let t = 1_000;
   const clock = ActivityClock.create(1, () => t);
@@ -83,12 +88,15 @@ function setup(
     fired: (_w, info) => void seen.push({ stage: 'fired', at: t, info }),
     committed: (_w, info) => void seen.push({ stage: 'committed', at: t, info }),
     declined: (_w, info) => void seen.push({ stage: 'declined', at: t, info }),
-    starved: (_w, info) => void starved.push({ at: t, info }),
+    ...(options.noStarvedHandler ? {} : { starved: (_w, info) => void starved.push({ at: t, info }) }),
   };
   const mode = options.scheduler ?? 'no-self';
   const scheduler: WatchdogScheduler | undefined =
     mode === 'none' ? undefined : mode === 'with-self' ? { stats: sched, self: MAIN } : { stats: sched };
-  const watchdog = new Watchdog(clock, config, delegate, pino({ level: 'silent' }), {}, scheduler);
+  /** What the watchdog logged at warn and above. */
+  const logs: { level: number; msg: string }[] = [];
+  const logger = pino({ level: 'warn' }, { write: (line: string) => void logs.push(JSON.parse(line)) });
+  const watchdog = new Watchdog(clock, config, delegate, logger, {}, scheduler);
   const stamp = new SlotStamp(clock.buffer, 0);
   const step = config.pollMs / 2;
   let worker: Shares = ASLEEP;
@@ -98,6 +106,7 @@ function setup(
     sched,
     seen,
     starved,
+    logs,
     stamp,
     now: () => t,
     /** From now on the worker's thread spends its time so (and the main thread, if given). */
@@ -349,6 +358,74 @@ describe('starvation is not a stall (injected scheduler statistics, injected tim
     spinning.worker(SPINNING);
     spinning.run(config.pollMs);
     expect(spinning.committed()?.info.sched).toMatchObject({ verdict: 'wedged', runShare: 1, runMs: 50 });
+  });
+
+  it('L1: a window is never shorter than one poll period — a silence first read late (near its bound), then polled again sooner than a period, is held until the period is over', () => {
+    // First read at 990 ms of silence (the poll at half the bound never came), polled again at 1,005.
+    const probedLate = setup(config);
+    // First read at the bound itself (1,020 ms: no poll since the last progress), polled again at 1,035.
+    const atBound = setup(config);
+    for (const [h, firstRead] of [
+      [probedLate, 990],
+      [atBound, config.timeoutMs + 20],
+    ] as const) {
+      const lastProgress = h.enter();
+      h.block(firstRead);
+      h.watchdog.poll();
+      h.block(15);
+      h.watchdog.poll();
+      // 15 ms is too short a window to tell a stall from a starved thread: not aborted yet.
+      expect(h.seen).toEqual([]);
+      h.run(config.pollMs / 2);
+      const committed = h.committed();
+      expect(committed?.info.sched).toMatchObject({ verdict: 'stalled', windowMs: 15 + config.pollMs / 2 });
+      expect(committed!.at - lastProgress).toBe(firstRead + 15 + config.pollMs / 2);
+    }
+  });
+
+  it('L1: with no thread to read, a silence first seen late is aborted at that poll — nothing is held for a window that cannot be read', () => {
+    // First seen at the bound (no poll since the last progress).
+    const atBound = setup(config, { threads: () => [] });
+    let lastProgress = atBound.enter();
+    atBound.block(config.timeoutMs + 20);
+    atBound.watchdog.poll();
+    expect(atBound.committed()!.at - lastProgress).toBe(config.timeoutMs + 20);
+    expect(atBound.committed()!.info.sched).toBeUndefined();
+    // First seen at 990 ms, then polled at 1,005 ms: aborted there, not a poll period later.
+    const late = setup(config, { threads: () => [] });
+    lastProgress = late.enter();
+    late.block(990);
+    late.watchdog.poll();
+    expect(late.seen).toEqual([]);
+    late.block(15);
+    late.watchdog.poll();
+    expect(late.committed()!.at - lastProgress).toBe(1_005);
+  });
+
+  it('without a scheduler the turn’s threads are never asked for (nothing is read that nothing would judge)', () => {
+    let asked = 0;
+    const h = setup(config, {
+      scheduler: 'none',
+      threads: () => {
+        asked++;
+        return [WORKER];
+      },
+    });
+    h.enter();
+    h.run(config.timeoutMs + config.pollMs);
+    expect(h.committed()?.info.bound).toBe('idle');
+    expect(asked).toBe(0);
+    expect(h.sched.reads).toEqual([]);
+  });
+
+  it('a delegate without a starved handler: a starved turn is still held and counted, and nothing is logged as an error', () => {
+    const h = setup(config, { noStarvedHandler: true });
+    h.enter();
+    h.worker(STARVED);
+    h.run(config.timeoutMs + config.pollMs);
+    expect(h.watchdog.stats()).toMatchObject({ starved: 1, committed: 0 });
+    expect(h.seen).toEqual([]);
+    expect(h.logs).toEqual([]);
   });
 
   it('the host’s saturation: the supervisor’s own thread, read at most once a second, over about the last 10 s', () => {

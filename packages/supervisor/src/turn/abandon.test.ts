@@ -137,6 +137,11 @@ describe('abandon', () => {
       },
     ]);
     expect(rows.slice(2).map((r) => r.commitKey)).toEqual(['a:t0', 'a:t1']);
+    // E2: each synthesized row, once durable, is announced to listeners with its seq (the handoff
+    // from a history read before the repair loses none of them).
+    expect(w.events.filter((e) => e.type === 'message').map((e) => [e.data.seq, e.data.commitKey])).toEqual(
+      rows.slice(2).map((r) => [r.seq, r.commitKey]),
+    );
     expect(w.counters.toolResultsSynthesized).toBe(2);
     expect(w.logs.filter((l) => l.msg === 'tool results synthesized')).toEqual([
       expect.objectContaining({ level: 40, count: 2, workstreamId: 'ws' }),
