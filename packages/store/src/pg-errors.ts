@@ -3,10 +3,21 @@ import { errors, isTurnwardenError, type TurnwardenError } from '@turnwarden/pro
 
 /**
  * SQLSTATEs worth a retry: serialization failure, deadlock, the server shutting down or
- * restarting, too many connections, a lock or statement timeout; and every connection
- * exception (class 08).
+ * restarting, too many connections, a lock or statement timeout, a session ended for idling
+ * in a transaction (or idling at all); and every connection exception (class 08).
  */
-const RETRYABLE_SQLSTATE = new Set(['40001', '40P01', '57P01', '57P02', '57P03', '53300', '55P03', '57014']);
+const RETRYABLE_SQLSTATE = new Set([
+  '40001',
+  '40P01',
+  '57P01',
+  '57P02',
+  '57P03',
+  '53300',
+  '55P03',
+  '57014',
+  '25P03',
+  '57P05',
+]);
 /** Node socket errors of a connection that failed or dropped. */
 const RETRYABLE_NODE = new Set([
   'ECONNREFUSED',

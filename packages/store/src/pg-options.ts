@@ -15,6 +15,15 @@ export interface PostgresStoreOptions {
   readonly schema?: string;
   /** `statement_timeout` of every connection (ms; 0: none). Default: the server's. */
   readonly statementTimeoutMs?: number;
+  /**
+   * `idle_in_transaction_session_timeout` of every connection (ms; 0: none). Default 5,000. A
+   * host stalled inside a transaction (paused, or its event loop blocked) holds the row locks of
+   * the workstreams it was writing: the lock of each one's lease row among them, so no other host
+   * can take that lease over, however long ago it expired. After this long the server ends
+   * the stalled session: its locks go, and its transaction's writes fail (retryably) rather than
+   * commit late. The runtime sets it from its lease (`max(lease.renewMs, 1,000)`).
+   */
+  readonly idleInTransactionTimeoutMs?: number;
   /** `application_name` of every connection, as `pg_stat_activity` shows it. Default 'turnwarden'. */
   readonly applicationName?: string;
   /** How long opening a connection may take (ms). Default 10,000. */
@@ -29,6 +38,7 @@ export interface ResolvedPostgresStoreOptions {
   readonly maxConnections: number;
   readonly schema: string;
   readonly statementTimeoutMs: number | undefined;
+  readonly idleInTransactionTimeoutMs: number;
   readonly applicationName: string;
   readonly connectionTimeoutMs: number;
 }
@@ -39,6 +49,7 @@ const KNOWN: readonly string[] = [
   'maxConnections',
   'schema',
   'statementTimeoutMs',
+  'idleInTransactionTimeoutMs',
   'applicationName',
   'connectionTimeoutMs',
 ];
@@ -68,6 +79,7 @@ export function resolvePostgresOptions(options: unknown): ResolvedPostgresStoreO
     maxConnections = 10,
     schema = 'public',
     statementTimeoutMs,
+    idleInTransactionTimeoutMs = 5_000,
     applicationName = 'turnwarden',
     connectionTimeoutMs = 10_000,
   } = o;
@@ -85,7 +97,7 @@ export function resolvePostgresOptions(options: unknown): ResolvedPostgresStoreO
     throw invalidConfig('connectionString', 'must be a postgres:// URL');
   }
   // Parameters of the URL override the client's: these would undo the store's own settings.
-  for (const param of ['options', 'application_name', 'statement_timeout']) {
+  for (const param of ['options', 'application_name', 'statement_timeout', 'idle_in_transaction_session_timeout']) {
     if (url.searchParams.has(param)) {
       throw invalidConfig('connectionString', `must not set ${param}: use the store's options`);
     }
@@ -115,6 +127,7 @@ export function resolvePostgresOptions(options: unknown): ResolvedPostgresStoreO
     schema,
     statementTimeoutMs:
       statementTimeoutMs === undefined ? undefined : checkMs('statementTimeoutMs', statementTimeoutMs, 0),
+    idleInTransactionTimeoutMs: checkMs('idleInTransactionTimeoutMs', idleInTransactionTimeoutMs, 0),
     applicationName,
     connectionTimeoutMs: checkMs('connectionTimeoutMs', connectionTimeoutMs, 1),
   };

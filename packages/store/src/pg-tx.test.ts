@@ -5,11 +5,14 @@
  * fails the whole transaction, before or after the caller's own work returned. Skipped, saying
  * why, where no PostgreSQL is installed.
  */
+
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inTransaction } from './pg-tx.js';
-import { startPostgres } from './test-support/postgres.js';
+import { postgresBin, startPostgres } from './test-support/postgres.js';
 
 const started = await startPostgres();
 if ('skip' in started) process.stdout.write(`pg-tx.test.ts: skipped — ${started.skip}\n`);
@@ -93,5 +96,30 @@ describe.skipIf('skip' in started)('inTransaction', () => {
       }),
     ).rejects.toMatchObject({ code: '42P01' });
     expect(await values()).toEqual([]);
+  });
+
+  it("a connection the server ends while its host is stalled mid-transaction: the transaction rejects, the connection's error event does not escape (the host does not crash), nothing commits, and the next transaction has a new connection", async () => {
+    let pid = 0;
+    const failed = inTransaction(pool, async (tx) => {
+      tx.send(`INSERT INTO ${table} VALUES (30)`);
+      pid = (await tx.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+      // The host stalls (its event loop blocked, as paused) while the server ends its session:
+      // it sees nothing of the end until it writes again.
+      const psql = join(postgresBin()!, 'psql');
+      execFileSync(psql, ['-d', url, '-Atc', `SELECT pg_terminate_backend(${pid})`]);
+      const alive = () =>
+        execFileSync(psql, ['-d', url, '-Atc', `SELECT count(*) FROM pg_stat_activity WHERE pid = ${pid}`])
+          .toString()
+          .trim() !== '0';
+      while (alive());
+      await tx.query('SELECT 1');
+    });
+    await expect(failed).rejects.toThrow();
+    expect(await values()).toEqual([]);
+    const next = await inTransaction(
+      pool,
+      async (tx) => (await tx.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid,
+    );
+    expect(next).not.toBe(pid);
   });
 });

@@ -36,19 +36,47 @@ export class PgTx {
 }
 
 /**
+ * Runs `fn` on a connection of its own from the pool, then returns it — or discards it when it
+ * failed. A checked-out connection has no 'error' listener of the pool's: one that dies under
+ * its user (the server ends it, the socket breaks) would be an unhandled 'error' event, and
+ * crash the host. Here it is recorded; the queries in flight reject on their own. `fn` may
+ * also mark the connection as not to be reused (`health.discard`).
+ */
+export async function withClient<T>(
+  pool: pg.Pool,
+  fn: (client: pg.PoolClient, health: Health) => Promise<T>,
+): Promise<T> {
+  const client = await pool.connect();
+  let failure: Error | undefined;
+  const discard = (e: Error) => {
+    failure ??= e;
+  };
+  client.on('error', discard);
+  try {
+    return await fn(client, { failure: () => failure, discard });
+  } finally {
+    client.off('error', discard);
+    client.release(failure ?? undefined);
+  }
+}
+
+/** Whether a checked-out connection failed; `discard` keeps it from going back to the pool. */
+export interface Health {
+  failure(): Error | undefined;
+  discard(e: Error): void;
+}
+
+/**
  * Runs `fn` in a transaction: BEGIN, `fn`'s statements, COMMIT — the statements `fn` sent but
  * did not await are sent before COMMIT and checked after it. A throw rolls back; a connection
  * that failed is discarded, not returned to the pool.
  */
-export async function inTransaction<T>(pool: pg.Pool, fn: (tx: PgTx) => Promise<T>): Promise<T> {
-  const client = await pool.connect();
-  let broken: Error | undefined;
-  try {
+export function inTransaction<T>(pool: pg.Pool, fn: (tx: PgTx) => Promise<T>): Promise<T> {
+  return withClient(pool, async (client, health) => {
     const tx = new PgTx(client);
     tx.send('BEGIN');
-    let result: T;
     try {
-      result = await fn(tx);
+      const result = await fn(tx);
       const commit = client.query('COMMIT');
       commit.catch(() => undefined); // awaited below unless `settle` throws first
       await tx.settle();
@@ -58,16 +86,13 @@ export async function inTransaction<T>(pool: pg.Pool, fn: (tx: PgTx) => Promise<
       return result;
     } catch (e) {
       await tx.settle().catch(() => undefined);
-      if (client.getTransactionStatus() !== 'I') {
-        try {
-          await client.query('ROLLBACK');
-        } catch (rollback) {
-          broken = rollback instanceof Error ? rollback : new Error(String(rollback));
-        }
+      // On a connection that died there is nothing to roll back: the server already did.
+      if (health.failure() === undefined && client.getTransactionStatus() !== 'I') {
+        await client.query('ROLLBACK').catch((rollback: unknown) => {
+          health.discard(rollback instanceof Error ? rollback : new Error(String(rollback)));
+        });
       }
       throw e;
     }
-  } finally {
-    client.release(broken ?? undefined);
-  }
+  });
 }

@@ -4,6 +4,8 @@
  * options and closing. The contract itself runs on both stores (messages, leases, …).
  */
 import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import { Worker } from 'node:worker_threads';
 import { isTurnwardenError } from '@turnwarden/protocol';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -295,6 +297,66 @@ describe.skipIf(skip !== undefined)('PostgresStore', () => {
     });
   });
 
+  it('P6 S7: a host stalled inside a transaction (its lease rows locked) is ended by the server after idleInTransactionTimeoutMs — another host takes the expired lease while it is still stalled, and the stalled write fails retryably, writing nothing', async () => {
+    const b = await open({ now: () => Date.now() });
+    await b.createWorkstream({ id: 'w', tenantId: 't' });
+    const snapshot = (mark: string) => ({ value: 'idle', status: 'active', context: { mark }, children: {} });
+    await b.saveSession({ workstreamId: 'w', session: snapshot('before') });
+    const flags = new Int32Array(new SharedArrayBuffer(8));
+    const worker = new Worker(new URL('./test-support/stalled-writer.mjs', import.meta.url), {
+      workerData: {
+        url: server.url,
+        schema,
+        idleInTransactionTimeoutMs: 300,
+        maxStallMs: 20_000,
+        flags: flags.buffer,
+      },
+    });
+    const messages: { type: string; outcome?: Record<string, unknown> }[] = [];
+    worker.on('message', (m) => void messages.push(m));
+    // A worker that dies (a crash: an unhandled 'error' event) rejects here, rather than hang.
+    const exited = once(worker, 'exit').then(([code]) => {
+      throw new Error(`the stalled writer exited (${code})`);
+    });
+    exited.catch(() => undefined);
+    const next = async (type: string) => {
+      while (!messages.some((m) => m.type === type)) await Promise.race([once(worker, 'message'), exited]);
+      return messages.find((m) => m.type === type)!;
+    };
+    try {
+      await next('ready');
+      // The stalled host holds the lease (a short one) and writes under it.
+      const lease = (await b.acquireLease('w', 'host-a', 200))!;
+      worker.postMessage({
+        type: 'save',
+        input: { workstreamId: 'w', fencingToken: lease.token, session: snapshot('stalled') },
+      });
+      // Stalled with its row locks sent, not committed.
+      while (Atomics.load(flags, 0) === 0) await new Promise((r) => setTimeout(r, 10));
+      while (Date.now() <= lease.expiresAt) await new Promise((r) => setTimeout(r, 20));
+      // The lease expired: another host takes it — without waiting for the stalled one to resume.
+      const taken = await Promise.race([
+        b.acquireLease('w', 'host-b', 60_000),
+        new Promise<'still locked'>((r) => setTimeout(() => r('still locked'), 5_000)),
+      ]);
+      const stalledMeanwhile = Atomics.load(flags, 1) === 0;
+      Atomics.store(flags, 1, 1);
+      Atomics.notify(flags, 1);
+      expect(taken).toMatchObject({ holder: 'host-b', token: lease.token + 1 });
+      expect(stalledMeanwhile).toBe(true);
+      // The stalled write, resumed on a connection the server ended: failed, retryable, not written.
+      const { outcome } = await next('saved');
+      expect(outcome).toMatchObject({ ok: false, code: 'STORE_ERROR', retryable: true });
+      expect((await b.getWorkstream('w'))?.session).toEqual(snapshot('before'));
+    } finally {
+      Atomics.store(flags, 1, 1);
+      Atomics.notify(flags, 1);
+      worker.postMessage({ type: 'close' });
+      await next('closed').catch(() => undefined);
+      await worker.terminate();
+    }
+  });
+
   it('validates its options with INVALID_CONFIG naming the field', async () => {
     for (const [options, field] of [
       [{ connectionString: '' }, 'connectionString'],
@@ -304,6 +366,11 @@ describe.skipIf(skip !== undefined)('PostgresStore', () => {
       [{ connectionString: 'postgres://h/db', maxConnections: 0 }, 'maxConnections'],
       [{ connectionString: 'postgres://h/db', now: 5 }, 'now'],
       [{ connectionString: 'postgres://h/db', statementTimeoutMs: -1 }, 'statementTimeoutMs'],
+      [
+        { connectionString: 'postgres://h/db', idleInTransactionTimeoutMs: 1.5 },
+        'idleInTransactionTimeoutMs',
+      ],
+      [{ connectionString: 'postgres://h/db?idle_in_transaction_session_timeout=0' }, 'connectionString'],
       [{ connectionString: 'postgres://h/db', extra: 1 }, 'extra'],
     ] as const) {
       await expect(openPostgresStore(options as never)).rejects.toMatchObject({

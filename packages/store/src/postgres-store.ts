@@ -42,7 +42,7 @@ import {
   toLease,
   toLocked,
 } from './pg-rows.js';
-import { inTransaction, type PgTx } from './pg-tx.js';
+import { inTransaction, type PgTx, withClient } from './pg-tx.js';
 import { type MessageRow, toHistoryRow, toRecord, type WorkstreamRow } from './rows.js';
 import type {
   AcquireLeaseOptions,
@@ -106,6 +106,8 @@ export class PostgresStore implements Store {
       connectionTimeoutMillis: options.connectionTimeoutMs,
       types: TYPES,
       ...(options.statementTimeoutMs === undefined ? {} : { statement_timeout: options.statementTimeoutMs }),
+      // A host stalled mid-transaction must not hold its lease rows' locks past its lease (P6, S7).
+      idle_in_transaction_session_timeout: options.idleInTransactionTimeoutMs,
     };
     this.#pool = new pg.Pool({ ...config, max: options.maxConnections, pipeline: true });
     // An idle connection that fails (the server restarts) is dropped by the pool; without a
@@ -127,12 +129,7 @@ export class PostgresStore implements Store {
   }
 
   async #migrate(): Promise<void> {
-    const client = await this.#pool.connect();
-    try {
-      await applyPgMigrations(client, this.schema, this.#clock());
-    } finally {
-      client.release();
-    }
+    await withClient(this.#pool, (client) => applyPgMigrations(client, this.schema, this.#clock()));
   }
 
   createWorkstream(input: CreateWorkstreamInput): Promise<WorkstreamRecord> {

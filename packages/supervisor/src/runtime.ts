@@ -29,6 +29,7 @@ import type { Commands } from './commands/index.js';
 import type { Announced } from './commands/send-queue.js';
 import {
   checkPluginModules,
+  type LeaseConfig,
   resolveConfig,
   type SupervisorConfig,
   type SupervisorConfigInput,
@@ -182,12 +183,15 @@ async function startPrelude(prelude: Prelude, config: SupervisorConfig): Promise
   }
 }
 
-async function openOwnStore(option: TurnwardenOptions['store']): Promise<Store> {
+async function openOwnStore(option: TurnwardenOptions['store'], lease: LeaseConfig): Promise<Store> {
   if (option !== undefined && 'postgres' in option) {
     checkStoreOption(option);
     return openPostgresStore({
       connectionString: option.postgres,
       ...(option.schema === undefined ? {} : { schema: option.schema }),
+      // A host stalled inside a transaction loses it (and the locks of its lease rows) no later
+      // than it misses a renewal: its expired leases can be taken over (S7).
+      idleInTransactionTimeoutMs: Math.max(lease.renewMs, 1_000),
     });
   }
   return openSqliteStore({ path: (option as { path?: string } | undefined)?.path ?? ':memory:' });
@@ -285,7 +289,7 @@ export class Turnwarden {
     try {
       await startPrelude(prelude, config);
       try {
-        store = given ?? (await openOwnStore(storeOption));
+        store = given ?? (await openOwnStore(storeOption, config.lease));
       } catch (e) {
         await prelude.close();
         throw e;
