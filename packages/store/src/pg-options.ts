@@ -97,7 +97,12 @@ export function resolvePostgresOptions(options: unknown): ResolvedPostgresStoreO
     throw invalidConfig('connectionString', 'must be a postgres:// URL');
   }
   // Parameters of the URL override the client's: these would undo the store's own settings.
-  for (const param of ['options', 'application_name', 'statement_timeout', 'idle_in_transaction_session_timeout']) {
+  for (const param of [
+    'options',
+    'application_name',
+    'statement_timeout',
+    'idle_in_transaction_session_timeout',
+  ]) {
     if (url.searchParams.has(param)) {
       throw invalidConfig('connectionString', `must not set ${param}: use the store's options`);
     }

@@ -280,6 +280,20 @@ export class SendQueue {
     }
   }
 
+  /**
+   * How many workstreams each of its maps holds an entry for: what it keeps must go with the
+   * claims, fences, calls and sends that needed it (a leak check for tests).
+   */
+  held(): { fences: number; outstanding: number; queues: number; parked: number; announced: number } {
+    return {
+      fences: this.fences.size,
+      outstanding: this.outstanding.size,
+      queues: this.queues.size,
+      parked: this.parked.size,
+      announced: this.announced.size,
+    };
+  }
+
   private remove(entry: Entry): boolean {
     const queue = this.queues.get(entry.claim.workstreamId);
     const at = queue?.indexOf(entry) ?? -1;
