@@ -206,7 +206,7 @@ export class EventHub {
     const stream = this.streamOf(workstreamId, true);
     stream.closed = this.append(stream, workstreamId, 'ws_closed', undefined, data);
     stream.listeners.clear();
-    this.idle.delete(workstreamId);
+    // Idle now, the most recently active (`streamOf` moved it to the end if it was idle already).
     this.idle.set(workstreamId, stream);
     this.evictIdle();
   }
