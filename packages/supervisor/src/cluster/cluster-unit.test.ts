@@ -1,0 +1,958 @@
+/**
+ * Cluster (cluster.ts) on its own: several Cluster objects in one process over a fake world —
+ * leases in a map, a notification channel delivered asynchronously to every listener (as
+ * LISTEN/NOTIFY does, the sender included), timers on a virtual clock, a real event hub. No
+ * runtime, no threads, no wall clock: routing's rounds, following, the control messages'
+ * checks, shutdown and the failover sweep, each asserted on what the hosts said and did.
+ */
+import { ErrorCode, errors, type HistoryRow } from '@turnwarden/protocol';
+import type { Lease, Store } from '@turnwarden/store';
+import { describe, expect, it } from 'vitest';
+import type { Timers } from '../liveness/timers.js';
+import { EventHub, type TurnwardenEvent } from '../streams/events.js';
+import {
+  Cluster,
+  type ClusterChannel,
+  type ClusterHost,
+  channelOf,
+  hostOf,
+  type RoutedOp,
+} from './cluster.js';
+
+const TTL = 3_000;
+const RENEW = 1_000;
+
+interface Timer {
+  at: number;
+  fn: () => void;
+  every?: number;
+}
+
+/** Timers on a virtual clock; `until` runs the promise, firing timers in order while it waits. */
+class Clock {
+  now = 0;
+  private readonly pending: Timer[] = [];
+  readonly timers: Timers = {
+    after: (ms, fn) => this.add({ at: this.now + ms, fn }),
+    every: (ms, fn) => this.add({ at: this.now + ms, fn, every: ms }),
+  };
+
+  private add(t: Timer) {
+    this.pending.push(t);
+    return () => {
+      const at = this.pending.indexOf(t);
+      if (at >= 0) this.pending.splice(at, 1);
+    };
+  }
+
+  /** Lets every callback, promise and setImmediate delivery run. */
+  async settle(): Promise<void> {
+    for (let i = 0; i < 30; i++) await new Promise<void>((r) => setImmediate(r));
+  }
+
+  /** Fires the timers due up to `t`, in order, settling after each; the clock ends at `t`. */
+  async advanceTo(t: number): Promise<void> {
+    for (;;) {
+      await this.settle();
+      const due = this.pending.filter((x) => x.at <= t).sort((a, b) => a.at - b.at)[0];
+      if (due === undefined) break;
+      this.now = due.at;
+      if (due.every === undefined) this.pending.splice(this.pending.indexOf(due), 1);
+      else due.at += due.every;
+      due.fn();
+    }
+    this.now = t;
+    await this.settle();
+  }
+
+  /** Runs until `p` settles, advancing to each next timer; resolves to the clock then. */
+  async until(p: Promise<unknown>): Promise<number> {
+    let done = false;
+    p.then(
+      () => (done = true),
+      () => (done = true),
+    );
+    for (let i = 0; i < 1_000; i++) {
+      await this.settle();
+      if (done) return this.now;
+      const next = Math.min(...this.pending.map((x) => x.at));
+      if (!Number.isFinite(next)) throw new Error('nothing left to fire, and the promise is still pending');
+      await this.advanceTo(next);
+    }
+    throw new Error('still pending after 1,000 timers');
+  }
+}
+
+type Log = { level: 'info' | 'warn'; fields: Record<string, unknown>; msg: string };
+
+/** The shared world: leases, journals, the channel, the clock. */
+class World {
+  readonly clock = new Clock();
+  readonly leases = new Map<string, Lease>();
+  readonly rows = new Map<string, HistoryRow[]>();
+  readonly sent: { channel: string; payload: string }[] = [];
+  private readonly listeners = new Map<string, Set<{ on: (p: string) => void; reconnect?: () => void }>>();
+  failNotify = false;
+  failRead = false;
+  unlistened = 0;
+
+  lease(ws: string, holder: string, token: number, expiresAt: number, released = false): Lease {
+    const lease = { workstreamId: ws, holder, token, acquiredAt: 0, expiresAt, released };
+    this.leases.set(ws, lease);
+    return lease;
+  }
+
+  readonly channel: ClusterChannel = {
+    notify: async (channel, payload) => {
+      if (this.failNotify) throw new Error('notify failed');
+      this.sent.push({ channel, payload });
+      const targets = [...(this.listeners.get(channel) ?? [])];
+      setImmediate(() => {
+        for (const t of targets) t.on(payload);
+      });
+    },
+    listen: async (channel, on, reconnect) => {
+      const set = this.listeners.get(channel) ?? new Set();
+      this.listeners.set(channel, set);
+      const entry = { on, ...(reconnect === undefined ? {} : { reconnect }) };
+      set.add(entry);
+      return async () => {
+        this.unlistened++;
+        set.delete(entry);
+      };
+    },
+    readHistoryAfter: async (ws, after) => {
+      if (this.failRead) throw new Error('read failed');
+      return (this.rows.get(ws) ?? []).filter((r) => r.seq > after);
+    },
+  };
+
+  /** A raw notification, as any database user could send. */
+  async raw(channel: string, payload: string): Promise<void> {
+    await this.channel.notify(channel, payload);
+    await this.clock.settle();
+  }
+
+  reconnect(): void {
+    for (const set of this.listeners.values()) for (const l of set) l.reconnect?.();
+  }
+
+  control(): Record<string, unknown>[] {
+    return this.sent
+      .filter((s) => s.channel === 'turnwarden_control')
+      .flatMap((s) => {
+        try {
+          const m = JSON.parse(s.payload);
+          return typeof m === 'object' && m !== null ? [m] : [];
+        } catch {
+          return [];
+        }
+      });
+  }
+
+  appendRows(ws: string, ...seqs: number[]): void {
+    const rows = this.rows.get(ws) ?? [];
+    for (const seq of seqs) {
+      rows.push({
+        workstreamId: ws,
+        seq,
+        commitKey: `k${seq}`,
+        generation: 1,
+        message: { role: 'user', content: `m${seq}` },
+        createdAt: 0,
+      } as unknown as HistoryRow);
+    }
+    this.rows.set(ws, rows);
+  }
+}
+
+interface HostOptions {
+  predecessors?: string;
+  runs?: Set<string>;
+  runLocally?: (ws: string, op: RoutedOp) => Promise<unknown>;
+  repairIfLeft?: (ws: string) => Promise<boolean>;
+  expiredLeases?: () => Promise<Lease[]>;
+}
+
+function hostIn(world: World, hostId: string, options: HostOptions = {}) {
+  const logs: Log[] = [];
+  const logger = {
+    info: (fields: Record<string, unknown>, msg: string) => void logs.push({ level: 'info', fields, msg }),
+    warn: (fields: Record<string, unknown>, msg: string) => void logs.push({ level: 'warn', fields, msg }),
+  };
+  const calls: [string, RoutedOp][] = [];
+  const repaired: string[] = [];
+  const runs = options.runs ?? new Set<string>();
+  const store = {
+    getLease: async (ws: string) => world.leases.get(ws),
+    expiredLeases:
+      options.expiredLeases ??
+      (async () => [...world.leases.values()].filter((l) => !l.released && l.expiresAt <= world.clock.now)),
+  } as unknown as Store;
+  const events = new EventHub(logger as never);
+  const host: ClusterHost = {
+    store,
+    holder: `${hostId}:${hostId}-uuid`,
+    hostId,
+    predecessors: options.predecessors,
+    events,
+    timers: world.clock.timers,
+    logger: logger as never,
+    lease: { ttlMs: TTL, renewMs: RENEW },
+    runsHere: (ws) => runs.has(ws),
+    runLocally: async (ws, op) => {
+      calls.push([ws, op]);
+      return options.runLocally ? options.runLocally(ws, op) : undefined;
+    },
+    repairIfLeft: async (ws) => {
+      repaired.push(ws);
+      return options.repairIfLeft ? options.repairIfLeft(ws) : false;
+    },
+  };
+  const cluster = new Cluster(host, world.channel);
+  const said = (msg: string) => logs.filter((l) => l.msg === msg);
+  return { cluster, host, logs, said, calls, repaired, runs, events };
+}
+
+async function twoHosts(options: { a?: HostOptions; b?: HostOptions } = {}) {
+  const world = new World();
+  const a = hostIn(world, 'a', options.a);
+  const b = hostIn(world, 'b', options.b);
+  await a.cluster.start();
+  await b.cluster.start();
+  return { world, a, b };
+}
+
+function listen(events: EventHub, ws: string): TurnwardenEvent[] {
+  const got: TurnwardenEvent[] = [];
+  events.subscribe(ws, (e) => void got.push(e));
+  return got;
+}
+
+describe('the channel and host ids', () => {
+  it('a store is a cluster channel only with notify, listen and readHistoryAfter', () => {
+    const fn = () => undefined;
+    const full = { notify: fn, listen: fn, readHistoryAfter: fn } as unknown as Store;
+    expect(channelOf(full)).toBe(full);
+    for (const missing of ['notify', 'listen', 'readHistoryAfter']) {
+      const partial = { notify: fn, listen: fn, readHistoryAfter: fn, [missing]: 'not a function' };
+      expect(channelOf(partial as unknown as Store), missing).toBeUndefined();
+    }
+  });
+
+  it("a holder's host id is what comes before its last colon", () => {
+    expect(hostOf('host-a:1234')).toBe('host-a');
+    expect(hostOf('a:b:c')).toBe('a:b');
+    expect(hostOf('no-colon')).toBe('');
+  });
+
+  it('start listens on both channels, schedules the sweep every renewal period and says so', async () => {
+    const world = new World();
+    const a = hostIn(world, 'a');
+    await a.cluster.start();
+    expect(a.said('cluster host joined')).toEqual([
+      { level: 'info', fields: { hostId: 'a', holder: 'a:a-uuid' }, msg: 'cluster host joined' },
+    ]);
+    world.lease('w', 'dead:1', 1, 500);
+    await world.clock.advanceTo(RENEW - 1);
+    expect(a.repaired).toEqual([]);
+    await world.clock.advanceTo(RENEW);
+    expect(a.repaired).toEqual(['w']);
+    await a.cluster.stop();
+    expect(world.unlistened).toBe(2);
+  });
+});
+
+describe('routing', () => {
+  it('runs here, unrouted: a turn here, no lease, a released one, its own, a predecessor’s', async () => {
+    const { world, a } = await twoHosts({ a: { predecessors: 'a:old-', runs: new Set(['here']) } });
+    world.lease('here', 'b:b-uuid', 1, 10_000);
+    expect(await a.cluster.route('here', { op: 'cancel' })).toEqual({ ran: false });
+    expect(await a.cluster.route('none', { op: 'cancel' })).toEqual({ ran: false });
+    world.lease('released', 'b:b-uuid', 1, 10_000, true);
+    expect(await a.cluster.route('released', { op: 'cancel' })).toEqual({ ran: false });
+    world.lease('mine', 'a:a-uuid', 1, 10_000);
+    expect(await a.cluster.route('mine', { op: 'cancel' })).toEqual({ ran: false });
+    world.lease('pred', 'a:old-123', 1, 10_000);
+    expect(await a.cluster.route('pred', { op: 'cancel' })).toEqual({ ran: false });
+    expect(await a.cluster.foreignLease('pred')).toBeUndefined();
+    world.lease('theirs', 'b:b-uuid', 1, 10_000);
+    expect(await a.cluster.foreignLease('theirs')).toMatchObject({ holder: 'b:b-uuid' });
+    expect(world.control()).toEqual([]);
+    expect(a.cluster.stats().routedOut).toBe(0);
+  });
+
+  it('a call on a workstream leased by another host runs there, as its request says, and its answer comes back', async () => {
+    const { world, a, b } = await twoHosts({ b: { runLocally: async () => ({ cancelled: true }) } });
+    world.lease('w', 'b:b-uuid', 7, 10_000);
+    const routed = a.cluster.route('w', { op: 'cancel' });
+    await world.clock.until(routed);
+    expect(await routed).toEqual({ ran: true, result: { cancelled: true } });
+    expect(b.calls).toEqual([['w', { op: 'cancel' }]]);
+    const [req, rep] = world.control();
+    expect(req).toEqual({
+      k: 'req',
+      id: expect.any(String),
+      to: 'b:b-uuid',
+      from: 'a:a-uuid',
+      ws: 'w',
+      token: 7,
+      op: 'cancel',
+    });
+    expect(rep).toEqual({ k: 'rep', id: req!.id, to: 'a:a-uuid', ok: true, result: { cancelled: true } });
+    expect(a.said('call routed to the host holding the lease')[0]?.fields).toEqual({
+      workstreamId: 'w',
+      op: 'cancel',
+      to: 'b:b-uuid',
+      token: 7,
+    });
+    expect(b.said('routed call received')[0]?.fields).toEqual({
+      workstreamId: 'w',
+      op: 'cancel',
+      from: 'a:a-uuid',
+    });
+    expect(a.cluster.stats()).toEqual({
+      hostId: 'a',
+      routedOut: 1,
+      routedIn: 0,
+      routedFallbacks: 0,
+      failovers: 0,
+      followedRows: 0,
+    });
+    expect(b.cluster.stats()).toMatchObject({ hostId: 'b', routedIn: 1, routedOut: 0 });
+  });
+
+  it('an undefined result comes back as null; the holder’s error comes back as that typed error', async () => {
+    let fail = false;
+    const { world, a } = await twoHosts({
+      b: {
+        runLocally: async () => {
+          if (fail) throw errors.turnInProgress('a turn is running', { workstreamId: 'w' });
+          return undefined;
+        },
+      },
+    });
+    world.lease('w', 'b:b-uuid', 1, 10_000);
+    const first = a.cluster.route('w', { op: 'close', waitMs: 0 });
+    await world.clock.until(first);
+    expect(await first).toEqual({ ran: true, result: null });
+    fail = true;
+    const second = a.cluster.route('w', { op: 'close', waitMs: 0 });
+    await world.clock.until(second);
+    await expect(second).rejects.toMatchObject({
+      code: ErrorCode.TURN_IN_PROGRESS,
+      message: 'a turn is running',
+    });
+  });
+
+  it('a request for a lease the holder no longer holds is answered stale, never run; the call is routed again by the lease as it is then', async () => {
+    const { world, a, b } = await twoHosts();
+    world.lease('w', 'b:b-uuid', 1, 10_000);
+    // b holds token 2 by the time the request (token 1) arrives: stale; then the lease is gone.
+    const stale: Lease = {
+      workstreamId: 'w',
+      holder: 'b:b-uuid',
+      token: 1,
+      acquiredAt: 0,
+      expiresAt: 10_000,
+      released: false,
+    };
+    let reads = 0;
+    (a.host.store as { getLease: (ws: string) => Promise<Lease | undefined> }).getLease = async () =>
+      reads++ === 0 ? stale : undefined;
+    world.lease('w', 'b:b-uuid', 2, 10_000);
+    const routed = a.cluster.route('w', { op: 'cancel' });
+    await world.clock.until(routed);
+    expect(await routed).toEqual({ ran: false });
+    expect(b.calls).toEqual([]);
+    expect(world.control()[1]).toEqual({
+      k: 'rep',
+      id: expect.any(String),
+      to: 'a:a-uuid',
+      ok: false,
+      stale: true,
+    });
+    expect(a.cluster.stats().routedFallbacks).toBe(0);
+  });
+
+  it('a holder serves only the lease it holds: released, another token, another holder or none are stale', async () => {
+    const { world, a, b } = await twoHosts();
+    for (const [i, lease] of [
+      { holder: 'b:b-uuid', token: 1, released: true },
+      { holder: 'b:b-uuid', token: 2, released: false },
+      { holder: 'c:c-uuid', token: 1, released: false },
+      undefined,
+    ].entries()) {
+      if (lease === undefined) world.leases.delete('w');
+      else world.lease('w', lease.holder, lease.token, 10_000, lease.released);
+      await world.raw(
+        'turnwarden_control',
+        JSON.stringify({
+          k: 'req',
+          id: `r${i}`,
+          to: 'b:b-uuid',
+          from: 'a:a-uuid',
+          ws: 'w',
+          token: 1,
+          op: 'cancel',
+        }),
+      );
+      await world.clock.settle();
+    }
+    expect(b.calls).toEqual([]);
+    expect(world.control().filter((m) => m.k === 'rep')).toEqual(
+      ['r0', 'r1', 'r2', 'r3'].map((id) => ({ k: 'rep', id, to: 'a:a-uuid', ok: false, stale: true })),
+    );
+    void a;
+  });
+
+  it('S7: a holder that neither answers nor renews: the call runs here once a TTL and a period passed, not before', async () => {
+    const { world, a } = await twoHosts();
+    world.lease('w', 'dead:1', 3, TTL);
+    const routed = a.cluster.route('w', { op: 'cancel' });
+    const at = await world.clock.until(routed);
+    expect(await routed).toEqual({ ran: false });
+    expect(at).toBe(TTL + RENEW);
+    expect(a.cluster.stats().routedFallbacks).toBe(1);
+    expect(
+      a.said('the lease holder did not answer and its lease lapsed or changed hands: running the call here'),
+    ).toEqual([
+      {
+        level: 'warn',
+        fields: { workstreamId: 'w', op: 'cancel', holder: 'dead:1' },
+        msg: 'the lease holder did not answer and its lease lapsed or changed hands: running the call here',
+      },
+    ]);
+  });
+
+  it('C2: a routed soft close waits its waitMs on top, in the first round only', async () => {
+    const { world, a } = await twoHosts();
+    world.lease('w', 'dead:1', 3, TTL);
+    const routed = a.cluster.route('w', { op: 'close', waitMs: 2_500 });
+    expect(await world.clock.until(routed)).toBe(TTL + RENEW + 2_500);
+    expect(await routed).toEqual({ ran: false });
+  });
+
+  it('S7: a holder that keeps renewing without answering: TIMEOUT after four TTL-and-period rounds, naming its host', async () => {
+    const { world, a } = await twoHosts();
+    world.lease('w', 'silent:1', 3, TTL);
+    const renew = world.clock.timers.every(RENEW, () =>
+      world.lease('w', 'silent:1', 3, world.clock.now + TTL),
+    );
+    const routed = a.cluster.route('w', { op: 'cancel' });
+    routed.catch(() => undefined);
+    const at = await world.clock.until(routed);
+    renew();
+    expect(at).toBe(4 * (TTL + RENEW));
+    await expect(routed).rejects.toMatchObject({
+      code: ErrorCode.TIMEOUT,
+      message: 'host silent holds the lease of w and did not answer the cancel',
+      details: { workstreamId: 'w', hostId: 'silent' },
+    });
+    // A soft close's waitMs is counted once, in the first round.
+    const close = a.cluster.route('w', { op: 'close', waitMs: 500 });
+    close.catch(() => undefined);
+    const start = world.clock.now;
+    const renew2 = world.clock.timers.every(RENEW, () =>
+      world.lease('w', 'silent:1', 3, world.clock.now + TTL),
+    );
+    const closedAt = await world.clock.until(close);
+    renew2();
+    expect(closedAt - start).toBe(4 * (TTL + RENEW) + 500);
+  });
+
+  it('a lease released while the call waits: one short wait for an answer on its way, then the call runs here', async () => {
+    const { world, a } = await twoHosts();
+    world.lease('w', 'slow:1', 3, 10_000);
+    world.clock.timers.after(1_500, () => world.lease('w', 'slow:1', 3, 10_000, true));
+    const routed = a.cluster.route('w', { op: 'cancel' });
+    const at = await world.clock.until(routed);
+    expect(await routed).toEqual({ ran: false });
+    // Seen released at the 2,000 ms look; then min(renewMs, 1,000) more for a late answer.
+    expect(at).toBe(2 * RENEW + 1_000);
+  });
+
+  it('an answer that arrives in that short wait is the answer', async () => {
+    const { world, a } = await twoHosts();
+    world.lease('w', 'slow:1', 3, 10_000);
+    world.clock.timers.after(1_500, () => world.lease('w', 'slow:1', 3, 10_000, true));
+    const routed = a.cluster.route('w', { op: 'cancel' });
+    world.clock.timers.after(2_500, () => {
+      const req = world.control().find((m) => m.k === 'req')!;
+      void world.channel.notify(
+        'turnwarden_control',
+        JSON.stringify({ k: 'rep', id: req.id, to: 'a:a-uuid', ok: true, result: 'late' }),
+      );
+    });
+    expect(await world.clock.until(routed)).toBe(2_500);
+    expect(await routed).toEqual({ ran: true, result: 'late' });
+  });
+
+  it('a lease taken by another host while the call waits: the call follows it there', async () => {
+    const { world, a } = await twoHosts({ b: { runLocally: async () => 'served by b' } });
+    world.lease('w', 'dead:1', 3, 10_000);
+    world.clock.timers.after(1_500, () => world.lease('w', 'b:b-uuid', 4, 20_000));
+    const routed = a.cluster.route('w', { op: 'cancel' });
+    await world.clock.until(routed);
+    expect(await routed).toEqual({ ran: true, result: 'served by b' });
+    expect(
+      world
+        .control()
+        .filter((m) => m.k === 'req')
+        .map((m) => [m.to, m.token]),
+    ).toEqual([
+      ['dead:1', 3],
+      ['b:b-uuid', 4],
+    ]);
+    expect(a.cluster.stats().routedOut).toBe(2);
+  });
+
+  it('a lease that keeps moving between hosts: TIMEOUT after four hops', async () => {
+    const { world, a } = await twoHosts();
+    let token = 1;
+    world.lease('w', 'h1:x', token, 100_000);
+    const move = world.clock.timers.every(RENEW, () => {
+      token++;
+      world.lease('w', `h${token}:x`, token, 100_000);
+    });
+    const routed = a.cluster.route('w', { op: 'delete', tenantId: 't', incarnation: 'i' });
+    routed.catch(() => undefined);
+    await world.clock.until(routed);
+    move();
+    await expect(routed).rejects.toMatchObject({
+      code: ErrorCode.TIMEOUT,
+      message: 'the delete of w found its lease moving between hosts 4 times',
+      details: { workstreamId: 'w' },
+    });
+    expect(world.control().filter((m) => m.k === 'req')).toHaveLength(4);
+  });
+});
+
+describe('shutdown', () => {
+  it('a host shutting down routes nothing, serves nothing (SHUTTING_DOWN) and sweeps nothing', async () => {
+    const { world, a, b } = await twoHosts();
+    world.lease('w', 'b:b-uuid', 1, 10_000);
+    b.cluster.beginShutdown();
+    const routed = a.cluster.route('w', { op: 'cancel' });
+    routed.catch(() => undefined);
+    await world.clock.until(routed);
+    await expect(routed).rejects.toMatchObject({ code: ErrorCode.SHUTTING_DOWN });
+    expect(b.calls).toEqual([]);
+    a.cluster.beginShutdown();
+    await expect(a.cluster.route('w', { op: 'cancel' })).rejects.toMatchObject({
+      code: ErrorCode.SHUTTING_DOWN,
+    });
+    world.lease('x', 'dead:1', 1, 0);
+    await world.clock.advanceTo(world.clock.now + 5 * RENEW);
+    expect([...a.repaired, ...b.repaired]).toEqual([]);
+  });
+
+  it('a shutdown that begins while a routed call waits ends it with SHUTTING_DOWN at its next look at the lease', async () => {
+    const { world, a } = await twoHosts();
+    world.lease('w', 'silent:1', 1, 100_000);
+    const routed = a.cluster.route('w', { op: 'cancel' });
+    routed.catch(() => undefined);
+    world.clock.timers.after(1_500, () => a.cluster.beginShutdown());
+    expect(await world.clock.until(routed)).toBe(2 * RENEW);
+    await expect(routed).rejects.toMatchObject({ code: ErrorCode.SHUTTING_DOWN });
+  });
+
+  it('stop waits for the calls being served, answers its own waiting calls SHUTTING_DOWN, stops listening', async () => {
+    let finish!: () => void;
+    const { world, a, b } = await twoHosts({
+      b: { runLocally: () => new Promise((r) => (finish = () => r('done'))) },
+    });
+    world.lease('w', 'b:b-uuid', 1, 100_000);
+    const routed = a.cluster.route('w', { op: 'cancel' });
+    await world.clock.settle();
+    expect(b.calls).toHaveLength(1);
+    let stopped = false;
+    const stopping = b.cluster.stop().then(() => (stopped = true));
+    await world.clock.settle();
+    expect(stopped).toBe(false);
+    finish();
+    await stopping;
+    await world.clock.settle();
+    // b answered before it stopped listening.
+    expect(world.control().filter((m) => m.k === 'rep')).toEqual([
+      expect.objectContaining({ ok: true, result: 'done' }),
+    ]);
+    expect(await routed).toEqual({ ran: true, result: 'done' });
+    // a's own call waiting when a stops: SHUTTING_DOWN.
+    world.lease('x', 'silent:1', 1, 100_000);
+    const waiting = a.cluster.route('x', { op: 'cancel' });
+    waiting.catch(() => undefined);
+    await world.clock.settle();
+    await a.cluster.stop();
+    await expect(waiting).rejects.toMatchObject({ code: ErrorCode.SHUTTING_DOWN });
+    expect(world.unlistened).toBe(4);
+  });
+
+  it('a stopped host ignores control and journal messages', async () => {
+    const { world, a, b } = await twoHosts();
+    const got = listen(b.events, 'w');
+    await b.cluster.stop();
+    world.appendRows('w', 1);
+    await world.raw('turnwarden_journal', JSON.stringify({ from: 'a:a-uuid', ws: 'w', first: 1, last: 1 }));
+    await world.raw(
+      'turnwarden_control',
+      JSON.stringify({ k: 'ended', from: 'a:a-uuid', ws: 'w', reason: 'closed' }),
+    );
+    expect(got).toEqual([]);
+    void a;
+  });
+});
+
+describe('following (E1, D6, E2)', () => {
+  it('rows journaled on one host reach the other host’s listeners as message events, in seq order, once each', async () => {
+    const { world, a, b } = await twoHosts();
+    const got = listen(b.events, 'w');
+    world.appendRows('w', 1, 2);
+    a.cluster.journaled('w', 1, 1);
+    a.cluster.journaled('w', 2, 2);
+    await world.clock.settle();
+    // Coalesced: one notice for the tick, from the lowest first to the highest last.
+    expect(
+      world.sent.filter((s) => s.channel === 'turnwarden_journal').map((s) => JSON.parse(s.payload)),
+    ).toEqual([{ from: 'a:a-uuid', ws: 'w', first: 1, last: 2 }]);
+    expect(got.map((e) => [e.type, (e.data as { seq: number }).seq, e.generation])).toEqual([
+      ['message', 1, 1],
+      ['message', 2, 1],
+    ]);
+    expect(got[0]!.data).toEqual({ seq: 1, commitKey: 'k1', message: { role: 'user', content: 'm1' } });
+    // The same notice again, and one the cursor passed: nothing twice.
+    await world.raw('turnwarden_journal', JSON.stringify({ from: 'a:a-uuid', ws: 'w', first: 1, last: 2 }));
+    world.appendRows('w', 3);
+    a.cluster.journaled('w', 3, 3);
+    await world.clock.settle();
+    expect(got.map((e) => (e.data as { seq: number }).seq)).toEqual([1, 2, 3]);
+    expect(b.cluster.stats().followedRows).toBe(3);
+    // The journaling host does not follow itself.
+    expect(a.cluster.stats().followedRows).toBe(0);
+  });
+
+  it('a follower starts at the notice’s first row; rows this host emitted itself are not followed again', async () => {
+    const { world, b } = await twoHosts();
+    const got = listen(b.events, 'w');
+    world.appendRows('w', 1, 2, 3, 4);
+    await world.raw('turnwarden_journal', JSON.stringify({ from: 'a:a-uuid', ws: 'w', first: 3, last: 3 }));
+    expect(got.map((e) => (e.data as { seq: number }).seq)).toEqual([3, 4]);
+    // b journals rows 5–6 itself (its own turn): a later notice from a starts after them.
+    world.appendRows('w', 5, 6, 7);
+    b.cluster.journaled('w', 5, 6);
+    await world.clock.settle();
+    await world.raw('turnwarden_journal', JSON.stringify({ from: 'a:a-uuid', ws: 'w', first: 7, last: 7 }));
+    expect(got.map((e) => (e.data as { seq: number }).seq)).toEqual([3, 4, 7]);
+  });
+
+  it('nothing is read for a workstream nobody listens to here, or one whose turn runs here', async () => {
+    const { world, b } = await twoHosts({ b: { runs: new Set(['mine']) } });
+    world.appendRows('quiet', 1);
+    world.appendRows('mine', 1);
+    const mine = listen(b.events, 'mine');
+    let reads = 0;
+    const read = world.channel.readHistoryAfter;
+    world.channel.readHistoryAfter = async (ws, after) => {
+      reads++;
+      return read(ws, after);
+    };
+    await world.raw(
+      'turnwarden_journal',
+      JSON.stringify({ from: 'a:a-uuid', ws: 'quiet', first: 1, last: 1 }),
+    );
+    await world.raw(
+      'turnwarden_journal',
+      JSON.stringify({ from: 'a:a-uuid', ws: 'mine', first: 1, last: 1 }),
+    );
+    expect(reads).toBe(0);
+    expect(mine).toEqual([]);
+  });
+
+  it('a journal read that fails is logged and emits nothing; a notice that fails to send is logged', async () => {
+    const { world, a, b } = await twoHosts();
+    const got = listen(b.events, 'w');
+    world.appendRows('w', 1);
+    world.failRead = true;
+    await world.raw('turnwarden_journal', JSON.stringify({ from: 'a:a-uuid', ws: 'w', first: 1, last: 1 }));
+    expect(got).toEqual([]);
+    expect(b.said('following a workstream: journal read failed')[0]?.fields).toMatchObject({
+      workstreamId: 'w',
+    });
+    world.failNotify = true;
+    a.cluster.journaled('w', 2, 2);
+    a.cluster.ended('w', 'closed');
+    await world.clock.settle();
+    expect(a.said('journal notice not sent')[0]?.fields).toMatchObject({ workstreamId: 'w' });
+    expect(a.said('control message not sent')[0]?.fields).toMatchObject({ kind: 'ended', workstreamId: 'w' });
+  });
+
+  it('D6: a close or delete on one host closes the other host’s listeners; the host that ended it, or one with no listener, does nothing', async () => {
+    const { world, a, b } = await twoHosts();
+    const onB = listen(b.events, 'w');
+    const onA = listen(a.events, 'w');
+    a.cluster.ended('w', 'deleted');
+    await world.clock.settle();
+    expect(onB.map((e) => [e.type, e.data])).toEqual([['ws_closed', { reason: 'deleted' }]]);
+    expect(onA).toEqual([]);
+    expect(world.control()).toEqual([{ k: 'ended', from: 'a:a-uuid', ws: 'w', reason: 'deleted' }]);
+    // No listener on b for x: no stream made for it.
+    a.cluster.ended('x', 'closed');
+    await world.clock.settle();
+    expect(b.events.stats().streams).toBe(1);
+  });
+
+  it('E2: a history rewritten on one host makes the other host’s listeners re-read; its cursor starts over', async () => {
+    const { world, a, b } = await twoHosts();
+    const got = listen(b.events, 'w');
+    world.appendRows('w', 1, 2);
+    await world.raw('turnwarden_journal', JSON.stringify({ from: 'a:a-uuid', ws: 'w', first: 1, last: 2 }));
+    a.cluster.rewritten('w');
+    await world.clock.settle();
+    expect(got.map((e) => e.type)).toEqual(['message', 'message', 'history_resync']);
+    expect(got[2]!.data).toEqual({ reason: 'rewritten' });
+    // Renumbered rows 1–2 are followed again from the next notice.
+    await world.raw('turnwarden_journal', JSON.stringify({ from: 'a:a-uuid', ws: 'w', first: 1, last: 2 }));
+    expect(got.map((e) => (e.data as { seq?: number }).seq)).toEqual([1, 2, undefined, 1, 2]);
+    expect(world.control()).toEqual([{ k: 'resync', from: 'a:a-uuid', ws: 'w' }]);
+    a.cluster.rewritten('quiet');
+    await world.clock.settle();
+    expect(b.events.stats().streams).toBe(1);
+    const onA = listen(a.events, 'w');
+    a.cluster.rewritten('w');
+    await world.clock.settle();
+    expect(onA).toEqual([]);
+  });
+
+  it('after the channel reconnected, every followed workstream is told to re-read, and followed afresh', async () => {
+    const { world, b } = await twoHosts();
+    const got = listen(b.events, 'w');
+    world.appendRows('w', 1);
+    await world.raw('turnwarden_journal', JSON.stringify({ from: 'a:a-uuid', ws: 'w', first: 1, last: 1 }));
+    // Both channels reconnected: told once (the first resync cleared the cursors).
+    world.reconnect();
+    expect(got.map((e) => e.type)).toEqual(['message', 'history_resync']);
+    expect(got[1]!.data).toEqual({ reason: 'replay_truncated' });
+    world.reconnect();
+    expect(got).toHaveLength(2);
+    // Followed afresh from the next notice.
+    world.appendRows('w', 2);
+    await world.raw('turnwarden_journal', JSON.stringify({ from: 'a:a-uuid', ws: 'w', first: 2, last: 2 }));
+    expect(got.map((e) => (e.data as { seq?: number }).seq)).toEqual([1, undefined, 2]);
+  });
+});
+
+describe('control messages: anything not ours is dropped, never trusted', () => {
+  const base = { k: 'req', id: 'r', to: 'b:b-uuid', from: 'a:a-uuid', ws: 'w', token: 1, op: 'cancel' };
+  const malformed: [string, unknown][] = [
+    ['not JSON', '{'],
+    ['null', null],
+    ['a number', 5],
+    ['an unknown kind', { ...base, k: 'nope' }],
+    ['a reply without id', { k: 'rep', to: 'a:a-uuid', ok: true }],
+    ['a reply with an empty id', { k: 'rep', id: '', to: 'a:a-uuid', ok: true }],
+    ['a reply without to', { k: 'rep', id: 'r', ok: true }],
+    ['a reply whose ok is not boolean', { k: 'rep', id: 'r', to: 'a:a-uuid', ok: 'yes' }],
+    ['a request without id', { ...base, id: undefined }],
+    ['a request without to', { ...base, to: undefined }],
+    ['a request without from', { ...base, from: undefined }],
+    ['a request without ws', { ...base, ws: undefined }],
+    ['a request with a ws over 512', { ...base, ws: 'w'.repeat(513) }],
+    ['a request whose token is not a number', { ...base, token: '1' }],
+    ['a request of an unknown op', { ...base, op: 'explode' }],
+    ['a close without waitMs', { ...base, op: 'close' }],
+    ['a delete without tenantId', { ...base, op: 'delete', incarnation: 'i' }],
+    ['a delete without incarnation', { ...base, op: 'delete', tenantId: 't' }],
+    ['an ended without from', { k: 'ended', ws: 'w', reason: 'closed' }],
+    ['an ended without ws', { k: 'ended', from: 'a:a-uuid', reason: 'closed' }],
+    ['an ended with another reason', { k: 'ended', from: 'a:a-uuid', ws: 'w', reason: 'gone' }],
+    ['a resync without from', { k: 'resync', ws: 'w' }],
+    ['a resync without ws', { k: 'resync', from: 'a:a-uuid' }],
+  ];
+
+  it('each malformed control message is logged (its first 200 characters) and does nothing', async () => {
+    const { world, b } = await twoHosts();
+    world.lease('w', 'b:b-uuid', 1, 100_000);
+    const got = listen(b.events, 'w');
+    for (const [what, m] of malformed) {
+      const payload = typeof m === 'string' ? m : JSON.stringify(m);
+      const before = b.said('malformed control message ignored').length;
+      const sent = world.sent.length;
+      await world.raw('turnwarden_control', payload);
+      await world.clock.settle();
+      expect(b.said('malformed control message ignored').length, what).toBe(before + 1);
+      // Nothing answered it.
+      expect(world.sent.length, what).toBe(sent + 1);
+    }
+    expect(b.calls).toEqual([]);
+    expect(got).toEqual([]);
+    await world.raw('turnwarden_control', 'x'.repeat(300));
+    expect(b.said('malformed control message ignored').at(-1)?.fields).toEqual({ payload: 'x'.repeat(200) });
+  });
+
+  it('the well-formed ones are served: a close with waitMs, a delete with tenant and incarnation', async () => {
+    const { world, b } = await twoHosts();
+    world.lease('w', 'b:b-uuid', 1, 100_000);
+    await world.raw('turnwarden_control', JSON.stringify({ ...base, id: 'c', op: 'close', waitMs: 0 }));
+    await world.raw(
+      'turnwarden_control',
+      JSON.stringify({ ...base, id: 'd', op: 'delete', tenantId: 't', incarnation: 'i' }),
+    );
+    await world.clock.settle();
+    expect(b.calls).toEqual([
+      ['w', { op: 'close', waitMs: 0 }],
+      ['w', { op: 'delete', tenantId: 't', incarnation: 'i' }],
+    ]);
+    expect(b.said('malformed control message ignored')).toEqual([]);
+  });
+
+  it('a request or reply for another holder is not this host’s', async () => {
+    const { world, a, b } = await twoHosts();
+    world.lease('w', 'b:b-uuid', 1, 100_000);
+    await world.raw('turnwarden_control', JSON.stringify({ ...base, to: 'c:c-uuid' }));
+    expect(b.calls).toEqual([]);
+    // A reply for another holder, with the id of a's waiting call: a keeps waiting.
+    world.lease('x', 'silent:1', 1, 100_000);
+    const routed = a.cluster.route('x', { op: 'cancel' });
+    routed.catch(() => undefined);
+    await world.clock.settle();
+    const req = world.control().find((m) => m.k === 'req' && m.ws === 'x')!;
+    await world.raw(
+      'turnwarden_control',
+      JSON.stringify({ k: 'rep', id: req.id, to: 'c:c-uuid', ok: true, result: 1 }),
+    );
+    await world.clock.advanceTo(RENEW);
+    await world.raw(
+      'turnwarden_control',
+      JSON.stringify({ k: 'rep', id: req.id, to: 'a:a-uuid', ok: true, result: 2 }),
+    );
+    await world.clock.advanceTo(2 * RENEW);
+    expect(await routed).toEqual({ ran: true, result: 2 });
+  });
+
+  it('malformed journal notices are dropped', async () => {
+    const { world, b } = await twoHosts();
+    const got = listen(b.events, 'w');
+    world.appendRows('w', 1, 2);
+    for (const n of [
+      '{',
+      'null',
+      '7',
+      { ws: 'w', first: 1, last: 1 },
+      { from: 'a:a-uuid', first: 1, last: 1 },
+      { from: 'a:a-uuid', ws: 'w', first: 1.5, last: 2 },
+      { from: 'a:a-uuid', ws: 'w', first: 1, last: 2.5 },
+      { from: 'a:a-uuid', ws: 'w', first: 0, last: 2 },
+      { from: 'a:a-uuid', ws: 'w', first: 2, last: 1 },
+    ]) {
+      await world.raw('turnwarden_journal', typeof n === 'string' ? n : JSON.stringify(n));
+    }
+    expect(got).toEqual([]);
+    await world.raw('turnwarden_journal', JSON.stringify({ from: 'a:a-uuid', ws: 'w', first: 1, last: 1 }));
+    expect(got.map((e) => (e.data as { seq: number }).seq)).toEqual([1, 2]);
+  });
+});
+
+describe('the failover sweep (S7)', () => {
+  it('repairs the sessions of other hosts’ expired, unreleased leases, each expiry once; skips its own and those running here', async () => {
+    const world = new World();
+    const a = hostIn(world, 'a', { runs: new Set(['here']), repairIfLeft: async (ws) => ws === 'debt' });
+    await a.cluster.start();
+    world.lease('debt', 'dead:1', 1, 0);
+    world.lease('clean', 'dead:1', 2, 0);
+    world.lease('own', 'a:a-uuid', 1, 0);
+    world.lease('here', 'dead:1', 1, 0);
+    await world.clock.advanceTo(RENEW);
+    expect(a.repaired).toEqual(['debt', 'clean']);
+    expect(a.cluster.stats().failovers).toBe(1);
+    expect(a.said('took over a workstream whose host let its lease expire mid-turn; repaired')).toEqual([
+      {
+        level: 'warn',
+        fields: { workstreamId: 'debt', deadHolder: 'dead:1', token: 1 },
+        msg: 'took over a workstream whose host let its lease expire mid-turn; repaired',
+      },
+    ]);
+    expect(a.said('expired lease of another host: its session holds nothing to repair')[0]?.fields).toEqual({
+      workstreamId: 'clean',
+      deadHolder: 'dead:1',
+      token: 2,
+    });
+    // The same expiries again: looked at once.
+    await world.clock.advanceTo(3 * RENEW);
+    expect(a.repaired).toEqual(['debt', 'clean']);
+    // Renewed, then expired again: looked at again.
+    world.lease('clean', 'dead:1', 2, 3 * RENEW + 1);
+    await world.clock.advanceTo(5 * RENEW);
+    expect(a.repaired).toEqual(['debt', 'clean', 'clean']);
+  });
+
+  it('a lease another host won, or a workstream gone or closed, is left alone; any other failure is retried at the next sweep', async () => {
+    const world = new World();
+    let attempts = 0;
+    const a = hostIn(world, 'a', {
+      repairIfLeft: async (ws) => {
+        if (ws === 'won')
+          throw errors.leasedElsewhere('taken', {
+            workstreamId: ws,
+            holder: 'c:1',
+            expiresAt: 0,
+            retryAfterMs: 0,
+          });
+        if (ws === 'gone') throw errors.workstreamNotFound('gone', { workstreamId: ws });
+        if (ws === 'closed') throw errors.workstreamClosed('closed', { workstreamId: ws });
+        if (++attempts === 1) throw new Error('store down');
+        return true;
+      },
+    });
+    await a.cluster.start();
+    for (const ws of ['won', 'gone', 'closed', 'flaky']) world.lease(ws, 'dead:1', 1, 0);
+    await world.clock.advanceTo(RENEW);
+    expect(a.said('expired lease of another host: left alone').map((l) => l.fields.code)).toEqual([
+      ErrorCode.LEASED_ELSEWHERE,
+      ErrorCode.WORKSTREAM_NOT_FOUND,
+      ErrorCode.WORKSTREAM_CLOSED,
+    ]);
+    expect(a.said('failover repair failed; will retry')[0]?.fields).toMatchObject({ workstreamId: 'flaky' });
+    await world.clock.advanceTo(2 * RENEW);
+    expect(a.repaired.filter((ws) => ws === 'flaky')).toHaveLength(2);
+    expect(a.repaired.filter((ws) => ws === 'won')).toHaveLength(1);
+    expect(a.cluster.stats().failovers).toBe(1);
+  });
+
+  it('a sweep that fails is logged and the next one runs; a sweep still running is not started twice', async () => {
+    const world = new World();
+    let calls = 0;
+    let release!: () => void;
+    const a = hostIn(world, 'a', {
+      expiredLeases: async () => {
+        calls++;
+        if (calls === 1) throw new Error('db down');
+        if (calls === 2) await new Promise<void>((r) => (release = r));
+        return [];
+      },
+    });
+    await a.cluster.start();
+    await world.clock.advanceTo(RENEW);
+    expect(a.said('failover sweep failed; will retry')).toHaveLength(1);
+    await world.clock.advanceTo(2 * RENEW);
+    await world.clock.advanceTo(4 * RENEW);
+    expect(calls).toBe(2);
+    release();
+    await world.clock.advanceTo(5 * RENEW);
+    expect(calls).toBe(3);
+  });
+
+  it('a sweep stops at shutdown between leases', async () => {
+    const world = new World();
+    const a = hostIn(world, 'a', {
+      repairIfLeft: async () => {
+        a.cluster.beginShutdown();
+        return false;
+      },
+    });
+    await a.cluster.start();
+    world.lease('one', 'dead:1', 1, 0);
+    world.lease('two', 'dead:1', 1, 0);
+    await world.clock.advanceTo(RENEW);
+    expect(a.repaired).toEqual(['one']);
+  });
+});
