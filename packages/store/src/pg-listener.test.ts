@@ -7,11 +7,11 @@
  * last statement it ran. Skipped, saying why, where no PostgreSQL is installed.
  */
 import { randomUUID } from 'node:crypto';
-import net from 'node:net';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { isChannelName, PgListener } from './pg-listener.js';
 import { startPostgres } from './test-support/postgres.js';
+import { freezableProxy } from './test-support/proxy.js';
 
 const started = await startPostgres();
 if ('skip' in started) process.stdout.write(`pg-listener.test.ts: skipped — ${started.skip}\n`);
@@ -38,53 +38,6 @@ function listener(connectionString = url) {
     return rows;
   };
   return { l, name, backend };
-}
-
-/**
- * A loopback proxy in front of the cluster. `freeze()` holds what the server of the connection
- * open now sends (a FATAL, its end) until that connection's client next writes, then delivers
- * it: a statement is sent on a connection the client does not yet know is dead.
- */
-async function freezableProxy() {
-  const target = new URL(url);
-  const sockets = new Set<net.Socket>();
-  let freezeLatest: (() => void) | undefined;
-  const server = net.createServer((client) => {
-    const upstream = net.connect(Number(target.port), target.hostname);
-    sockets.add(client).add(upstream);
-    let held: Buffer[] | undefined; // defined while frozen
-    let ended = false;
-    upstream.on('data', (b) => (held === undefined ? client.write(b) : held.push(b)));
-    upstream.on('close', () => {
-      if (held === undefined) client.end();
-      else ended = true;
-    });
-    client.on('data', (b) => {
-      if (held !== undefined) {
-        for (const h of held) client.write(h);
-        held = undefined;
-        if (ended) client.end();
-      }
-      if (!upstream.destroyed) upstream.write(b);
-    });
-    client.on('close', () => upstream.destroy());
-    for (const s of [client, upstream]) s.on('error', () => undefined);
-    freezeLatest = () => {
-      held = [];
-    };
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const proxied = new URL(url);
-  proxied.hostname = '127.0.0.1';
-  proxied.port = String((server.address() as net.AddressInfo).port);
-  return {
-    url: proxied.toString(),
-    freeze: () => freezeLatest!(),
-    close() {
-      for (const s of sockets) s.destroy();
-      server.close();
-    },
-  };
 }
 
 const notify = (channel: string, payload?: string) =>
@@ -219,7 +172,7 @@ describe.skipIf('skip' in started)('PgListener (LISTEN/NOTIFY on one dedicated c
   });
 
   it('a subscribe whose LISTEN meets a connection dying under it (its end not yet seen) reconnects and listens to every channel', async () => {
-    const proxy = await freezableProxy();
+    const proxy = await freezableProxy(url);
     const { l, backend } = listener(proxy.url);
     const got: string[] = [];
     let resyncs = 0;
