@@ -86,7 +86,8 @@ export async function appendBatches(
   batches: readonly CheckedAppend[],
   clock: number | null,
 ): Promise<AppendOutcome[]> {
-  const ids = [...new Set(batches.map((b) => b.workstreamId))].sort(byCodeUnit);
+  // The locking statements take their row locks in id order themselves (ORDER BY … FOR UPDATE).
+  const ids = [...new Set(batches.map((b) => b.workstreamId))];
   const fenced = [...new Set(batches.filter((b) => b.token !== undefined).map((b) => b.workstreamId))];
   const keyWs: string[] = [];
   const keyKeys: string[] = [];
@@ -101,8 +102,7 @@ export async function appendBatches(
     }
   }
   const lockP = tx.query<LockedRow>(LOCK_SQL, [ids]);
-  const leasesP =
-    fenced.length === 0 ? undefined : tx.query<LeaseRow>(LEASE_LOCK_SQL, [fenced.sort(byCodeUnit)]);
+  const leasesP = fenced.length === 0 ? undefined : tx.query<LeaseRow>(LEASE_LOCK_SQL, [fenced]);
   const stateP = tx.query<StateRow>(STATE_SQL, [ids, keyWs, keyKeys, clock]);
   const locked = toLocked((await lockP).rows, leasesP === undefined ? [] : (await leasesP).rows);
   const { now, histories } = readState((await stateP).rows);
@@ -124,11 +124,6 @@ export async function appendBatches(
   }
   if (sessions.size > 0) tx.send(SESSIONS_SQL, [[...sessions.keys()], [...sessions.values()]]);
   return outcomes;
-}
-
-/** Bytewise order, the order of COLLATE "C" (and of the row locks). */
-function byCodeUnit(a: string, b: string): number {
-  return a < b ? -1 : a > b ? 1 : 0;
 }
 
 function readState(stateRows: readonly StateRow[]): { now: number; histories: Map<string, History> } {

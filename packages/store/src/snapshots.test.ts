@@ -187,6 +187,20 @@ forEachStore((backend) => {
       });
     });
 
+    it('P2: a batch without a snapshot leaves the stored one, alone or in a group commit beside one that carries its own', async () => {
+      await store.saveSession({ workstreamId: 'a', session: snap('idle', 'kept') });
+      await store.saveSession({ workstreamId: 'b', session: snap('idle', 'b-before') });
+      await store.appendMessages({ workstreamId: 'a', generation: 1, entries: [user('u1')] });
+      expect(await sessionOf('a')).toEqual(snap('idle', 'kept'));
+      const outcomes = await store.appendMany([
+        { workstreamId: 'a', generation: 1, entries: [assistant('a1')] },
+        { workstreamId: 'b', generation: 1, entries: [user('u1')], session: snap('claimed', 'b-after') },
+      ]);
+      expect(outcomes).toEqual([{ seqs: [2] }, { seqs: [1] }]);
+      expect(await sessionOf('a')).toEqual(snap('idle', 'kept'));
+      expect(await sessionOf('b')).toEqual(snap('claimed', 'b-after'));
+    });
+
     it('P6 P2: a group commit stores each accepted batch’s snapshot; a refused batch (stale token, conflict) leaves its workstream’s as the batches before it left it', async () => {
       await store.appendMessages({ workstreamId: 'c', generation: 1, entries: [user('c-u', 'first')] });
       await store.saveSession({ workstreamId: 'b', session: snap('idle', 'b-before') });
