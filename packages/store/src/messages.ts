@@ -1,13 +1,8 @@
 /** The `messages` table: gap-free seqs, commit-key idempotency (P1), structural check (S1). */
 
-import {
-  errors,
-  type HistoryRow,
-  type JournalEntry,
-  openToolCalls,
-  structuralRefusal,
-} from '@turnwarden/protocol';
+import { errors, type HistoryRow, type JournalEntry, structuralRefusal } from '@turnwarden/protocol';
 import type Database from 'better-sqlite3';
+import { compactionToWrite, rewindToWrite } from './rewrite-rules.js';
 import { type MessageRow as SharedMessageRow, toHistoryRow } from './rows.js';
 
 /** `SELECT *`: the shared columns and the role. */
@@ -91,28 +86,8 @@ export class MessageTable {
   ): number {
     const body = JSON.stringify(summary.message);
     const existing = this.#byKey.get(workstreamId, summary.commitKey);
-    if (existing !== undefined) {
-      if (existing.body !== body) {
-        throw errors.commitConflict(
-          `commit key ${summary.commitKey} of workstream ${workstreamId} already holds a different row`,
-          { workstreamId, commitKey: summary.commitKey },
-        );
-      }
+    if (!compactionToWrite(workstreamId, summary, throughSeq, existing?.body, () => this.all(workstreamId))) {
       return 0;
-    }
-    const rows = this.all(workstreamId);
-    if (throughSeq < 1 || throughSeq > rows.length) {
-      throw errors.invalidInput(`throughSeq ${throughSeq} is outside 1..${rows.length}`, {
-        field: 'throughSeq',
-      });
-    }
-    const prefix = rows.slice(0, throughSeq);
-    const firstKept = rows[throughSeq];
-    if (openToolCalls(prefix).length > 0 || firstKept?.message.role === 'tool') {
-      throw errors.structureViolation(
-        `workstream ${workstreamId}: compacting through seq ${throughSeq} would separate tool calls from their results`,
-        { workstreamId, throughSeq },
-      );
     }
     this.#deleteThrough.run(workstreamId, throughSeq);
     this.#park.run(PARKING, workstreamId, throughSeq);
@@ -128,21 +103,9 @@ export class MessageTable {
    */
   truncate(workstreamId: string, fromSeq: number, fromKey: string): number {
     const lastSeq = this.#lastSeq.get(workstreamId)!.seq;
-    const atKey = this.#byKey.get(workstreamId, fromKey);
-    if (atKey === undefined && lastSeq === fromSeq - 1) return 0;
-    if (atKey?.seq !== fromSeq) {
-      throw errors.commitConflict(
-        `workstream ${workstreamId}: the history changed since the rewind was planned (row ${fromSeq} does not hold ${fromKey})`,
-        { workstreamId, fromSeq, fromKey, lastSeq },
-      );
-    }
-    const kept = this.all(workstreamId).slice(0, fromSeq - 1);
-    if (openToolCalls(kept).length > 0) {
-      throw errors.structureViolation(
-        `workstream ${workstreamId}: rewinding to seq ${fromSeq} would leave a tool call without its result`,
-        { workstreamId, fromSeq },
-      );
-    }
+    const keySeq = this.#byKey.get(workstreamId, fromKey)?.seq;
+    const kept = () => this.all(workstreamId).slice(0, fromSeq - 1);
+    if (!rewindToWrite(workstreamId, fromSeq, fromKey, lastSeq, keySeq, kept)) return 0;
     this.#deleteFrom.run(workstreamId, fromSeq);
     return lastSeq - fromSeq + 1;
   }

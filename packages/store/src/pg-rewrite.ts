@@ -1,10 +1,11 @@
 /**
  * History rewrites on PostgreSQL — compaction (L8) and rewind (C6) — decided on the rows read
- * under the workstream's lock, with the same checks as SQLite's MessageTable, then written by
+ * under the workstream's lock, with the rules both stores share (rewrite-rules.ts), then written by
  * statements sent together with COMMIT.
  */
-import { errors, type HistoryRow, type JournalEntry, openToolCalls } from '@turnwarden/protocol';
+import type { HistoryRow, JournalEntry } from '@turnwarden/protocol';
 import type { PgTx } from './pg-tx.js';
+import { compactionToWrite, rewindToWrite } from './rewrite-rules.js';
 
 /** Above every real seq: renumbering goes through it so no step collides on the primary key. */
 const PARKING = 2 ** 40;
@@ -26,26 +27,8 @@ export function compactRows(
   const { summary, throughSeq } = c;
   const body = JSON.stringify(summary.message);
   const existing = rows.find((r) => r.commitKey === summary.commitKey);
-  if (existing !== undefined) {
-    if (JSON.stringify(existing.message) !== body) {
-      throw errors.commitConflict(
-        `commit key ${summary.commitKey} of workstream ${workstreamId} already holds a different row`,
-        { workstreamId, commitKey: summary.commitKey },
-      );
-    }
-    return 0;
-  }
-  if (throughSeq < 1 || throughSeq > rows.length) {
-    throw errors.invalidInput(`throughSeq ${throughSeq} is outside 1..${rows.length}`, {
-      field: 'throughSeq',
-    });
-  }
-  if (openToolCalls(rows.slice(0, throughSeq)).length > 0 || rows[throughSeq]?.message.role === 'tool') {
-    throw errors.structureViolation(
-      `workstream ${workstreamId}: compacting through seq ${throughSeq} would separate tool calls from their results`,
-      { workstreamId, throughSeq },
-    );
-  }
+  const existingBody = existing === undefined ? undefined : JSON.stringify(existing.message);
+  if (!compactionToWrite(workstreamId, summary, throughSeq, existingBody, () => rows)) return 0;
   tx.send('DELETE FROM messages WHERE workstream_id = $1 AND seq <= $2', [workstreamId, throughSeq]);
   tx.send('UPDATE messages SET seq = seq + $3 WHERE workstream_id = $1 AND seq > $2', [
     workstreamId,
@@ -77,20 +60,9 @@ export function truncateRows(
   fromKey: string,
 ): number {
   const lastSeq = rows.at(-1)?.seq ?? 0;
-  const atKey = rows.find((r) => r.commitKey === fromKey);
-  if (atKey === undefined && lastSeq === fromSeq - 1) return 0;
-  if (atKey?.seq !== fromSeq) {
-    throw errors.commitConflict(
-      `workstream ${workstreamId}: the history changed since the rewind was planned (row ${fromSeq} does not hold ${fromKey})`,
-      { workstreamId, fromSeq, fromKey, lastSeq },
-    );
-  }
-  if (openToolCalls(rows.slice(0, fromSeq - 1)).length > 0) {
-    throw errors.structureViolation(
-      `workstream ${workstreamId}: rewinding to seq ${fromSeq} would leave a tool call without its result`,
-      { workstreamId, fromSeq },
-    );
-  }
+  const keySeq = rows.find((r) => r.commitKey === fromKey)?.seq;
+  if (!rewindToWrite(workstreamId, fromSeq, fromKey, lastSeq, keySeq, () => rows.slice(0, fromSeq - 1)))
+    return 0;
   tx.send('DELETE FROM messages WHERE workstream_id = $1 AND seq >= $2', [workstreamId, fromSeq]);
   return lastSeq - fromSeq + 1;
 }
