@@ -122,4 +122,25 @@ describe.skipIf('skip' in started)('inTransaction', () => {
     );
     expect(next).not.toBe(pid);
   });
+
+  it('a connection goes back to the pool with the listeners it had: each transaction removes the error listener it added', async () => {
+    let client: pg.PoolClient | undefined;
+    const onAcquire = (c: pg.PoolClient) => {
+      client = c;
+    };
+    pool.on('acquire', onAcquire);
+    try {
+      await inTransaction(pool, async (tx) => void (await tx.query('SELECT 1')));
+      const before = client!.listenerCount('error');
+      for (let i = 0; i < 12; i++) {
+        await inTransaction(pool, async (tx) => void (await tx.query('SELECT 1')));
+        await inTransaction(pool, async () => {
+          throw new Error('the caller failed');
+        }).catch(() => undefined);
+      }
+      expect(client!.listenerCount('error')).toBe(before);
+    } finally {
+      pool.off('acquire', onAcquire);
+    }
+  });
 });
