@@ -37,6 +37,11 @@ class Clock {
     every: (ms, fn) => this.add({ at: this.now + ms, fn, every: ms }),
   };
 
+  /** Timers not fired or cancelled yet. */
+  get waiting(): number {
+    return this.pending.length;
+  }
+
   private add(t: Timer) {
     this.pending.push(t);
     return () => {
@@ -172,6 +177,7 @@ interface HostOptions {
   runLocally?: (ws: string, op: RoutedOp) => Promise<unknown>;
   repairIfLeft?: (ws: string) => Promise<boolean>;
   expiredLeases?: () => Promise<Lease[]>;
+  renewMs?: number;
 }
 
 function hostIn(world: World, hostId: string, options: HostOptions = {}) {
@@ -198,7 +204,7 @@ function hostIn(world: World, hostId: string, options: HostOptions = {}) {
     events,
     timers: world.clock.timers,
     logger: logger as never,
-    lease: { ttlMs: TTL, renewMs: RENEW },
+    lease: { ttlMs: TTL, renewMs: options.renewMs ?? RENEW },
     runsHere: (ws) => runs.has(ws),
     runLocally: async (ws, op) => {
       calls.push([ws, op]);
@@ -472,6 +478,17 @@ describe('routing', () => {
     expect(at).toBe(2 * RENEW + 1_000);
   });
 
+  it('that short wait is a renewal period when it is under a second', async () => {
+    const world = new World();
+    const a = hostIn(world, 'a', { renewMs: 400 });
+    await a.cluster.start();
+    world.lease('w', 'slow:1', 3, 10_000);
+    world.clock.timers.after(500, () => world.lease('w', 'slow:1', 3, 10_000, true));
+    const routed = a.cluster.route('w', { op: 'cancel' });
+    // Seen released at the 800 ms look; then 400 ms more.
+    expect(await world.clock.until(routed)).toBe(1_200);
+  });
+
   it('an answer that arrives in that short wait is the answer', async () => {
     const { world, a } = await twoHosts();
     world.lease('w', 'slow:1', 3, 10_000);
@@ -539,9 +556,12 @@ describe('shutdown', () => {
     await expect(routed).rejects.toMatchObject({ code: ErrorCode.SHUTTING_DOWN });
     expect(b.calls).toEqual([]);
     a.cluster.beginShutdown();
+    const requests = world.control().filter((m) => m.k === 'req').length;
     await expect(a.cluster.route('w', { op: 'cancel' })).rejects.toMatchObject({
       code: ErrorCode.SHUTTING_DOWN,
     });
+    // Refused before a request went out.
+    expect(world.control().filter((m) => m.k === 'req')).toHaveLength(requests);
     world.lease('x', 'dead:1', 1, 0);
     await world.clock.advanceTo(world.clock.now + 5 * RENEW);
     expect([...a.repaired, ...b.repaired]).toEqual([]);
@@ -586,6 +606,37 @@ describe('shutdown', () => {
     await a.cluster.stop();
     await expect(waiting).rejects.toMatchObject({ code: ErrorCode.SHUTTING_DOWN });
     expect(world.unlistened).toBe(4);
+    // Both stopped: no sweep scheduled any more (only a's cancelled-call timers could be left).
+    await world.clock.advanceTo(world.clock.now + 100_000);
+    expect(world.clock.waiting).toBe(0);
+  });
+
+  it('messages already on their way when stop begins are ignored', async () => {
+    const { world, b } = await twoHosts();
+    world.lease('w', 'b:b-uuid', 1, 100_000);
+    const got = listen(b.events, 'w');
+    world.appendRows('w', 1);
+    // Sent (their delivery queued), then stop: they arrive after it began.
+    await world.channel.notify(
+      'turnwarden_journal',
+      JSON.stringify({ from: 'a:a-uuid', ws: 'w', first: 1, last: 1 }),
+    );
+    await world.channel.notify(
+      'turnwarden_control',
+      JSON.stringify({
+        k: 'req',
+        id: 'r',
+        to: 'b:b-uuid',
+        from: 'a:a-uuid',
+        ws: 'w',
+        token: 1,
+        op: 'cancel',
+      }),
+    );
+    await b.cluster.stop();
+    await world.clock.settle();
+    expect(got).toEqual([]);
+    expect(b.calls).toEqual([]);
   });
 
   it('a stopped host ignores control and journal messages', async () => {
@@ -626,6 +677,18 @@ describe('following (E1, D6, E2)', () => {
     a.cluster.journaled('w', 3, 3);
     await world.clock.settle();
     expect(got.map((e) => (e.data as { seq: number }).seq)).toEqual([1, 2, 3]);
+    // The next tick's notice names only its own rows.
+    expect(
+      world.sent
+        .filter((s) => s.channel === 'turnwarden_journal')
+        .map((s) => JSON.parse(s.payload))
+        .at(-1),
+    ).toEqual({
+      from: 'a:a-uuid',
+      ws: 'w',
+      first: 3,
+      last: 3,
+    });
     expect(b.cluster.stats().followedRows).toBe(3);
     // The journaling host does not follow itself.
     expect(a.cluster.stats().followedRows).toBe(0);
@@ -643,6 +706,22 @@ describe('following (E1, D6, E2)', () => {
     await world.clock.settle();
     await world.raw('turnwarden_journal', JSON.stringify({ from: 'a:a-uuid', ws: 'w', first: 7, last: 7 }));
     expect(got.map((e) => (e.data as { seq: number }).seq)).toEqual([3, 4, 7]);
+  });
+
+  it('a workstream nobody listens to any more is forgotten: a listener that comes back follows from the next notice, not the old cursor', async () => {
+    const { world, b } = await twoHosts();
+    const first: TurnwardenEvent[] = [];
+    const off = b.events.subscribe('w', (e) => void first.push(e));
+    world.appendRows('w', 1);
+    await world.raw('turnwarden_journal', JSON.stringify({ from: 'a:a-uuid', ws: 'w', first: 1, last: 1 }));
+    off();
+    world.appendRows('w', 2, 3);
+    await world.raw('turnwarden_journal', JSON.stringify({ from: 'a:a-uuid', ws: 'w', first: 2, last: 3 }));
+    const again = listen(b.events, 'w');
+    world.appendRows('w', 4);
+    await world.raw('turnwarden_journal', JSON.stringify({ from: 'a:a-uuid', ws: 'w', first: 4, last: 4 }));
+    expect(first.map((e) => (e.data as { seq: number }).seq)).toEqual([1]);
+    expect(again.map((e) => (e.data as { seq: number }).seq)).toEqual([4]);
   });
 
   it('nothing is read for a workstream nobody listens to here, or one whose turn runs here', async () => {
@@ -787,6 +866,26 @@ describe('control messages: anything not ours is dropped, never trusted', () => 
     expect(got).toEqual([]);
     await world.raw('turnwarden_control', 'x'.repeat(300));
     expect(b.said('malformed control message ignored').at(-1)?.fields).toEqual({ payload: 'x'.repeat(200) });
+  });
+
+  it('an op that is none of cancel, close or delete is dropped, whatever else it carries; an id of 512 characters is one', async () => {
+    const { world, b } = await twoHosts();
+    const long = 'w'.repeat(512);
+    world.lease(long, 'b:b-uuid', 1, 100_000);
+    await world.raw(
+      'turnwarden_control',
+      JSON.stringify({ ...base, ws: long, op: 'explode', tenantId: 't', incarnation: 'i', waitMs: 0 }),
+    );
+    expect(b.calls).toEqual([]);
+    expect(b.said('malformed control message ignored')).toHaveLength(1);
+    await world.raw('turnwarden_control', JSON.stringify({ ...base, ws: long }));
+    expect(b.calls).toEqual([[long, { op: 'cancel' }]]);
+    const got = listen(b.events, 'x');
+    await world.raw(
+      'turnwarden_control',
+      JSON.stringify({ k: 'ended', from: 'a:a-uuid', ws: 'x', reason: 'closed' }),
+    );
+    expect(got.map((e) => e.data)).toEqual([{ reason: 'closed' }]);
   });
 
   it('the well-formed ones are served: a close with waitMs, a delete with tenant and incarnation', async () => {
@@ -954,5 +1053,28 @@ describe('the failover sweep (S7)', () => {
     world.lease('two', 'dead:1', 1, 0);
     await world.clock.advanceTo(RENEW);
     expect(a.repaired).toEqual(['one']);
+  });
+
+  it('the expiries looked at are forgotten beyond 10,000, so memory stays bounded: then each is looked at once more', async () => {
+    for (const [n, again] of [
+      [10_000, 0],
+      [10_001, 10_001],
+    ] as const) {
+      const world = new World();
+      const leases = Array.from({ length: n }, (_, i) => ({
+        workstreamId: `w${i}`,
+        holder: 'dead:1',
+        token: 1,
+        acquiredAt: 0,
+        expiresAt: 0,
+        released: false,
+      }));
+      const a = hostIn(world, 'a', { expiredLeases: async () => leases });
+      await a.cluster.start();
+      await world.clock.advanceTo(RENEW);
+      expect(a.repaired).toHaveLength(n);
+      await world.clock.advanceTo(2 * RENEW);
+      expect(a.repaired.length - n, String(n)).toBe(again);
+    }
   });
 });
