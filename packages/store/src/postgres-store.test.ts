@@ -357,6 +357,21 @@ describe.skipIf(skip !== undefined)('PostgresStore', () => {
     }
   });
 
+  it('an injected clock that returns a non-finite value fails the call with INVALID_CONFIG naming now, writing nothing', async () => {
+    let t: unknown = 1_000;
+    const b = await open({ now: () => t as number });
+    await b.createWorkstream({ id: 'w', tenantId: 't' });
+    for (const bad of [Number.NaN, Number.POSITIVE_INFINITY, '5']) {
+      t = bad;
+      await expect(b.acquireLease('w', 'h', 1_000), String(bad)).rejects.toMatchObject({
+        code: 'INVALID_CONFIG',
+        details: { field: 'now' },
+      });
+    }
+    t = 2_000;
+    expect(await b.getLease('w')).toBeUndefined();
+  });
+
   it('validates its options with INVALID_CONFIG naming the field', async () => {
     for (const [options, field] of [
       [{ connectionString: '' }, 'connectionString'],
