@@ -199,6 +199,56 @@ describe.skipIf('skip' in started)('PgListener (LISTEN/NOTIFY on one dedicated c
     proxy.close();
   });
 
+  it('reconnects with backoff — 100 ms doubling to 5 s while the server refuses it — and from 100 ms again once it is back', async () => {
+    const proxy = await freezableProxy(url);
+    // The listener's timers, fired by the test: each entry is a delay it asked for.
+    const delays: number[] = [];
+    const due: (() => void)[] = [];
+    const name = `twl_${randomUUID().slice(0, 8)}`;
+    const l = new PgListener({ connectionString: proxy.url, application_name: name }, (fn, ms) => {
+      delays.push(ms);
+      due.push(fn);
+      return () => {
+        const at = due.indexOf(fn);
+        if (at >= 0) due.splice(at, 1);
+      };
+    });
+    try {
+      const got: string[] = [];
+      let resyncs = 0;
+      await l.listen(
+        'tw_b1',
+        (p) => void got.push(p),
+        () => void resyncs++,
+      );
+      proxy.cut();
+      await until(() => delays.length === 1, 'the first retry scheduled');
+      // Each failed reconnect doubles the wait, up to 5 s.
+      for (let i = 1; i < 8; i++) {
+        due.shift()!();
+        await until(() => delays.length === i + 1, `retry ${i + 1} scheduled`);
+      }
+      expect(delays).toEqual([100, 200, 400, 800, 1_600, 3_200, 5_000, 5_000]);
+      expect(resyncs).toBe(0);
+      proxy.restore();
+      due.shift()!();
+      await until(() => resyncs === 1, 'the reconnect');
+      expect(due).toHaveLength(0);
+      await notify('tw_b1', 'after');
+      await until(() => got.length === 1, 'a payload after the reconnect');
+      // The next loss starts from 100 ms again.
+      proxy.cut();
+      await until(() => delays.length === 9, 'the retry after the next loss');
+      expect(delays[8]).toBe(100);
+      await l.close();
+      // Closed: its pending retry is cancelled.
+      expect(due).toHaveLength(0);
+    } finally {
+      await l.close();
+      proxy.close();
+    }
+  });
+
   it('close ends the connection; a later subscribe is refused; close twice is fine', async () => {
     const { l, backend } = listener();
     const got: string[] = [];

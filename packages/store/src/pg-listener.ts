@@ -16,6 +16,15 @@ interface Subscriber {
 const FIRST_BACKOFF_MS = 100;
 const MAX_BACKOFF_MS = 5_000;
 
+/** Schedules `fn` after `ms`; returns what cancels it. Tests inject one to drive the backoff. */
+export type Schedule = (fn: () => void, ms: number) => () => void;
+
+const realTimer: Schedule = (fn, ms) => {
+  const t = setTimeout(fn, ms);
+  t.unref();
+  return () => clearTimeout(t);
+};
+
 export function isChannelName(channel: unknown): channel is string {
   return typeof channel === 'string' && IDENTIFIER.test(channel);
 }
@@ -28,11 +37,13 @@ export class PgListener {
   #chain: Promise<unknown> = Promise.resolve();
   #closed = false;
   #backoffMs = FIRST_BACKOFF_MS;
-  #timer: NodeJS.Timeout | undefined;
+  #cancelTimer: () => void = () => {};
+  readonly #schedule: Schedule;
 
-  constructor(config: pg.ClientConfig) {
+  constructor(config: pg.ClientConfig, schedule: Schedule = realTimer) {
     // TCP keep-alive: a half-open socket (a database failover) is noticed and reconnected.
     this.#config = { ...config, keepAlive: true };
+    this.#schedule = schedule;
   }
 
   /** Subscribes; resolves once the LISTEN is in force. Resolves to the unsubscribe. */
@@ -71,7 +82,7 @@ export class PgListener {
 
   async close(): Promise<void> {
     this.#closed = true;
-    clearTimeout(this.#timer);
+    this.#cancelTimer();
     this.#channels.clear();
     // After whatever uses the connection now (a connect in flight ends its client itself).
     await this.#serial(async () => {
@@ -148,18 +159,17 @@ export class PgListener {
     if (this.#client !== client) return;
     this.#client = undefined;
     client.end().catch(() => undefined);
-    if (!this.#closed && this.#channels.size > 0) this.#schedule();
+    if (!this.#closed && this.#channels.size > 0) this.#retryLater();
   }
 
-  #schedule(): void {
-    clearTimeout(this.#timer);
-    this.#timer = setTimeout(() => {
+  #retryLater(): void {
+    this.#cancelTimer();
+    this.#cancelTimer = this.#schedule(() => {
       this.#serial(() => this.#reconnect()).catch(() => {
         this.#backoffMs = Math.min(this.#backoffMs * 2, MAX_BACKOFF_MS);
-        if (!this.#closed && this.#client === undefined) this.#schedule();
+        if (!this.#closed && this.#client === undefined) this.#retryLater();
       });
     }, this.#backoffMs);
-    this.#timer.unref();
   }
 
   async #reconnect(): Promise<void> {

@@ -14,7 +14,12 @@ export async function freezableProxy(url: string) {
   const target = new URL(url);
   const sockets = new Set<net.Socket>();
   let freezeLatest: (() => void) | undefined;
+  let refusing = false;
   const server = net.createServer((client) => {
+    if (refusing) {
+      client.destroy();
+      return;
+    }
     const upstream = net.connect(Number(target.port), target.hostname);
     sockets.add(client).add(upstream);
     let held: Buffer[] | undefined; // defined while frozen
@@ -45,6 +50,15 @@ export async function freezableProxy(url: string) {
   return {
     url: proxied.toString(),
     freeze: () => freezeLatest!(),
+    /** Cuts every connection; new ones are accepted and dropped at once, until `restore`. */
+    cut() {
+      refusing = true;
+      for (const s of sockets) s.destroy();
+      sockets.clear();
+    },
+    restore() {
+      refusing = false;
+    },
     close() {
       for (const s of sockets) s.destroy();
       server.close();
