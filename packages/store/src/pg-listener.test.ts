@@ -9,7 +9,7 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
-import { isChannelName, PgListener } from './pg-listener.js';
+import { isChannelName, PgListener, type Schedule } from './pg-listener.js';
 import { startPostgres } from './test-support/postgres.js';
 import { freezableProxy } from './test-support/proxy.js';
 
@@ -27,9 +27,9 @@ afterAll(async () => {
 });
 
 /** A fresh listener under a name of its own, and what its backend last ran. */
-function listener(connectionString = url) {
+function listener(connectionString = url, schedule?: Schedule) {
   const name = `twl_${randomUUID().slice(0, 8)}`;
-  const l = new PgListener({ connectionString, application_name: name });
+  const l = new PgListener({ connectionString, application_name: name }, schedule);
   const backend = async () => {
     const { rows } = await admin.query<{ pid: number; query: string }>(
       'SELECT pid, query FROM pg_stat_activity WHERE application_name = $1',
@@ -155,18 +155,29 @@ describe.skipIf('skip' in started)('PgListener (LISTEN/NOTIFY on one dedicated c
   });
 
   it('a subscribe while the reconnect waits out its backoff reconnects at once, for every channel', async () => {
-    const { l, backend } = listener();
+    // The backoff's timer never fires here: only the subscribe can reconnect.
+    let scheduled = 0;
+    const { l, backend } = listener(url, () => {
+      scheduled++;
+      return () => {};
+    });
     const got: string[] = [];
-    await l.listen('tw_p1', (p) => void got.push(`p1:${p}`));
+    let resyncs = 0;
+    await l.listen(
+      'tw_p1',
+      (p) => void got.push(`p1:${p}`),
+      () => void resyncs++,
+    );
     const [before] = await backend();
     await admin.query('SELECT pg_terminate_backend($1)', [before!.pid]);
-    await until(async () => (await backend()).length === 0, 'the connection gone');
-    // Within the 100 ms backoff: this subscribe connects now and listens to both channels.
+    await until(() => scheduled === 1, 'the loss noticed, a retry scheduled');
+    // Within the backoff: this subscribe connects now and listens to both channels.
     await l.listen('tw_p2', (p) => void got.push(`p2:${p}`));
     await notify('tw_p1', 'a');
     await notify('tw_p2', 'b');
-    await until(() => got.length === 2, 'both channels served');
+    await sentinel(l);
     expect(got.sort()).toEqual(['p1:a', 'p2:b']);
+    expect(resyncs).toBe(1);
     expect(await backend()).toHaveLength(1);
     await l.close();
   });
