@@ -106,9 +106,11 @@ export class Cancels {
     const { workstreamId } = rec;
     const { maintenance } = this.deps;
     const rows = rec.state === 'idle' ? await maintenance.store.readHistory(workstreamId) : undefined;
-    // Sends on their way to a clean workstream are left alone.
-    if (!leftover(rec, rows)) return false;
+    // Sends captured before the call cannot start after it (C7), whatever the cancel finds —
+    // also when another call ended the turn before this one's ownership check came back.
     revoke(this.deps, workstreamId, ticket, 'cancel');
+    // A clean workstream: nothing else changes, nothing is said (C5).
+    if (!leftover(rec, rows)) return false;
     await repairLeftover(maintenance, rec, 'cancelled');
     return true;
   }
