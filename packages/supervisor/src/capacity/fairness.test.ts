@@ -172,7 +172,7 @@ describe('T4: fair admission through the runtime', () => {
     expect(quiet.sent.error).toBeUndefined();
   });
 
-  it('T4: a wait ends by the send’s deadline (maxWaitMs), its signal, or a fence (a close of its workstream); nothing is written', async () => {
+  it('T4: a wait ends by the send’s deadline (maxWaitMs), its signal, or a fence (a cancel or a close of its workstream); nothing is written', async () => {
     rt = await startRuntime({ watchdog: RELAXED, pool: { maxWorkers: 1, warmWorkers: 1 } });
     const started: Sent[] = [];
     const send = sender(rt.tw, started);
@@ -192,17 +192,23 @@ describe('T4: fair admission through the runtime', () => {
     stop.abort();
     await within(withdrawn.done, 10_000, 'the signal ends the wait');
     expect(withdrawn.sent.error).toMatchObject({ code: ErrorCode.TURN_ABORTED });
-    // A fence — here a close (C7) — revokes a send waiting for a worker as it does a queued one.
-    // (A cancel of an idle, clean workstream is a no-op that leaves sends on their way alone, C5.)
+    // A fence — a cancel or a close (C7) — revokes a send waiting for a worker as it does a
+    // queued one. A cancel of the idle, clean workstream still answers false and says nothing (C5).
+    const caller = { tenantId: 'tenant-a', principal: 'tenant-a-user' };
+    const cancelled = await send('tenant-a', 'cancelled');
+    await until(() => rt!.tw.stats().admission.waiting === 1, 10_000, 'the send waits');
+    expect(await rt.tw.cancel({ ...caller, workstreamId: 'cancelled' })).toBe(false);
+    await within(cancelled.done, 10_000, 'the cancel ends the wait');
+    expect(cancelled.sent.error).toMatchObject({
+      code: ErrorCode.SEND_REVOKED,
+      details: { reason: 'cancel' },
+    });
     const fenced = await send('tenant-a', 'fenced');
     await until(() => rt!.tw.stats().admission.waiting === 1, 10_000, 'the send waits');
-    const caller = { tenantId: 'tenant-a', principal: 'tenant-a-user' };
-    expect(await rt.tw.cancel({ ...caller, workstreamId: 'fenced' })).toBe(false);
-    expect(rt.tw.stats().admission.waiting).toBe(1);
     await rt.tw.close({ ...caller, workstreamId: 'fenced' });
     await within(fenced.done, 10_000, 'the close ends the wait');
     expect(fenced.sent.error).toMatchObject({ code: ErrorCode.SEND_REVOKED, details: { reason: 'close' } });
-    for (const workstreamId of ['late', 'withdrawn', 'fenced']) {
+    for (const workstreamId of ['late', 'withdrawn', 'cancelled', 'fenced']) {
       expect((await rt.tw.history({ ...caller, workstreamId })).rows, workstreamId).toEqual([]);
     }
     expect(rt.tw.stats().admission).toMatchObject({ waiting: 0, active: 1 });
