@@ -56,9 +56,11 @@ export class Cancels {
       const r = await cluster.route(workstreamId, { op: 'cancel' });
       if (r.ran) return r.result === true;
     }
+    // C7: sends captured before the call cannot start after it, whatever the cancel finds — a
+    // turn, a rewrite, debt, or nothing (another call may have ended the turn meanwhile).
+    revoke(this.deps, workstreamId, ticket, 'cancel');
     const running = sessions.peek(workstreamId)?.turn;
     if (running) {
-      revoke(this.deps, workstreamId, ticket, 'cancel');
       running.abort('cancel');
       // Committed: a dispatch waiting on this call sees the abort (C7); the cancel waits on.
       fence.done();
@@ -79,37 +81,32 @@ export class Cancels {
     if (rewriting > 0) {
       // C6: a history rewrite of the idle session is queued or in flight in its mailbox. One
       // that has begun cannot be abandoned, and the cancel does not wait for it: it fences the
-      // workstream — a rewrite that has not begun is revoked, as are earlier sends — and
-      // returns. Debt (C5) is looked for after the rewrite, without the caller waiting.
-      revoke(this.deps, workstreamId, ticket, 'cancel');
+      // workstream (above) — a rewrite that has not begun is revoked, as are earlier sends —
+      // and returns. Debt (C5) is looked for after the rewrite, without the caller waiting.
       logger.info(
         { workstreamId, rewrites: rewriting },
         'cancel returns before a history rewrite of the idle workstream; it completes unless it had not begun',
       );
       sessions
-        .idle(workstreamId, (rec) => (rec.turn ? Promise.resolve(false) : this.repairIdle(rec, ticket)))
+        .idle(workstreamId, (rec) => (rec.turn ? Promise.resolve(false) : this.repairIdle(rec)))
         .catch((err: unknown) => logger.warn({ err, workstreamId }, 'repair after a cancel failed'));
       return true;
     }
     return sessions.idle(workstreamId, async (rec) => {
       if (rec.turn) {
-        revoke(this.deps, workstreamId, ticket, 'cancel');
         rec.turn.abort('cancel');
         return true;
       }
-      return this.repairIdle(rec, ticket);
+      return this.repairIdle(rec);
     });
   }
 
   /** C5: an idle session's debt is repaired (true); an idle clean one is a silent no-op (false). */
-  private async repairIdle(rec: SessionRecord, ticket: number): Promise<boolean> {
+  private async repairIdle(rec: SessionRecord): Promise<boolean> {
     const { workstreamId } = rec;
     const { maintenance } = this.deps;
     const rows = rec.state === 'idle' ? await maintenance.store.readHistory(workstreamId) : undefined;
-    // Sends captured before the call cannot start after it (C7), whatever the cancel finds —
-    // also when another call ended the turn before this one's ownership check came back.
-    revoke(this.deps, workstreamId, ticket, 'cancel');
-    // A clean workstream: nothing else changes, nothing is said (C5).
+    // A clean workstream: nothing changes, nothing is said (C5).
     if (!leftover(rec, rows)) return false;
     await repairLeftover(maintenance, rec, 'cancelled');
     return true;
