@@ -49,6 +49,8 @@ describe('osThreadId', () => {
       const url = new URL('../dist/priority.js', import.meta.url).href;
       const code = `
       const { parentPort } = require('node:worker_threads');
+      // Listening keeps the thread alive until terminated: its task entry is looked at after.
+      parentPort.on('message', () => {});
       import(${JSON.stringify(url)}).then(({ osThreadId }) => parentPort.postMessage(osThreadId()));`;
       const w = new Worker(code, { eval: true });
       const tid = await new Promise<number>((resolve, reject) => {
