@@ -20,9 +20,11 @@ export interface Postgres {
   stop(): void;
 }
 
-/** The newest server binaries installed, or undefined. */
-export function postgresBin(): string | undefined {
-  const root = '/usr/lib/postgresql';
+/** Where Debian installs PostgreSQL's server binaries, one directory per major version. */
+const INSTALLED = '/usr/lib/postgresql';
+
+/** The newest server binaries installed under `root` (default Debian's), or undefined. */
+export function postgresBin(root: string = INSTALLED): string | undefined {
   if (!existsSync(root)) return undefined;
   const versions = readdirSync(root)
     .filter((v) => existsSync(join(root, v, 'bin', 'initdb')))
@@ -50,13 +52,21 @@ export interface StartPostgresOptions {
   readonly durable?: boolean;
   /** A cluster of its own even when the test run shares one (TURNWARDEN_TEST_POSTGRES_URL). */
   readonly own?: boolean;
+  /** The server binaries to run (a directory holding `initdb`, `pg_ctl`, `createdb`). Default: the newest installed. */
+  readonly bin?: string;
 }
 
-/** Why no cluster can be started on this machine, or undefined if one can (checked without starting one). */
-export function postgresSkipReason(): string | undefined {
-  if (postgresBin() === undefined) {
-    return 'no PostgreSQL server binaries in /usr/lib/postgresql (apt-get install postgresql)';
-  }
+/**
+ * Why no cluster can be started on this machine, or undefined if one can (checked without
+ * starting one). `root` is where the versions are installed (default Debian's).
+ */
+export function postgresSkipReason(root: string = INSTALLED): string | undefined {
+  return skipReason(postgresBin(root), root);
+}
+
+function skipReason(bin: string | undefined, root: string): string | undefined {
+  if (bin === undefined) return `no PostgreSQL server binaries in ${root} (apt-get install postgresql)`;
+  if (!existsSync(join(bin, 'initdb'))) return `no initdb in ${bin}`;
   if (process.getuid?.() === 0 && spawnSync('id', ['-u', 'postgres']).status !== 0) {
     return 'running as root and there is no postgres user to run the server as';
   }
@@ -87,8 +97,8 @@ export async function startPostgres(
     return { url: shared, port: Number(new URL(shared).port), dir: '', stop() {} };
   }
   const durability = options.durable === true ? '' : ' -c fsync=off -c full_page_writes=off';
-  const skip = postgresSkipReason();
-  const bin = postgresBin();
+  const bin = options.bin ?? postgresBin();
+  const skip = skipReason(bin, INSTALLED);
   if (skip !== undefined || bin === undefined) return { skip: skip ?? 'no PostgreSQL server binaries' };
   const asRoot = process.getuid?.() === 0;
   let uid: number | undefined;

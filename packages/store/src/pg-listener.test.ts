@@ -7,6 +7,7 @@
  * last statement it ran. Skipped, saying why, where no PostgreSQL is installed.
  */
 import { randomUUID } from 'node:crypto';
+import net from 'node:net';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { isChannelName, PgListener, type Schedule } from './pg-listener.js';
@@ -269,5 +270,45 @@ describe.skipIf('skip' in started)('PgListener (LISTEN/NOTIFY on one dedicated c
     expect(await backend()).toEqual([]);
     await expect(l.listen('tw_c1', () => {})).rejects.toThrow('the listener is closed');
     await l.close();
+  });
+
+  it('a close while the connection is being made: the subscribe is refused and the new connection ends — nothing outlives the store', async () => {
+    // A gate in front of the cluster: the connection is accepted, and nothing crosses until let through.
+    let open: () => void = () => undefined;
+    const opened = new Promise<void>((r) => {
+      open = r;
+    });
+    let arrived: () => void = () => undefined;
+    const connecting = new Promise<void>((r) => {
+      arrived = r;
+    });
+    const target = new URL(url);
+    const gate = net.createServer((client) => {
+      arrived();
+      void opened.then(() => {
+        const upstream = net.connect(Number(target.port), target.hostname);
+        client.pipe(upstream).pipe(client);
+        client.on('close', () => upstream.destroy());
+        upstream.on('close', () => client.destroy());
+      });
+    });
+    await new Promise<void>((r) => gate.listen(0, '127.0.0.1', r));
+    const gated = new URL(url);
+    gated.port = String((gate.address() as net.AddressInfo).port);
+    const { l, backend } = listener(gated.toString());
+    try {
+      const subscribed = l.listen('tw_g1', () => {});
+      subscribed.catch(() => undefined);
+      await connecting;
+      const closed = l.close();
+      open();
+      await expect(subscribed).rejects.toThrow('the listener is closed');
+      await closed;
+      // Its backend, which did start once the gate opened, is gone again.
+      await until(async () => (await backend()).length === 0, 'the connection made during close ended');
+    } finally {
+      await l.close();
+      gate.close();
+    }
   });
 });

@@ -283,6 +283,63 @@ describe.skipIf(skip !== undefined)('PostgresStore', () => {
     await expect(store.readHistoryAfter('w', -1)).rejects.toMatchObject({ code: 'INVALID_INPUT' });
   });
 
+  it('statementTimeoutMs: a statement blocked past it is cancelled by the server, and the call fails retryably, naming its operation', async () => {
+    const store = await open({ statementTimeoutMs: 250 });
+    await store.createWorkstream({ id: 'w', tenantId: 't' });
+    // Another session holds the table: every statement on it waits behind the lock.
+    const blocker = new pg.Client({ connectionString: server.url, options: `-c search_path=${schema}` });
+    await blocker.connect();
+    try {
+      await blocker.query('BEGIN');
+      await blocker.query('LOCK TABLE workstreams IN ACCESS EXCLUSIVE MODE');
+      const stillBlocked = new Promise<'still blocked'>((r) =>
+        setTimeout(() => r('still blocked'), 10_000).unref(),
+      );
+      const outcome = await Promise.race([store.getWorkstream('w').catch((e: unknown) => e), stillBlocked]);
+      expect(outcome).toMatchObject({
+        code: 'STORE_ERROR',
+        retryable: true,
+        details: { operation: 'getWorkstream' },
+      });
+    } finally {
+      await blocker.query('ROLLBACK');
+      await blocker.end();
+    }
+    expect(await store.getWorkstream('w')).toMatchObject({ id: 'w' });
+  });
+
+  it("historyReader: other threads read through a connection of their own, named <applicationName>-reader, in the store's schema, with its timeouts", async () => {
+    const store = await open({
+      applicationName: 'tw-host',
+      connectionTimeoutMs: 4_321,
+      statementTimeoutMs: 1_234,
+    });
+    const spec = store.historyReader();
+    expect(spec.options).toStrictEqual({
+      kind: 'postgres',
+      connectionString: server.url,
+      schema,
+      applicationName: 'tw-host-reader',
+      connectionTimeoutMs: 4_321,
+      statementTimeoutMs: 1_234,
+    });
+    // Without a statement timeout, the reader has none either (not a key set to undefined).
+    expect((await open({}, true)).historyReader().options).not.toHaveProperty('statementTimeoutMs');
+    await store.createWorkstream({ id: 'w', tenantId: 't' });
+    await store.appendMessages({ workstreamId: 'w', generation: 0, entries: [user('a')] });
+    const { openHistoryReader } = (await import(spec.module)) as typeof import('./reader.js');
+    const reader = await openHistoryReader(spec.options as Parameters<typeof openHistoryReader>[0]);
+    try {
+      expect((await reader.readHistory('w')).map((r) => r.commitKey)).toEqual(['a']);
+      const seen = await raw<{ n: number }>(
+        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'tw-host-reader'",
+      );
+      expect(seen).toEqual([{ n: 1 }]);
+    } finally {
+      await reader.close();
+    }
+  });
+
   it('close() is idempotent; later calls reject with STORE_ERROR { closed: true }', async () => {
     const store = await open();
     await store.close();
