@@ -12,7 +12,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type Postgres, postgresSkipReason, startPostgres } from './pg-cluster.js';
 import { PG_SCHEMA_VERSION } from './pg-migrations.js';
 import { openPostgresStore, type PostgresStore, type PostgresStoreOptions } from './postgres-store.js';
-import { FakeClock, user } from './test-support/fixtures.js';
+import { assistant, FakeClock, user } from './test-support/fixtures.js';
 
 const skip = postgresSkipReason();
 if (skip !== undefined) process.stdout.write(`postgres-store.test.ts: skipped — ${skip}\n`);
@@ -412,6 +412,25 @@ describe.skipIf(skip !== undefined)('PostgresStore', () => {
       await next('closed').catch(() => undefined);
       await worker.terminate();
     }
+  });
+
+  it('a close with tool calls still open is refused TOOL_CLEANUP_PENDING, saying how many; a listen without a callback is refused', async () => {
+    const store = await open();
+    await store.createWorkstream({ id: 'w', tenantId: 't' });
+    await store.appendMessages({
+      workstreamId: 'w',
+      generation: 0,
+      entries: [user('u'), assistant('a', ['c1', 'c2'])],
+    });
+    await expect(store.closeWorkstream('w')).rejects.toMatchObject({
+      code: 'TOOL_CLEANUP_PENDING',
+      message: 'workstream w has 2 tool call(s) without results; repair before closing',
+      details: { workstreamId: 'w', openCalls: 2 },
+    });
+    await expect(store.listen('ch', 'not a function' as never)).rejects.toMatchObject({
+      code: 'INVALID_INPUT',
+      details: { field: 'onPayload' },
+    });
   });
 
   it('an injected clock that returns a non-finite value fails the call with INVALID_CONFIG naming now, writing nothing', async () => {

@@ -33,6 +33,8 @@ forEachStore((backend) => {
       const original = await store.createWorkstream({ id: 'w', tenantId: 't1' });
       await expect(store.createWorkstream({ id: 'w', tenantId: 't2' })).rejects.toMatchObject({
         code: 'WORKSTREAM_EXISTS',
+        message: 'workstream w already exists',
+        details: { workstreamId: 'w' },
       });
       await store.closeWorkstream('w');
       await expect(store.createWorkstream({ id: 'w', tenantId: 't1' })).rejects.toMatchObject({
