@@ -4,7 +4,7 @@
  * accepts or refuses here; nothing else holds a session's state.
  */
 import type { SessionSnapshotData, SessionState } from '@turnwarden/protocol';
-import { createActor, fromPromise, initialTransition, transition } from 'xstate';
+import { type AnyActorScope, createActor, fromPromise, initialTransition } from 'xstate';
 import {
   persistable,
   type SessionContext,
@@ -63,8 +63,38 @@ export function accepts(data: SessionSnapshotData, event: SessionEvent): boolean
 export function offer(data: SessionSnapshotData, event: SessionEvent): SessionSnapshotData | undefined {
   const snapshot = resolve(data);
   if (!snapshot.can(event)) return undefined;
-  const [next] = transition(sessionMachine, snapshot, event);
-  return persistable(next);
+  return persistable(sessionMachine.transition(snapshot, event, inertScope()));
+}
+
+let inert: AnyActorScope | undefined;
+
+/**
+ * The actor scope every `offer` computes its transition in. xstate's pure `transition(logic,
+ * snapshot, event)` builds a new inert scope per call — an actor, and with it the machine's whole
+ * initial state — which was 130 µs of the supervisor's thread per offer and most of a claim's
+ * garbage (a burst of a thousand claims: a major collection in the watchdog's way, issue 24).
+ * This scope is built once, the same way: its actor is never started, its actions are not run
+ * (`offer` keeps the next snapshot only, and the supervisor does what the event means), and the
+ * children a transition into `streaming` or a tool state declares are never started, so none is
+ * registered in its system. `offer.test.ts` holds it to xstate's `transition` for every state and
+ * event.
+ */
+function inertScope(): AnyActorScope {
+  if (inert === undefined) {
+    const self = createActor(sessionMachine, { input: { workstreamId: '' } });
+    inert = {
+      self,
+      id: '',
+      sessionId: '',
+      system: self.system,
+      logger: () => {},
+      defer: () => {},
+      stopChild: () => {},
+      emit: () => {},
+      actionExecutor: () => {},
+    };
+  }
+  return inert;
 }
 
 /** What repairing a session's history does (the supervisor's writer provides it). */
