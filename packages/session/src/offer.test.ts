@@ -75,9 +75,10 @@ describe('offer', () => {
   it('a CLAIM from idle carries its generation into the next snapshot and leaves the offered one unchanged', () => {
     const before = structuredClone(base);
     const next = offer(base, { type: 'CLAIM', generation: 42 });
-    expect(next?.value).toBe('claimed');
-    expect((next?.context as SessionContext).generation).toBe(42);
+    if (next === undefined) throw new Error('idle refused a CLAIM');
+    expect(next.value).toBe('claimed');
+    expect((next.context as SessionContext).generation).toBe(42);
     expect(base).toEqual(before);
-    expect(offer(next!, { type: 'CLAIM', generation: 43 })).toBeUndefined();
+    expect(offer(next, { type: 'CLAIM', generation: 43 })).toBeUndefined();
   });
 });
