@@ -118,6 +118,7 @@ describe('the rows of one N', () => {
     polls: 20,
     pollsInWindow: 16,
     lateJumps: [],
+    saturation: { atMs: 9_250, waitShare: 0.62, runShare: 0.31 },
     gc: {
       before: { count: 3, totalMs: 12, maxMs: 6 },
       window: { count: 40, totalMs: 300, maxMs: 61 },
@@ -186,6 +187,10 @@ describe('the rows of one N', () => {
       'watchdog poll lateness p99',
     ]);
     expect(f.notes.join('\n')).toMatch(/9 completed, 1 interrupted/);
+    // How long the supervisor's thread waited for a CPU, at its worst in the window, and when.
+    expect(f.notes.find((n) => n.startsWith("the supervisor's thread"))).toBe(
+      "the supervisor's thread (stats().watchdog.saturation, the last ~10 s, read every 250 ms): at most 62 % of the time waiting for a CPU (running 31 %), 9.3 s into the window",
+    );
     // The main thread's collections, and where in the window the long ones were.
     expect(f.notes.find((n) => n.startsWith("main thread's collections"))).toBe(
       "main thread's collections (its own isolate): before the window 3, 12.0 ms in all, longest 6.0 ms; in the window 40, 300.0 ms in all, longest 61.0 ms; 50 ms or longer at 7.4 s (major, 61.0 ms)",

@@ -158,6 +158,9 @@ export function scaleFigures(
             .join(
               ', ',
             )}${rt.lateJumps.length > 8 ? ' …' : ''} into the window (all streaming at ${(allStreamMs(ours.firstTokenMs) / 1000).toFixed(1)} s, first turn done at ${(Math.min(...ours.turnMs) / 1000).toFixed(1)} s)`,
+      rt.saturation === undefined
+        ? "the supervisor's thread: the scheduler's statistics are not readable here (stats().watchdog.saturation)"
+        : `the supervisor's thread (stats().watchdog.saturation, the last ~10 s, read every 250 ms): at most ${pct(rt.saturation.waitShare)} of the time waiting for a CPU (running ${pct(rt.saturation.runShare)}), ${(rt.saturation.atMs / 1000).toFixed(1)} s into the window`,
       `main thread's collections (its own isolate): before the window ${rt.gc.before.count}, ${ms(rt.gc.before.totalMs)} in all, longest ${ms(rt.gc.before.maxMs)}; in the window ${rt.gc.window.count}, ${ms(rt.gc.window.totalMs)} in all, longest ${ms(rt.gc.window.maxMs)}${
         rt.gc.longInWindow.length === 0
           ? ''
@@ -187,6 +190,10 @@ function statusText(s: Readonly<Record<string, number>>): string {
 
 function mb(bytes: number): string {
   return `${(bytes / MB).toFixed(0)} MB`;
+}
+
+function pct(x: number): string {
+  return `${Math.round(x * 100)} %`;
 }
 
 function ms(v: number): string {

@@ -190,8 +190,13 @@ async function measure(cfg: OursConfig): Promise<RunReport> {
       const lateJumps: { atMs: number; maxMs: number }[] = [];
       let maxSeen = beforeWindow.watchdog.pollLateness.max;
       const w0 = window.t0;
+      let saturation: { atMs: number; waitShare: number; runShare: number } | undefined;
       const lateWatch = setInterval(() => {
-        const m = tw.stats().watchdog.pollLateness.max;
+        const { pollLateness, saturation: sat } = tw.stats().watchdog;
+        if (sat !== undefined && (saturation === undefined || sat.waitShare > saturation.waitShare)) {
+          saturation = { atMs: performance.now() - w0, waitShare: sat.waitShare, runShare: sat.runShare };
+        }
+        const m = pollLateness.max;
         if (m > maxSeen) {
           maxSeen = m;
           if (m > LATE_MS) lateJumps.push({ atMs: performance.now() - w0, maxMs: m });
@@ -249,6 +254,7 @@ async function measure(cfg: OursConfig): Promise<RunReport> {
           spawnedInWindow: after.pool.spawned - beforeWindow.pool.spawned,
           retiredInWindow: after.pool.retired - beforeWindow.pool.retired,
           lateJumps,
+          saturation,
           gc: {
             before: gcPauses.summary(started, window.t0),
             window: gcPauses.summary(window.t0, windowEnd),

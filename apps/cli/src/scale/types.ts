@@ -66,6 +66,14 @@ interface RuntimeReadings {
    */
   readonly lateJumps: readonly { readonly atMs: number; readonly maxMs: number }[];
   /**
+   * The supervisor's thread as the scheduler saw it (`stats().watchdog.saturation`: the shares of
+   * the last ~10 s it ran and waited for a CPU, Linux), read every 250 ms through the window: the
+   * reading with the highest wait share and when (ms into the window); undefined where unknown.
+   */
+  readonly saturation:
+    | { readonly atMs: number; readonly waitShare: number; readonly runShare: number }
+    | undefined;
+  /**
    * The main thread's garbage-collection pauses (a PerformanceObserver of `gc` entries, the
    * measuring process's own isolate: not the workers'): before the window and in it, their count,
    * total and longest, and those of 50 ms or more in the window (ms into it). A pause holds the
