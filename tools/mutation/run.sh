@@ -51,6 +51,18 @@ if [ -n "$suite" ]; then
 fi
 status=0
 "$here/node_modules/.bin/stryker" run "$config" "$@" || status=$?
+# A mutant of the throwaway-cluster helper (packages/store/src/pg-cluster.ts) can break its stop():
+# a server left running whose directory is gone (nothing could ever stop it), or a directory left
+# behind. Stop the first; remove the second once an hour old and without a server.
+for pid in $(pgrep -f 'postgres -D /tmp/tw-pg-' || true); do
+  data=$(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | sed -n 's/.*-D \([^ ]*\).*/\1/p')
+  if [ -n "$data" ] && [ ! -d "$data" ]; then
+    kill "$pid" 2>/dev/null && echo "mutation: stopped an orphaned PostgreSQL (pid $pid, $data gone)" >&2
+  fi
+done
+find "${TMPDIR:-/tmp}" -maxdepth 1 -name 'tw-pg-*' -type d -mmin +60 2>/dev/null | while read -r dir; do
+  [ -f "$dir/data/postmaster.pid" ] || rm -rf "$dir"
+done
 # Copy the report back to the checkout the command was started from.
 if [ -n "${TURNWARDEN_NODE22_ORIGIN:-}" ]; then
   for dir in reports/mutation reports/mutation-*; do
