@@ -577,6 +577,38 @@ describe('shutdown', () => {
     await expect(routed).rejects.toMatchObject({ code: ErrorCode.SHUTTING_DOWN });
   });
 
+  it('nothing is held once routed calls end — answered, fallen back after a lapse, refused at shutdown: no reply awaited, nothing in flight, no timer but the sweeps', async () => {
+    const { world, a, b } = await twoHosts({ b: { runLocally: async () => ({ cancelled: true }) } });
+    await world.clock.settle();
+    const sweeps = world.clock.waiting;
+    expect(sweeps).toBe(2);
+    // Answered: the reply's wait and its timer go with it, on both sides.
+    world.lease('w', 'b:b-uuid', 7, 10_000);
+    const answered = a.cluster.route('w', { op: 'cancel' });
+    await world.clock.until(answered);
+    await world.clock.settle();
+    expect(a.cluster.held()).toEqual({ waiting: 0, busy: 0 });
+    expect(b.cluster.held()).toEqual({ waiting: 0, busy: 0 });
+    expect(world.clock.waiting).toBe(sweeps);
+    // A holder that neither answers nor renews: the call falls back here and leaves nothing.
+    world.lease('x', 'dead:1', 3, TTL);
+    const lapsed = a.cluster.route('x', { op: 'cancel' });
+    await world.clock.until(lapsed);
+    expect(await lapsed).toEqual({ ran: false });
+    await world.clock.settle();
+    expect(a.cluster.held()).toEqual({ waiting: 0, busy: 0 });
+    expect(world.clock.waiting).toBe(sweeps);
+    // A call still waiting when its host stops: answered SHUTTING_DOWN, and nothing held after.
+    world.lease('y', 'silent:1', 1, 100_000);
+    const waiting = a.cluster.route('y', { op: 'cancel' });
+    waiting.catch(() => undefined);
+    await world.clock.settle();
+    expect(a.cluster.held().waiting).toBe(1);
+    await a.cluster.stop();
+    await expect(waiting).rejects.toMatchObject({ code: ErrorCode.SHUTTING_DOWN });
+    expect(a.cluster.held()).toEqual({ waiting: 0, busy: 0 });
+  });
+
   it('stop waits for the calls being served, answers its own waiting calls SHUTTING_DOWN, stops listening', async () => {
     let finish!: () => void;
     const { world, a, b } = await twoHosts({

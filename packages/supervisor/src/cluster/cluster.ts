@@ -256,6 +256,11 @@ export class Cluster {
     return p;
   }
 
+  /** What the cluster holds now — replies awaited, calls and sweeps in flight (for leak checks). */
+  held(): { readonly waiting: number; readonly busy: number } {
+    return { waiting: this.waiting.size, busy: this.busy.size };
+  }
+
   stats(): ClusterStats {
     return { hostId: this.host.hostId, ...this.counts };
   }
