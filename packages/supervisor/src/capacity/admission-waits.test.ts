@@ -65,6 +65,22 @@ async function outcome<T>(
 }
 
 describe('T4: admission bookkeeping', () => {
+  it('a tenant whose turns all ended leaves no entry behind, however many tenants came and went', () => {
+    const { admission } = setup({ maxActive: 100, maxActivePerTenant: 2 });
+    const permits: Permit[] = [];
+    for (let i = 0; i < 50; i++) {
+      for (let j = 0; j < 2; j++) permits.push(admission.tryAcquire(`tenant-${i}`)!);
+    }
+    expect(admission.heldTenants()).toBe(50);
+    expect(admission.activeFor('tenant-7')).toBe(2);
+    permits[14]!.release();
+    expect(admission.activeFor('tenant-7')).toBe(1);
+    expect(admission.heldTenants()).toBe(50);
+    for (const p of permits) p.release();
+    expect(admission.heldTenants()).toBe(0);
+    expect(admission.stats().active).toBe(0);
+  });
+
   it('stats: no wait yet is all zeros; waits are ranked whatever order they came in', async () => {
     const { admission, at, waited } = setup();
     expect(admission.stats().waitMs).toEqual({ p50: 0, p99: 0, max: 0 });

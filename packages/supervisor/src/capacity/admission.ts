@@ -225,6 +225,11 @@ export class Admission {
   }
 
   /** Permits the tenant holds. */
+  /** Tenants with a turn admitted now: one entry each, none for a tenant whose turns all ended (leak checks). */
+  heldTenants(): number {
+    return this.activeBy.size;
+  }
+
   activeFor(tenantId: string): number {
     return this.activeBy.get(tenantId) ?? 0;
   }

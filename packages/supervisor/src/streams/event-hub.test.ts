@@ -82,6 +82,18 @@ describe('EventHub: the rings it keeps (E3)', () => {
     expect(kept(h, 'a', aFirst)).toBe(false);
   });
 
+  it("D4: a workstream created again under a closed one's id gets a fresh stream that ranks as recently active as its events, not where the closed one was", () => {
+    const { h } = hub({ maxIdleStreams: 2 });
+    h.emit('w', 'idle', undefined, {} as never);
+    h.closeWorkstream('w', { reason: 'deleted' });
+    h.emit('a', 'idle', undefined, {} as never); // idle order: w (closed), a
+    h.reopen('w');
+    const wFirst = h.emit('w', 'idle', undefined, {} as never).id; // the fresh w is now the most recent
+    h.emit('b', 'idle', undefined, {} as never); // one over the bound: a goes, the least recently active
+    expect(kept(h, 'w', wFirst)).toBe(true);
+    expect(h.stats().streams).toBe(2);
+  });
+
   it('D6: a closed stream counts as the most recently active idle one, listened to before or not, and is bounded', () => {
     const { h } = hub({ maxIdleStreams: 2 });
     h.emit('a', 'idle', undefined, {} as never);

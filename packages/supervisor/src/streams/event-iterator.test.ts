@@ -98,6 +98,22 @@ describe('EventIterator', () => {
     expect(await other.next()).toEqual({ value: undefined, done: true });
   });
 
+  it('ended another way (return(), a closed workstream) while its signal lives: its abort listener is removed', async () => {
+    for (const finish of [
+      (it: EventIterator) => it.return(),
+      (it: EventIterator) => it.push(ev(1, 'ws_closed')),
+    ]) {
+      const controller = new AbortController();
+      const it = new EventIterator(5, controller.signal);
+      attached(it);
+      await drain();
+      expect(getEventListeners(controller.signal, 'abort')).toHaveLength(1);
+      await finish(it);
+      await readAll(it);
+      expect(getEventListeners(controller.signal, 'abort')).toHaveLength(0);
+    }
+  });
+
   it('a signal already aborted: ended from the start, no listener added, the subscription ended as it arrives', async () => {
     const controller = new AbortController();
     controller.abort();
