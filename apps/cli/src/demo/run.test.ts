@@ -25,17 +25,31 @@ const notOk = (records: readonly TurnRecord[]) =>
   JSON.stringify(
     records
       .filter((r) => r.verdict !== 'ok')
-      .map(({ workstreamId, index, kind, variant, status, abortReason, durationMs, waitMs, errorCode }) => ({
-        workstreamId,
-        index,
-        kind,
-        variant,
-        status,
-        abortReason,
-        durationMs,
-        waitMs,
-        errorCode,
-      })),
+      .map(
+        ({
+          workstreamId,
+          index,
+          kind,
+          variant,
+          status,
+          abortReason,
+          durationMs,
+          waitMs,
+          errorCode,
+          errorMessage,
+        }) => ({
+          workstreamId,
+          index,
+          kind,
+          variant,
+          status,
+          abortReason,
+          durationMs,
+          waitMs,
+          errorCode,
+          errorMessage,
+        }),
+      ),
   );
 
 describe('demo end to end (real workers, in-memory store)', () => {
@@ -139,6 +153,8 @@ describe('demo end to end (real workers, in-memory store)', () => {
     expect(output.stderr).toEqual([]);
     expect(summary.sessions).toBe(2);
     expect(records).toHaveLength(2 + 2);
-    expect(summary.failed_checks).toEqual([]);
+    // A turn that did not end as its kind must is named in the failure (CI saw one once: a normal
+    // turn counted an unexpected failure, on a loaded machine; its status was not printed).
+    expect(summary.failed_checks, notOk(records)).toEqual([]);
   }, 60_000);
 });
