@@ -20,36 +20,26 @@ const TIMEOUT_MS = 1_500;
  */
 const HTTP_TIMEOUT_MS = 3_000;
 
+/** What the failure's message says of each turn that did not end as its kind must. */
+const SHOWN = [
+  'workstreamId',
+  'index',
+  'kind',
+  'variant',
+  'status',
+  'abortReason',
+  'durationMs',
+  'waitMs',
+  'errorCode',
+  'errorMessage',
+] as const satisfies readonly (keyof TurnRecord)[];
+
 /** The turns that did not end as their kind must, for the failure's message. */
 const notOk = (records: readonly TurnRecord[]) =>
   JSON.stringify(
     records
       .filter((r) => r.verdict !== 'ok')
-      .map(
-        ({
-          workstreamId,
-          index,
-          kind,
-          variant,
-          status,
-          abortReason,
-          durationMs,
-          waitMs,
-          errorCode,
-          errorMessage,
-        }) => ({
-          workstreamId,
-          index,
-          kind,
-          variant,
-          status,
-          abortReason,
-          durationMs,
-          waitMs,
-          errorCode,
-          errorMessage,
-        }),
-      ),
+      .map((r) => Object.fromEntries(SHOWN.map((key) => [key, r[key]]))),
   );
 
 describe('demo end to end (real workers, in-memory store)', () => {

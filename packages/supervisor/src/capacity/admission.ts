@@ -224,12 +224,12 @@ export class Admission {
     return retryHint(this.holdMs);
   }
 
-  /** Permits the tenant holds. */
   /** Tenants with a turn admitted now: one entry each, none for a tenant whose turns all ended (leak checks). */
   heldTenants(): number {
     return this.activeBy.size;
   }
 
+  /** Permits the tenant holds. */
   activeFor(tenantId: string): number {
     return this.activeBy.get(tenantId) ?? 0;
   }
