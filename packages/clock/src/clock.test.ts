@@ -89,6 +89,31 @@ describe('activity clock', () => {
     }
   });
 
+  it("L10: a clock attached from another thread publishes NOW on the creator's scale, and commits on the same slots", () => {
+    let now = 1_000;
+    const clock = ActivityClock.create(2, () => now);
+    let other = 5_000; // another thread's source, 4 s ahead of the creator's
+    const attached = ActivityClock.attach(clock.buffer, () => other - 4_000, clock.epoch);
+    expect(attached.slots).toBe(2);
+    expect(attached.epoch).toBe(1_000);
+    const s = new SlotStamp(clock.buffer, 1);
+    clock.arm(1, 3);
+    now = 1_500;
+    other = 5_500;
+    attached.advance();
+    s.touch(Activity.toolStart);
+    other = 5_800;
+    attached.advance();
+    // The creator reads the stamp's time on its own scale: 300 ms idle.
+    expect(clock.idleMs(1)).toBeCloseTo(300, 1);
+    const v = attached.sample(1);
+    expect(attached.commitAbort(1, v)).toBe(true);
+    expect(isFenced(clock.sample(1))).toBe(true);
+    expect(s.touch(Activity.toolStart)).toBe(false);
+    expect(() => ActivityClock.attach(new SharedArrayBuffer(64 * 4), () => 0, 0)).toThrow(RangeError);
+    expect(() => ActivityClock.attach(clock.buffer, () => 0, Number.NaN)).toThrow(RangeError);
+  });
+
   it('folds the counter before it can reach the fence bit, preserving a committed fence', () => {
     const { clock, stamp } = manualClock();
     const words = new Int32Array(clock.buffer);

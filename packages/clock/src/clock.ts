@@ -26,12 +26,12 @@ export class ActivityClock {
   private readonly now: MonotonicMs;
   private readonly epochMs: number;
 
-  private constructor(buffer: SharedArrayBuffer, now: MonotonicMs) {
+  private constructor(buffer: SharedArrayBuffer, now: MonotonicMs, epochMs?: number) {
     this.buffer = buffer;
     this.words = new Int32Array(buffer);
     this.slots = Atomics.load(this.words, SLOT_COUNT);
     this.now = now;
-    this.epochMs = now();
+    this.epochMs = epochMs ?? now();
   }
 
   static create(slots: number, now: MonotonicMs = () => performance.now()): ActivityClock {
@@ -43,6 +43,23 @@ export class ActivityClock {
     const clock = new ActivityClock(buffer, now);
     clock.advance();
     return clock;
+  }
+
+  /**
+   * The same clock seen from another thread (the watchdog's own thread): `now` must read the same
+   * monotonic time as the creator's source, and `epochMs` is the creator's (`epoch`), so that both
+   * publish `NOW` on one scale.
+   */
+  static attach(buffer: SharedArrayBuffer, now: MonotonicMs, epochMs: number): ActivityClock {
+    const slots = Atomics.load(new Int32Array(buffer), SLOT_COUNT);
+    if (!Number.isInteger(slots) || slots < 1) throw new RangeError('not an activity clock buffer');
+    if (!Number.isFinite(epochMs)) throw new RangeError(`clock epoch must be finite, got ${epochMs}`);
+    return new ActivityClock(buffer, now, epochMs);
+  }
+
+  /** The source time `NOW` counts from (for `attach`). */
+  get epoch(): number {
+    return this.epochMs;
   }
 
   /** Milliseconds on the clock's monotonic source (never wall-clock: L10). */

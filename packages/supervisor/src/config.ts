@@ -30,6 +30,13 @@ export interface WatchdogConfig {
    * run: a turn is never charged for time its worker had not received it. This bound does.
    */
   readonly dispatchMs: number;
+  /**
+   * The watchdog polls on a thread of its own (default true), so a supervisor thread busy with a
+   * thousand turns' claims, writes and events does not make its polls late (L12); it commits an
+   * abort's fence there and hands each stage to the supervisor's thread. `false`: it polls on the
+   * supervisor's thread. Always set in a resolved configuration.
+   */
+  readonly thread?: boolean;
 }
 
 export interface LeaseConfig {
@@ -220,7 +227,7 @@ export function checkPluginModules(specifiers: readonly string[], field = 'plugi
 
 /** Every setting's default (`model` has none). */
 export const DEFAULT_CONFIG: Omit<SupervisorConfig, 'model'> = {
-  watchdog: { timeoutMs: 30_000, pollMs: 1_000, graceMs: 2_000, dispatchMs: 60_000 },
+  watchdog: { timeoutMs: 30_000, pollMs: 1_000, graceMs: 2_000, dispatchMs: 60_000, thread: true },
   lease: { ttlMs: 30_000, renewMs: 10_000 },
   pool: {
     maxWorkers: 8,
@@ -294,6 +301,7 @@ export function resolveConfig(input: unknown): SupervisorConfig {
     'graceMs',
     'turnDeadlineMs',
     'dispatchMs',
+    'thread',
   ]);
   const timeoutMs = int('watchdog.timeoutMs', w.timeoutMs ?? d.watchdog.timeoutMs, 10, DAY_MS);
   const pollMs = int('watchdog.pollMs', w.pollMs ?? d.watchdog.pollMs, 2, 60_000);
@@ -310,6 +318,9 @@ export function resolveConfig(input: unknown): SupervisorConfig {
     10,
     DAY_MS,
   );
+
+  const thread = w.thread ?? d.watchdog.thread;
+  if (typeof thread !== 'boolean') throw bad('watchdog.thread', 'must be a boolean', thread);
 
   const l = section('lease', top.lease, ['ttlMs', 'renewMs']);
   const ttlMs = int('lease.ttlMs', l.ttlMs ?? d.lease.ttlMs, 100, DAY_MS);
@@ -497,6 +508,7 @@ export function resolveConfig(input: unknown): SupervisorConfig {
       pollMs,
       graceMs,
       dispatchMs,
+      thread,
       ...(deadline === undefined ? {} : { turnDeadlineMs: deadline }),
     },
     lease: { ttlMs, renewMs },

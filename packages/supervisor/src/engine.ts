@@ -37,7 +37,13 @@ import type { SupervisorConfig } from './config.js';
 import { JournalGate } from './journal/journal-gate.js';
 import { AbortProtocol } from './liveness/abort-protocol.js';
 import { nodeTimers, type Timers } from './liveness/timers.js';
-import { Watchdog, type WatchdogHooks, type WatchdogScheduler } from './liveness/watchdog.js';
+import {
+  type TurnWatchdog,
+  Watchdog,
+  type WatchdogHooks,
+  type WatchdogScheduler,
+} from './liveness/watchdog.js';
+import { ThreadedWatchdog } from './liveness/watchdog-thread.js';
 import { ModelSteps } from './models/steps.js';
 import { ModelThreads } from './models/threads.js';
 import type { TestControls } from './runtime.js';
@@ -74,6 +80,12 @@ export interface EngineOptions {
   readonly timers?: Timers;
   /** Where the watchdog reads the scheduler (runtime.ts: the platform's, or a test's); none: silence alone. */
   readonly scheduler?: WatchdogScheduler;
+  /**
+   * The watchdog polls on a thread of its own (watchdog-thread.ts). runtime.ts decides: the
+   * configuration's `watchdog.thread`, unless a test polls by hand, injects time, hooks or the
+   * scheduler, or the harness is attached — those need the polls on the supervisor's thread.
+   */
+  readonly watchdogThread?: boolean;
 }
 
 /**
@@ -225,7 +237,7 @@ export class TurnEngine implements Commands {
   readonly sessions: Sessions;
   readonly gate: JournalGate;
   readonly isolation: IsolatedPool;
-  readonly watchdog: Watchdog;
+  readonly watchdog: TurnWatchdog;
   private readonly store: Store;
   private readonly ownsStore: boolean;
   private readonly logger: Logger;
@@ -301,14 +313,15 @@ export class TurnEngine implements Commands {
       logger,
       turnOnSlot: (slot) => slots.on(slot),
     });
-    this.watchdog = new (variant(Watchdog))(
-      clock,
-      config.watchdog,
-      aborts,
-      logger,
-      options.hooks,
-      options.scheduler,
-    );
+    this.watchdog = options.watchdogThread
+      ? new ThreadedWatchdog({
+          clock,
+          config: config.watchdog,
+          delegate: aborts,
+          logger,
+          ...(options.scheduler ? { scheduler: options.scheduler } : {}),
+        })
+      : new (variant(Watchdog))(clock, config.watchdog, aborts, logger, options.hooks, options.scheduler);
     this.queue = new (variant(SendQueue))(config.limits.maxQueuedSends, () =>
       this.admission.oneTurnRetryAfterMs(),
     );
@@ -422,6 +435,7 @@ export class TurnEngine implements Commands {
       gate,
       queue,
       clock,
+      watchdog: this.watchdog,
     });
     prelude.bind(this);
   }
@@ -446,6 +460,8 @@ export class TurnEngine implements Commands {
         watchdog: this.config.watchdog,
         // Whether a silent turn's threads can be asked about (starved, wedged, stalled).
         schedstat: this.watchdog.readsScheduler,
+        // Where the watchdog polls: a thread of its own, or this one (tests, the harness).
+        watchdogThread: this.watchdog instanceof ThreadedWatchdog,
       },
       'turnwarden supervisor started',
     );
@@ -471,7 +487,7 @@ export class TurnEngine implements Commands {
     await inFlight();
     await this.abortAll('shutdown');
     await this.cluster?.stop();
-    this.watchdog.stop();
+    await this.watchdog.stop();
     this.stopSweep();
     await this.pool.close();
     await this.modelThreads?.close();

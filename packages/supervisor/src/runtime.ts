@@ -204,6 +204,26 @@ function schedulerOf(seams: TestSeams): { scheduler?: WatchdogScheduler } {
   return scheduler ? { scheduler } : {};
 }
 
+/**
+ * The watchdog polls on a thread of its own (`watchdog.thread`, the default) unless a seam needs
+ * its polls where the test can reach them: polled by hand, injected time, hooks between sample and
+ * commit, an injected scheduler, or the interleaving harness.
+ */
+function watchdogThreadFor(
+  config: SupervisorConfig,
+  seams: TestSeams,
+  harness: HarnessLink | undefined,
+): boolean {
+  return (
+    config.watchdog.thread !== false &&
+    harness === undefined &&
+    !seams.manualWatchdog &&
+    seams.now === undefined &&
+    seams.hooks === undefined &&
+    seams.scheduler === undefined
+  );
+}
+
 function isStore(value: unknown): value is Store {
   return typeof (value as Partial<Store> | undefined)?.appendMessages === 'function';
 }
@@ -236,6 +256,7 @@ export class Turnwarden {
       ...(seams.hooks ? { hooks: seams.hooks } : {}),
       ...(seams.timers ? { timers: seams.timers } : {}),
       ...schedulerOf(seams),
+      watchdogThread: watchdogThreadFor(config, seams, harness),
     });
     this.commands = engine;
     this.engine = engine;

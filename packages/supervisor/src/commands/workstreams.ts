@@ -10,6 +10,7 @@ import type { Store, WorkstreamStatus as StoredStatus, WorkstreamRecord } from '
 import type { Logger } from 'pino';
 import { invalid } from '../input.js';
 import type { JournalGate } from '../journal/journal-gate.js';
+import type { TurnWatchdog } from '../liveness/watchdog.js';
 import type { Sessions } from '../sessions/sessions.js';
 import type { EventHub } from '../streams/events.js';
 import type { LifecycleFeed } from '../streams/lifecycle-feed.js';
@@ -27,7 +28,9 @@ export interface WorkstreamsDeps {
   readonly sessions: Pick<Sessions, 'peek'>;
   readonly gate: Pick<JournalGate, 'status'>;
   readonly queue: Pick<SendQueue, 'depth'>;
-  readonly clock: Pick<ActivityClock, 'nowMs' | 'lastCode'>;
+  readonly clock: Pick<ActivityClock, 'lastCode'>;
+  /** How long a running turn has been silent (`describe`). */
+  readonly watchdog: Pick<TurnWatchdog, 'idleMs'>;
 }
 
 export interface ListQuery {
@@ -152,7 +155,7 @@ export class Workstreams {
     workstreamId: string,
     durable: SessionSnapshotData | undefined,
   ): Pick<WorkstreamStatus, 'state' | 'cleanupPending' | 'persistence' | 'queuedSends' | 'activeTurn'> {
-    const { sessions, gate, queue, clock } = this.deps;
+    const { sessions, gate, queue, clock, watchdog } = this.deps;
     const rec = sessions.peek(workstreamId);
     const snapshot = rec?.snapshot ?? durable;
     const state = snapshot === undefined ? 'idle' : stateOf(snapshot);
@@ -168,7 +171,7 @@ export class Workstreams {
       queuedSends,
       activeTurn: {
         generation: turn.generation,
-        idleMs: Math.round(clock.nowMs() - turn.watched.lastChangeAt),
+        idleMs: Math.round(watchdog.idleMs(turn.watched)),
         lastActivity: activityName(clock.lastCode(turn.worker.slot)),
         ...(turn.aborted ? { abortReason: turn.aborted.reason } : {}),
       },

@@ -74,7 +74,8 @@ function setup(
   config: WatchdogConfig,
   options: {
     threads?: () => readonly number[];
-    scheduler?: 'none' | 'no-self' | 'with-self';
+    /** `support`: the supervisor's thread is every turn's support thread (the watchdog on its own thread). */
+    scheduler?: 'none' | 'no-self' | 'with-self' | 'support';
     /** A delegate without the optional `starved` handler. */
     noStarvedHandler?: boolean;
   } = {},
@@ -92,7 +93,13 @@ function setup(
   };
   const mode = options.scheduler ?? 'no-self';
   const scheduler: WatchdogScheduler | undefined =
-    mode === 'none' ? undefined : mode === 'with-self' ? { stats: sched, self: MAIN } : { stats: sched };
+    mode === 'none'
+      ? undefined
+      : mode === 'with-self'
+        ? { stats: sched, self: MAIN }
+        : mode === 'support'
+          ? { stats: sched, self: MAIN, support: [MAIN] }
+          : { stats: sched };
   /** What the watchdog logged at warn and above. */
   const logs: { level: number; msg: string }[] = [];
   const logger = pino({ level: 'warn' }, { write: (line: string) => void logs.push(JSON.parse(line)) });
@@ -183,6 +190,44 @@ describe('starvation is not a stall (injected scheduler statistics, injected tim
     expect(committed!.info.sched).toMatchObject({ verdict: 'stalled', waitShare: 0, runShare: 0 });
     expect(committed!.at - freedAt).toBeLessThanOrEqual(config.timeoutMs / 2 + config.pollMs);
     expect(h.watchdog.stats()).toMatchObject({ fired: 1, committed: 1, stalled: 1 });
+  });
+
+  it('L1 L2: a turn silent because the supervisor’s thread — its support thread — waited for a CPU is starved, not stalled: held while that lasts, aborted as stalled once it ends', () => {
+    const h = setup(config, { scheduler: 'support' });
+    const lastProgress = h.enter();
+    // The worker sleeps (waiting on the supervisor, say for its model step's dispatch), and the
+    // supervisor's thread is runnable but not scheduled.
+    h.worker(ASLEEP);
+    h.main(STARVED);
+    h.run(2 * config.timeoutMs);
+    expect(h.seen).toEqual([]);
+    expect(h.starved.length).toBeGreaterThanOrEqual(2);
+    expect(h.starved[0]!.at - lastProgress).toBeLessThanOrEqual(config.timeoutMs + config.pollMs);
+    // The turn's own threads are reported, not the support thread.
+    expect(h.starved[0]!.info).toMatchObject({ threads: [WORKER] });
+    expect(h.starved[0]!.info.reading).toMatchObject({ verdict: 'starved', waitShare: 0.85, runShare: 0 });
+    // The supervisor is scheduled again and the turn stays silent: stalled.
+    h.main({ run: 0.3, wait: 0 });
+    h.run(config.timeoutMs);
+    expect(h.committed()?.info.sched).toMatchObject({ verdict: 'stalled', waitShare: 0 });
+  });
+
+  it('L1 L3: the support thread’s CPU never makes a turn wedged — a supervisor busy all the window beside a sleeping worker is a stall, and only the worker’s run share is reported', () => {
+    const h = setup(config, { scheduler: 'support' });
+    const lastProgress = h.enter();
+    h.worker(ASLEEP);
+    h.main(SPINNING);
+    h.run(config.timeoutMs + 2 * config.pollMs);
+    const committed = h.committed();
+    expect(committed!.at - lastProgress).toBeLessThanOrEqual(config.timeoutMs + config.pollMs);
+    expect(committed!.info.sched).toMatchObject({ verdict: 'stalled', runShare: 0, runMs: 0 });
+    // Without a thread of its own to read, the support thread alone judges nothing: silence alone.
+    const lone = setup(config, { scheduler: 'support', threads: () => [] });
+    lone.enter();
+    lone.main(STARVED);
+    lone.run(config.timeoutMs + config.pollMs);
+    expect(lone.committed()?.info.sched).toBeUndefined();
+    expect(lone.starved).toEqual([]);
   });
 
   it('L1: a wedged turn (on a CPU through the window) is aborted at its bound, exactly when it would be without a scheduler', () => {

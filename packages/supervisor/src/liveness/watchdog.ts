@@ -32,6 +32,7 @@ import {
   STARVED_MAX_IDLE_FACTOR,
   type ThreadSched,
 } from './sched.js';
+import type { WatchdogCounts } from './watchdog-thread-protocol.js';
 
 /**
  * Which bound fired: `idle` (no progress for timeoutMs since the last stamp, L1), `deadline`
@@ -58,7 +59,9 @@ class SilenceWindow {
     readonly since: number,
     public at: number,
     public evaluateAt: number,
+    /** The turn's own threads first (`own` of them), then the support threads (wait only). */
     readonly tids: readonly number[],
+    readonly own: number,
     readonly run: number[],
     readonly wait: number[],
   ) {}
@@ -144,6 +147,21 @@ export interface WatchdogScheduler {
   readonly stats: SchedulerStats;
   /** The supervisor's own thread, for the host's saturation (`stats().saturation`). */
   readonly self?: number;
+  /**
+   * Threads every turn's progress waits on besides its own — the supervisor's, when the watchdog
+   * runs on a thread of its own (it admits a turn's rows and dispatches its model steps). Read with
+   * a silent turn's threads: their run-queue wait makes the turn starved; their CPU time never
+   * makes it wedged (they are not the turn's, and terminating a worker would not free them).
+   */
+  readonly support?: readonly number[];
+}
+
+/** Where the figures live (the watchdog's own thread shares them with the supervisor's). */
+export interface WatchdogBuffers {
+  /** The poll-lateness histogram's memory (`LatencyHistogram.bytes`). */
+  readonly latency?: ArrayBufferLike;
+  /** Called after every poll of the timer (the thread publishes its counters there). */
+  readonly polled?: () => void;
 }
 
 export interface WatchdogHooks {
@@ -182,7 +200,44 @@ export interface WatchdogStats {
     | undefined;
 }
 
-export class Watchdog {
+/** What `watch` is given: the armed turn, and — from another thread — when it was armed and at which version. */
+export interface WatchInput {
+  readonly slot: number;
+  readonly workstreamId: string;
+  readonly tenantId: string;
+  readonly generation: number;
+  readonly threads?: () => readonly number[];
+  /** Monotonic ms when the slot was armed (default now). */
+  readonly startedAt?: number;
+  /** The slot's version right after the arm (default sampled now). */
+  readonly version?: number;
+}
+
+export function latencyOf(h: LatencyHistogram): WatchdogStats['pollLateness'] {
+  return { p50: h.quantile(0.5), p99: h.quantile(0.99), max: h.max() };
+}
+
+/**
+ * What the supervisor asks of a watchdog, wherever it polls: on the supervisor's thread
+ * (`Watchdog`: tests, the harness, `watchdog.thread: false`) or on a thread of its own
+ * (`ThreadedWatchdog`, watchdog-thread.ts).
+ */
+export interface TurnWatchdog {
+  watch(turn: WatchInput): WatchedTurn;
+  unwatch(turn: WatchedTurn): void;
+  /** The OS threads a watched turn's progress depends on changed (a model call started or ended). */
+  threadsChanged(turn: WatchedTurn): void;
+  idleMs(turn: WatchedTurn): number;
+  start(): void;
+  stop(): void | Promise<void>;
+  /** One sampling pass (tests: only a watchdog on the supervisor's thread can be polled by hand). */
+  poll(): void;
+  stats(): WatchdogStats;
+  readonly readsScheduler: boolean;
+  active(): number;
+}
+
+export class Watchdog implements TurnWatchdog {
   private readonly turns = new Map<number, WatchedTurn>();
   private timer: NodeJS.Timeout | undefined;
   private readonly intervalMs: number;
@@ -194,11 +249,13 @@ export class Watchdog {
   private starvedCount = 0;
   private wedgedCount = 0;
   private stalledCount = 0;
-  readonly lateness = new LatencyHistogram();
+  readonly lateness: LatencyHistogram;
   /** Silent for this long (half the idle bound), a turn's threads are read once (sched.ts). */
   private readonly probeMs: number;
   private readonly sched: SchedulerStats | undefined;
   private readonly saturation: HostSaturation | undefined;
+  private readonly support: readonly number[];
+  private readonly polled: (() => void) | undefined;
 
   constructor(
     protected readonly clock: ActivityClock,
@@ -207,10 +264,14 @@ export class Watchdog {
     private readonly logger: Logger,
     private readonly hooks: WatchdogHooks = {},
     scheduler?: WatchdogScheduler,
+    buffers: WatchdogBuffers = {},
   ) {
     this.intervalMs = Math.max(1, config.pollMs / 2);
     this.probeMs = config.timeoutMs / 2;
     this.sched = scheduler?.stats;
+    this.support = scheduler?.support ?? NO_THREADS;
+    this.lateness = new LatencyHistogram(buffers.latency);
+    this.polled = buffers.polled;
     this.saturation =
       scheduler?.self === undefined ? undefined : new HostSaturation(scheduler.stats, scheduler.self);
   }
@@ -231,20 +292,14 @@ export class Watchdog {
    * Starts watching a freshly armed turn (the caller armed the slot). `threads`: the OS threads
    * its progress depends on (`WatchedTurn.threads`); without them it is judged on silence alone.
    */
-  watch(turn: {
-    slot: number;
-    workstreamId: string;
-    tenantId: string;
-    generation: number;
-    threads?: () => readonly number[];
-  }): WatchedTurn {
+  watch(turn: WatchInput): WatchedTurn {
     const watched = new WatchedTurn(
       turn.slot,
       turn.workstreamId,
       turn.tenantId,
       turn.generation,
-      this.clock.nowMs(),
-      this.clock.sample(turn.slot),
+      turn.startedAt ?? this.clock.nowMs(),
+      turn.version ?? this.clock.sample(turn.slot),
       turn.threads,
     );
     this.turns.set(turn.slot, watched);
@@ -253,6 +308,14 @@ export class Watchdog {
 
   unwatch(turn: WatchedTurn): void {
     if (this.turns.get(turn.slot) === turn) this.turns.delete(turn.slot);
+  }
+
+  /** The turn's threads changed: read lazily here (`WatchedTurn.threads`), so nothing to do. */
+  threadsChanged(_turn: WatchedTurn): void {}
+
+  /** How long the turn has been silent as the watchdog saw it (`describe`'s idle time). */
+  idleMs(turn: WatchedTurn): number {
+    return this.clock.nowMs() - turn.lastChangeAt;
   }
 
   /** The scheduler can be read: silent turns are judged starved, wedged or stalled (sched.ts). */
@@ -267,15 +330,18 @@ export class Watchdog {
   stats(): WatchdogStats {
     return {
       watched: this.turns.size,
+      ...this.counts(),
+      pollLateness: latencyOf(this.lateness),
+    };
+  }
+
+  /** The counters alone (what the watchdog's own thread publishes after every poll). */
+  counts(): WatchdogCounts {
+    return {
       polls: this.polls,
       fired: this.firedCount,
       committed: this.committedCount,
       declined: this.declinedCount,
-      pollLateness: {
-        p50: this.lateness.quantile(0.5),
-        p99: this.lateness.quantile(0.99),
-        max: this.lateness.max(),
-      },
       starved: this.starvedCount,
       wedged: this.wedgedCount,
       stalled: this.stalledCount,
@@ -288,6 +354,7 @@ export class Watchdog {
     this.lateness.record(now - this.nextDueAt);
     this.nextDueAt = Math.max(this.nextDueAt, now) + this.intervalMs;
     this.poll();
+    this.polled?.();
   }
 
   /** One sampling pass over the active turns. Public for deterministic tests. */
@@ -341,9 +408,9 @@ export class Watchdog {
       // The poll at half the bound did not come (this thread ran late): a window of one poll
       // period from here, or — nothing to read — the abort as always.
       w = this.probe(turn, now, now + this.intervalMs);
-      return w.tids.length > 0 ? 'held' : undefined;
+      return w.own > 0 ? 'held' : undefined;
     }
-    if (w.tids.length === 0) return undefined;
+    if (w.own === 0) return undefined;
     if (now < w.evaluateAt) return 'held';
     const reading = this.read(w, now);
     if (reading === undefined) return undefined;
@@ -363,7 +430,7 @@ export class Watchdog {
       idleMs: Math.round(now - turn.lastChangeAt),
       lastActivity: activityName(this.clock.lastCode(turn.slot)),
       deferrals: w.deferrals,
-      threads: w.tids,
+      threads: w.tids.slice(0, w.own),
       reading,
     };
     this.safely('starved', () => this.delegate.starved?.(turn, info));
@@ -381,19 +448,26 @@ export class Watchdog {
     const tids: number[] = [];
     const run: number[] = [];
     const wait: number[] = [];
-    for (const tid of asked) {
+    const add = (tid: number) => {
       const s = this.sample(tid);
-      if (s === undefined) continue;
+      if (s === undefined) return;
       tids.push(tid);
       run.push(s.runNs);
       wait.push(s.waitNs);
-    }
-    const w = new SilenceWindow(turn.lastChangeAt, now, evaluateAt, tids, run, wait);
+    };
+    for (const tid of asked) add(tid);
+    const own = tids.length;
+    // Nothing of the turn's own could be read: judged on silence alone, support or not.
+    if (own > 0) for (const tid of this.support) add(tid);
+    const w = new SilenceWindow(turn.lastChangeAt, now, evaluateAt, tids, own, run, wait);
     turn.silence = w;
     return w;
   }
 
-  /** The window's reading over its busiest thread; the reading's end is the next window's baseline. */
+  /**
+   * The window's reading over its busiest thread; the reading's end is the next window's baseline.
+   * A support thread's wait counts, its CPU does not (WatchdogScheduler.support).
+   */
   private read(w: SilenceWindow, now: number): SchedReading | undefined {
     let runNs = 0;
     let waitNs = 0;
@@ -401,11 +475,13 @@ export class Watchdog {
     for (let i = 0; i < w.tids.length; i++) {
       const s = this.sample(w.tids[i]!);
       if (s === undefined) continue; // the thread exited
-      runNs = Math.max(runNs, s.runNs - w.run[i]!);
+      if (i < w.own) {
+        runNs = Math.max(runNs, s.runNs - w.run[i]!);
+        answered++;
+      }
       waitNs = Math.max(waitNs, s.waitNs - w.wait[i]!);
       w.run[i] = s.runNs;
       w.wait[i] = s.waitNs;
-      answered++;
     }
     if (answered === 0) return undefined;
     w.runMs += runNs / 1e6;

@@ -202,6 +202,39 @@ describe('history rewrite fence', () => {
     });
   });
 
+  it('L8: a fence the watchdog’s own thread set, before its report reached the supervisor, revokes a rewrite that has not started', async () => {
+    // Nothing polls here (manualWatchdog): the fence below stands for the thread's CAS, whose
+    // report — the turn's abort record — has not arrived.
+    rt = await startRuntime({ manualWatchdog: true });
+    await (await rt.send('hello')).done;
+    const words = new Int32Array(testControls(rt.tw).clockBuffer);
+    const slots = Atomics.load(words, 1);
+    const act = (slot: number) => Atomics.load(words, 16 + slot * 16);
+    const before = Array.from({ length: slots }, (_, slot) => act(slot));
+    const token = nextEvent(rt.tw, rt.workstreamId, 'tool_started');
+    const turn = await rt.send(script({ tools: [{ name: 'heartbeat', args: { ms: 2_000, everyMs: 20 } }] }));
+    await token;
+    const slot = before.findIndex((v, i) => act(i) !== v);
+    expect(slot).toBeGreaterThanOrEqual(0);
+    Atomics.or(words, 16 + slot * 16, 1 << 31);
+    const refused = await rt.tw
+      .compact({
+        tenantId: 'tenant-a',
+        principal: 'user-a',
+        workstreamId: rt.workstreamId,
+        throughSeq: 2,
+        summary: 'late',
+      })
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    expect(isTurnwardenError(refused, ErrorCode.FENCED)).toBe(true);
+    expect((await rt.history()).some((r) => r.message.role === 'system')).toBe(false);
+    // The worker's next stamp finds the fence and it unwinds.
+    expect((await turn.done).status).not.toBe('completed');
+  });
+
   it('C6: a force cancel never waits on a history rewrite in flight: it returns once the abort is signalled, and the turn ends after the rewrite', async () => {
     const gated = gatedStore(openSqliteStore({ path: ':memory:' }));
     rt = await startRuntime({ watchdog: FAST_WATCHDOG, store: gated.store });

@@ -38,11 +38,14 @@ export async function compactLive(
   return turn.holdEndFor(held === undefined ? write() : held.then(write));
 }
 
-/** L8: a rewrite asked for once the turn's abort has committed is refused (FENCED). */
-export function admitRewrite(turn: Pick<Turn, 'workstreamId' | 'aborted'>): void {
-  if (turn.aborted) {
+/**
+ * L8: a rewrite asked for once the turn's abort has committed is refused (FENCED) — committed as
+ * the slot says, too: the watchdog's own thread sets the fence before the supervisor hears of it.
+ */
+export function admitRewrite(turn: Pick<Turn, 'workstreamId' | 'aborted' | 'fenced'>): void {
+  if (turn.fenced) {
     throw errors.fenced(
-      `history rewrite of ${turn.workstreamId} revoked: the turn's abort (${turn.aborted.reason}) has committed`,
+      `history rewrite of ${turn.workstreamId} revoked: the turn's abort (${turn.aborted?.reason ?? 'watchdog'}) has committed`,
     );
   }
 }

@@ -10,6 +10,7 @@
  * `stream_end` and `idle`, then `done` and `outcome`. A failing end still ends (`failed`):
  * `done` never hangs, and shutdown waits on it.
  */
+import { isFenced } from '@turnwarden/clock';
 import { type AbandonReason, type TurnOutcome, toWire } from '@turnwarden/protocol';
 import type { Lease } from '@turnwarden/store';
 import type { Logger } from 'pino';
@@ -130,6 +131,15 @@ export class Turn {
     return this.abortRecord;
   }
 
+  /**
+   * An abort of the turn has committed: recorded here, or — by the watchdog on its own thread,
+   * whose report has not arrived yet — set on the turn's clock slot (the fence is the commit, L6).
+   */
+  get fenced(): boolean {
+    if (this.abortRecord !== undefined) return true;
+    return !this.ending && isFenced(this.host.clock.sample(this.worker.slot));
+  }
+
   /** The turn's end has begun: no task, event or renewal of it counts any more. */
   get ending(): boolean {
     return this.current === 'settling' || this.current === 'done';
@@ -223,12 +233,15 @@ export class Turn {
    */
   modelCallStarted(call: ModelCall): void {
     this.modelCall = call;
+    this.host.watchdog.threadsChanged?.(this.watched);
     if (this.abortRecord !== undefined) call.abort(this.abortRecord.reason);
     else if (this.ending) call.abort('ended');
   }
 
   modelCallEnded(call: ModelCall): void {
-    if (this.modelCall === call) this.modelCall = undefined;
+    if (this.modelCall !== call) return;
+    this.modelCall = undefined;
+    this.host.watchdog.threadsChanged?.(this.watched);
   }
 
   /** Work it handed elsewhere (an isolated task, a host tool call) was cancelled, or it never reached its worker: the worker holds no leaked work and is kept. */

@@ -17,7 +17,7 @@ import type { Permit } from '../capacity/admission.js';
 import type { WorkerHandle, WorkerPool } from '../capacity/pool.js';
 import type { SendQueue } from '../commands/send-queue.js';
 import type { SupervisorConfig } from '../config.js';
-import type { StallInfo, Watchdog } from '../liveness/watchdog.js';
+import type { StallInfo, TurnWatchdog } from '../liveness/watchdog.js';
 import type { SessionRecord, Sessions } from '../sessions/sessions.js';
 import type { HostTools } from '../tools/host-tools.js';
 import type { IsolatedPool } from '../tools/isolation.js';
@@ -71,7 +71,7 @@ export interface TurnHost extends SettleHost, WorkerEventHost, RenewalHost, Anno
   readonly store: SettleHost['store'] & RenewalHost['store'] & Pick<TurnStore, 'releaseLease'>;
   readonly pool: Pick<WorkerPool, 'terminate' | 'release' | 'retire'>;
   readonly sessions: Sessions;
-  readonly watchdog: Pick<Watchdog, 'watch' | 'unwatch'>;
+  readonly watchdog: Pick<TurnWatchdog, 'watch' | 'unwatch'> & Partial<Pick<TurnWatchdog, 'threadsChanged'>>;
   readonly isolation: Pick<IsolatedPool, 'cancelTurn'>;
   readonly hostTools: Pick<HostTools, 'cancelTurn'>;
   /** Cancels, closes and deletes on their way: the dispatch waits for them (C7). */
