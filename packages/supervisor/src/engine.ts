@@ -450,7 +450,7 @@ export class TurnEngine implements Commands {
   async start({ watchdogTimer = true }: { readonly watchdogTimer?: boolean } = {}): Promise<void> {
     const repaired = await this.recovery.atStart();
     if (repaired > 0) this.logger.warn({ repaired }, 'sessions left mid-turn by an earlier process repaired');
-    if (watchdogTimer) this.watchdog.start();
+    if (watchdogTimer) await this.watchdog.start();
     this.startSweep();
     await this.cluster?.start();
     this.logger.info(

@@ -48,7 +48,7 @@ import {
   checkSendInput,
   invalid,
 } from './input.js';
-import { platformScheduler } from './liveness/sched.js';
+import { platformScheduler } from './liveness/platform-sched.js';
 import type { Timers } from './liveness/timers.js';
 import type { WatchdogHooks, WatchdogScheduler } from './liveness/watchdog.js';
 import type { RuntimeStats } from './stats.js';

@@ -16,8 +16,9 @@ export { DEFAULT_CONFIG, resolveConfig } from './config.js';
 export * from './index.js';
 export type { GateHost } from './journal/journal-gate.js';
 export { JournalGate } from './journal/journal-gate.js';
+export { platformScheduler } from './liveness/platform-sched.js';
 export type { SchedReading, SchedulerStats, SchedVerdict, ThreadSched } from './liveness/sched.js';
-export { platformScheduler, procSchedStats } from './liveness/sched.js';
+export { procSchedStats } from './liveness/sched.js';
 export type { CancelTimer, Timers } from './liveness/timers.js';
 export { nodeTimers } from './liveness/timers.js';
 export type {

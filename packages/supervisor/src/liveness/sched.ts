@@ -14,7 +14,6 @@
  * - **stalled**: neither: it was asleep (waiting on something that never came).
  */
 import { readFileSync } from 'node:fs';
-import { osThreadId } from '@turnwarden/session';
 
 /** A thread's cumulative scheduler figures. */
 export interface ThreadSched {
@@ -48,17 +47,6 @@ export const procSchedStats: SchedulerStats = {
     return space > 0 && Number.isFinite(runNs) && Number.isFinite(waitNs) ? { runNs, waitNs } : undefined;
   },
 };
-
-/**
- * The platform's scheduler statistics and the supervisor's own thread: on Linux with
- * `/proc/thread-self` and a readable schedstat, else undefined (no classification: the watchdog
- * behaves exactly as without this module).
- */
-export function platformScheduler(): { readonly stats: SchedulerStats; readonly self: number } | undefined {
-  const self = osThreadId();
-  if (self === undefined || procSchedStats.sample(self) === undefined) return undefined;
-  return { stats: procSchedStats, self };
-}
 
 /** ≥ this share of the window waiting on a run queue: the turn was starved (see `classify`). */
 const STARVED_WAIT_SHARE = 0.25;

@@ -14,8 +14,9 @@ import { osThreadId } from '@turnwarden/session';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import type { WatchdogConfig } from '../config.js';
+import { platformScheduler } from './platform-sched.js';
 import type { SchedulerStats, ThreadSched } from './sched.js';
-import { classify, platformScheduler, procSchedStats } from './sched.js';
+import { classify, procSchedStats } from './sched.js';
 import {
   type StallInfo,
   type StarvedInfo,

@@ -13,7 +13,7 @@ import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { nextEvent, script, startRuntime } from '../test-support/runtime.js';
 import { testControls } from '../testing.js';
-import { platformScheduler } from './sched.js';
+import { platformScheduler } from './platform-sched.js';
 import type { StallInfo, WatchdogDelegate, WatchedTurn } from './watchdog.js';
 import { ThreadedWatchdog, type ThreadedWatchdogOptions } from './watchdog-thread.js';
 import { readThreads, writeThreads } from './watchdog-thread-protocol.js';

@@ -48,10 +48,10 @@ import {
 } from './watchdog-thread-protocol.js';
 
 /** The thread's entry in the built package (src resolves to the same file: the tests run the build). */
-const watchdogThreadUrl: URL = new URL(
-  '../../dist/liveness/watchdog-thread-entry.js',
-  import.meta.url,
-);
+const watchdogThreadUrl: URL = new URL('../../dist/liveness/watchdog-thread-entry.js', import.meta.url);
+
+/** The longest a start waits for the thread (it loads a few modules: about 0.1 s here). */
+const READY_BOUND_MS = 10_000;
 
 export interface ThreadedWatchdogOptions {
   readonly clock: ActivityClock;
@@ -109,6 +109,8 @@ export class ThreadedWatchdog implements TurnWatchdog {
   private readonly threadWords: Int32Array;
   /** Where the watchdog runs if its thread cannot (it exited before it ever polled). */
   private fallback: Watchdog | undefined;
+  private readonly ready: Promise<void>;
+  private becameReady: () => void = () => undefined;
 
   constructor(private readonly options: ThreadedWatchdogOptions) {
     this.statsBuffer = new SharedArrayBuffer(STATS_WORDS * 8);
@@ -117,6 +119,10 @@ export class ThreadedWatchdog implements TurnWatchdog {
     this.lateness = new LatencyHistogram(this.latencyBuffer);
     this.threadsBuffer = new SharedArrayBuffer(options.clock.slots * THREAD_WORDS * 4);
     this.threadWords = new Int32Array(this.threadsBuffer);
+    this.ready = new Promise<void>((resolve) => {
+      this.becameReady = resolve;
+      setTimeout(resolve, READY_BOUND_MS).unref();
+    });
   }
 
   get readsScheduler(): boolean {
@@ -138,10 +144,17 @@ export class ThreadedWatchdog implements TurnWatchdog {
     return this.worker;
   }
 
-  start(): void {
-    if (this.started) return;
-    this.started = true;
-    this.spawn();
+  /**
+   * Starts the thread; resolves once it polls (its first turn is watched on time), or once it fell
+   * back to the supervisor's thread — never later than `READY_BOUND_MS` (the thread then starts in
+   * the background, its turns queued for it).
+   */
+  start(): Promise<void> {
+    if (!this.started) {
+      this.started = true;
+      this.spawn();
+    }
+    return this.ready;
   }
 
   async stop(): Promise<void> {
@@ -363,6 +376,7 @@ export class ThreadedWatchdog implements TurnWatchdog {
       else this.watches.delete(id);
     }
     local.start();
+    this.becameReady();
   }
 
   private readonly byLocal = new WeakMap<WatchedTurn, WatchedTurn>();
@@ -373,7 +387,10 @@ export class ThreadedWatchdog implements TurnWatchdog {
   }
 
   private received(msg: FromWatchdogThread): void {
-    if (msg.t === 'ready') return;
+    if (msg.t === 'ready') {
+      this.becameReady();
+      return;
+    }
     if (msg.t === 'log') {
       this.options.logger.error({ detail: msg.detail }, `watchdog thread: ${msg.msg}`);
       return;

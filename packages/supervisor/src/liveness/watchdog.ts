@@ -228,7 +228,8 @@ export interface TurnWatchdog {
   /** The OS threads a watched turn's progress depends on changed (a model call started or ended). */
   threadsChanged(turn: WatchedTurn): void;
   idleMs(turn: WatchedTurn): number;
-  start(): void;
+  /** Starts polling; resolves once the first poll can run (a thread of its own: once it is ready). */
+  start(): void | Promise<void>;
   stop(): void | Promise<void>;
   /** One sampling pass (tests: only a watchdog on the supervisor's thread can be polled by hand). */
   poll(): void;
