@@ -8,6 +8,7 @@ import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import { errors, TurnwardenError } from '@turnwarden/protocol';
 import type { ModelProvider } from '@turnwarden/session';
 import { type DriveOptions, driveModel } from './drive.js';
+import { useChunkCheck } from './openai-chunks.js';
 
 export interface ModelConfig extends Omit<DriveOptions, 'name' | 'provider' | 'secrets'> {
   /** The name turns select it by (`config.model`). */
@@ -142,7 +143,10 @@ export function modelProvider(
       headers,
       ...(key === undefined ? {} : { apiKey: key }),
     });
-    return driveModel(provider.chatModel(c.model), drive);
+    const chat = provider.chatModel(c.model);
+    // Each SSE chunk checked by hand, not by the AI SDK's zod schema (openai-chunks.ts).
+    useChunkCheck(chat);
+    return driveModel(chat, drive);
   }
   if (key === undefined) throw bad(`${at}.apiKeyEnv`, 'is required for anthropic');
   const provider = createAnthropic({
