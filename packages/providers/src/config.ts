@@ -9,6 +9,7 @@ import { errors, TurnwardenError } from '@turnwarden/protocol';
 import type { ModelProvider } from '@turnwarden/session';
 import { type DriveOptions, driveModel } from './drive.js';
 import { useChunkCheck } from './openai-chunks.js';
+import { leanStreaming } from './openai-stream.js';
 
 export interface ModelConfig extends Omit<DriveOptions, 'name' | 'provider' | 'secrets'> {
   /** The name turns select it by (`config.model`). */
@@ -144,8 +145,10 @@ export function modelProvider(
       ...(key === undefined ? {} : { apiKey: key }),
     });
     const chat = provider.chatModel(c.model);
-    // Each SSE chunk checked by hand, not by the AI SDK's zod schema (openai-chunks.ts).
+    // Each SSE chunk checked by hand, not by the AI SDK's zod schema (openai-chunks.ts), and the
+    // successful response read in one stage, not the SDK's stream pipeline (openai-stream.ts).
     useChunkCheck(chat);
+    leanStreaming(chat);
     return driveModel(chat, drive);
   }
   if (key === undefined) throw bad(`${at}.apiKeyEnv`, 'is required for anthropic');
