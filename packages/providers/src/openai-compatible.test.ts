@@ -268,7 +268,7 @@ describe('the OpenAI-compatible provider', () => {
     expect(e.code).toBe(ErrorCode.MODEL_ERROR);
     // The transport's words; the stream's own 200 (which the provider layer puts on the error
     // it wraps the break in) is not the failure's status.
-    expect(e.message).toMatch(/other side closed/);
+    expect(e.message).toMatch(/closed the connection mid-stream \(aborted\)/);
     expect(e.message).not.toMatch(/HTTP 200/);
     expect(e.details).not.toHaveProperty('status');
   });

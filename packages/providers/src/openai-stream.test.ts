@@ -7,6 +7,7 @@
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { gzipSync } from 'node:zlib';
 import { createOpenAICompatible, OpenAICompatibleChatLanguageModel } from '@ai-sdk/openai-compatible';
 import { ErrorCode } from '@turnwarden/protocol';
 import type { ModelEvent } from '@turnwarden/session';
@@ -139,7 +140,48 @@ describe('the OpenAI-compatible stream read in one stage', () => {
     expect(e.message).toMatch(/ended without a finish reason/);
   });
 
-  it('the chat model a configuration builds reads its streams here; a model that is not the SDK chat model is left alone', () => {
+  it('over node:http: a gzip-compressed stream is read decompressed; a refused connection is retried as fetch’s would be, then MODEL_ERROR', async () => {
+    const body = gzipSync(Buffer.from(chunk({ content: 'zipped' }) + chunk({}, 'stop')));
+    server = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(200, { 'content-type': 'text/event-stream', 'content-encoding': 'gzip' });
+        res.end(body);
+      });
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
+    expect(texts((await run(url)).events)).toBe('zipped');
+    server.close();
+    await once(server, 'close');
+    const p = modelProvider({
+      name: 'raw',
+      provider: 'openai-compatible',
+      baseURL: url,
+      model: 'm',
+      maxRetries: 2,
+      baseDelayMs: 1,
+      maxDelayMs: 2,
+    });
+    const s = signals();
+    const e = await failure(
+      (async () => {
+        for await (const _ of p.stream({ history: [{ role: 'user', content: 'hi' }], tools: [] }, s));
+      })(),
+    );
+    expect(e.code).toBe(ErrorCode.MODEL_ERROR);
+    expect(e.message).toContain('refused after 3 attempts');
+    expect(e.message).toMatch(/Cannot connect to API: .*ECONNREFUSED/);
+    // Each retry was work: stamped before and after its wait.
+    expect(s.beats()).toBe(4);
+  });
+
+  it('the chat model a configuration builds reads its streams here; a model that is not the SDK chat model, or has a fetch of its own, is left alone', () => {
+    const own = createOpenAICompatible({ name: 'x', baseURL: 'http://127.0.0.1:1/v1', fetch }).chatModel('m');
+    const sdkOwn = own.doStream;
+    expect(leanStreaming(own)).toBe(false);
+    expect(own.doStream).toBe(sdkOwn);
     const chat = createOpenAICompatible({ name: 'x', baseURL: 'http://127.0.0.1:1/v1' }).chatModel('m');
     expect(chat).toBeInstanceOf(OpenAICompatibleChatLanguageModel);
     const sdk = chat.doStream;

@@ -2,14 +2,14 @@
  * The OpenAI-compatible chat stream read without the AI SDK's stream pipeline.
  *
  * The AI SDK's chat model turns the response body into stream parts through five web-streams
- * stages per chunk (decode, SSE parse, JSON and validation, its transform, the reader). On a
- * shared model thread carrying 500 streams that pipeline was most of the thread's CPU — about
- * 80 µs per token, where a bare `fetch` reading the same stream spends under 50 in all (issue
- * 24's HTTP scale runs). So the request still goes through the SDK — the same body (its own
- * request builder), headers, `fetch`, refusals and their errors (`APICallError`, which the retries
- * read) — and only the successful response's body is read here: SSE events split by hand, each
- * chunk parsed, checked (`openai-chunks.ts`, the SDK schema's verdicts) and turned into the stream
- * parts `drive.ts` reads, in one stage.
+ * stages per chunk (decode, SSE parse, JSON and a zod validation, its transform, the reader), on
+ * top of `fetch`'s own body stream: a promise hop per stage per token, on a model thread that
+ * carries every session's stream (`turnwarden bench --only provider`: 2.3–3.3× a bare fetch). So
+ * the request still goes through the SDK's request code — the same body (its own builder),
+ * headers, refusals and their errors (`APICallError`, which the retries read) — over `node:http`
+ * (node-fetch.ts), and the successful response's body is read here as the socket hands it over:
+ * SSE events split by hand, each chunk parsed, checked (`openai-chunks.ts`, the SDK schema's
+ * verdicts) and turned into the stream parts `drive.ts` reads, in one stage.
  *
  * What the parts mean is the SDK chat model's: text deltas (a `refusal` is text too), reasoning
  * and tool-call argument deltas (progress), each tool call once complete — assembled by index,
@@ -17,10 +17,12 @@
  * finish with the server's reason (`stop`, `tool_calls`, …, unified as the SDK maps them); an
  * error chunk or a chunk that fails the check is an `error` part, as is a stream that ends with
  * no finish reason ("Response stream ended without a finish reason."). A tool call that never
- * got a name is an error, as in the SDK. Anything this version of the SDK does not expose as
- * expected leaves the chat model as it is (`leanStreaming` returns false).
+ * got a name is an error, as in the SDK. A chat model given a `fetch` of its own, or one that does
+ * not expose what this reads (another SDK version), keeps the SDK's pipeline (`leanStreaming`
+ * returns false).
  */
 
+import type { Readable } from 'node:stream';
 import { mapOpenAICompatibleFinishReason } from '@ai-sdk/openai-compatible/internal';
 import {
   type APICallError,
@@ -34,6 +36,7 @@ import {
   TypeValidationError,
 } from '@ai-sdk/provider';
 import { combineHeaders, generateId, postJsonToApi, type ResponseHandler } from '@ai-sdk/provider-utils';
+import { nodeFetch, RAW_BODY, type RawResponse } from './node-fetch.js';
 import { checkChunk } from './openai-chunks.js';
 
 /** What the SDK's chat model keeps to itself and this reads (its request side). */
@@ -71,7 +74,8 @@ function internals(model: object): ChatInternals | undefined {
  */
 export function leanStreaming(model: LanguageModelV3): boolean {
   const chat = internals(model);
-  if (chat === undefined) return false;
+  // A model given a fetch of its own keeps the SDK's pipeline, and that fetch.
+  if (chat === undefined || chat.config.fetch !== undefined) return false;
   (model as unknown as { doStream: ChatInternals['doStream'] }).doStream = (options) =>
     streamChat(chat, options);
   return true;
@@ -95,15 +99,13 @@ async function streamChat(
     headers: combineHeaders(chat.config.headers(), options.headers),
     body,
     failedResponseHandler: chat.failedResponseHandler,
-    successfulResponseHandler: async ({
-      response,
-    }): Promise<{ value: ReadableStream<Uint8Array> | null }> => ({
-      value: response.body,
+    successfulResponseHandler: async ({ response }): Promise<{ value: Readable | undefined }> => ({
+      value: (response as RawResponse)[RAW_BODY],
     }),
     ...(options.abortSignal === undefined ? {} : { abortSignal: options.abortSignal }),
-    ...(chat.config.fetch === undefined ? {} : { fetch: chat.config.fetch }),
+    fetch: nodeFetch,
   });
-  if (response === null)
+  if (response === undefined)
     throw new InvalidResponseDataError({ data: undefined, message: 'Response has no body.' });
   return {
     stream: partsOf(response, warnings),
@@ -120,11 +122,7 @@ interface Call {
 }
 
 /** The stream parts of one response body. */
-function partsOf(
-  body: ReadableStream<Uint8Array>,
-  warnings: unknown[],
-): ReadableStream<LanguageModelV3StreamPart> {
-  const reader = body.getReader();
+function partsOf(body: Readable, warnings: unknown[]): ReadableStream<LanguageModelV3StreamPart> {
   const decoder = new TextDecoder();
   let buffer = '';
   /** The current event's data lines. */
@@ -254,29 +252,59 @@ function partsOf(
     buffer = buffer.slice(at);
   };
 
-  return new ReadableStream<LanguageModelV3StreamPart>({
-    start(controller) {
-      controller.enqueue({ type: 'stream-start', warnings: warnings as never });
-    },
-    async pull(controller) {
-      const out: LanguageModelV3StreamPart[] = [];
-      while (out.length === 0 && !ended) {
-        const next = await reader.read();
-        if (next.done) {
+  const head: LanguageModelV3StreamPart = { type: 'stream-start', warnings: warnings as never };
+  // Chunks as the socket hands them over; paused while the reader is behind.
+  return new ReadableStream<LanguageModelV3StreamPart>(
+    {
+      start(controller) {
+        controller.enqueue(head);
+        const push = (out: LanguageModelV3StreamPart[]) => {
+          for (const part of out) controller.enqueue(part);
+        };
+        body.on('data', (b: Buffer) => {
+          if (ended) return;
+          const out: LanguageModelV3StreamPart[] = [];
+          lines(decoder.decode(b, { stream: true }), out);
+          push(out);
+          if ((controller.desiredSize ?? 1) <= 0) body.pause();
+        });
+        body.on('end', () => {
+          if (ended) return;
+          const out: LanguageModelV3StreamPart[] = [];
           lines(`${decoder.decode()}\n\n`, out);
           end(out);
           ended = true;
-        } else {
-          lines(decoder.decode(next.value, { stream: true }), out);
-        }
-      }
-      for (const part of out) controller.enqueue(part);
-      if (ended) controller.close();
+          push(out);
+          controller.close();
+        });
+        const fail = (e: unknown) => {
+          if (ended) return;
+          ended = true;
+          controller.error(e);
+        };
+        // The connection went away mid-stream (the transport's own words kept: "aborted", ECONNRESET).
+        const cut = (e?: Error) =>
+          fail(
+            Object.assign(
+              new Error(`the server closed the connection mid-stream${e ? ` (${e.message})` : ''}`),
+              {
+                cause: e,
+              },
+            ),
+          );
+        body.on('error', (e: Error) => (e.name === 'AbortError' ? fail(e) : cut(e)));
+        body.on('close', () => cut());
+      },
+      pull() {
+        if (body.isPaused()) body.resume();
+      },
+      cancel() {
+        ended = true;
+        body.destroy();
+      },
     },
-    cancel(reason) {
-      return reader.cancel(reason);
-    },
-  });
+    { highWaterMark: 64 },
+  );
 }
 
 const NO_USAGE = {
