@@ -70,7 +70,7 @@ const watchdog = new Watchdog(clock, data.config as WatchdogConfig, delegate, lo
   polled: () => publishStats(counters, watchdog.counts(), now()),
 });
 
-port.on('message', (msg: ToWatchdogThread) => {
+function handle(msg: ToWatchdogThread, dropped: number[]): void {
   if (msg.t === 'watch') {
     const { id, slot } = msg;
     const turn = watchdog.watch({
@@ -86,11 +86,17 @@ port.on('message', (msg: ToWatchdogThread) => {
     turns.set(id, turn);
   } else if (msg.t === 'unwatch') {
     const turn = turns.get(msg.id);
-    if (turn === undefined) return post({ t: 'unwatched', id: msg.id });
+    dropped.push(msg.id);
+    if (turn === undefined) return;
     turns.delete(msg.id);
     watchdog.unwatch(turn);
-    post({ t: 'unwatched', id: msg.id });
   }
+}
+
+port.on('message', (batch: readonly ToWatchdogThread[]) => {
+  const dropped: number[] = [];
+  for (const msg of batch) handle(msg, dropped);
+  if (dropped.length > 0) post({ t: 'unwatched', ids: dropped });
 });
 
 watchdog.start();

@@ -27,6 +27,7 @@ export interface WatchdogThreadData {
   readonly schedstat: boolean;
 }
 
+/** What the supervisor posts: its commands in order, several at once (watchdog-thread.ts batches them). */
 export type ToWatchdogThread =
   | {
       readonly t: 'watch';
@@ -42,8 +43,8 @@ export type ToWatchdogThread =
 
 export type FromWatchdogThread =
   | { readonly t: 'ready' }
-  /** The thread dropped the watch: it reports nothing more of it. */
-  | { readonly t: 'unwatched'; readonly id: number }
+  /** The thread dropped these watches: it reports nothing more of them. */
+  | { readonly t: 'unwatched'; readonly ids: readonly number[] }
   | { readonly t: 'fired' | 'committed'; readonly id: number; readonly info: StallInfo }
   | {
       readonly t: 'declined';

@@ -125,6 +125,8 @@ describe('the watchdog on its own thread', () => {
     expect(isFenced(h.clock.sample(1))).toBe(false);
     h.wd.unwatch(busy.turn);
     expect(h.wd.stats().watched).toBe(0);
+    // Nothing is kept once the thread acknowledged the unwatches.
+    await until('the thread acknowledges', () => h.wd.held() === 0);
   });
 
   it('L12: the thread polls on while the supervisor’s thread is blocked; its counters are read from shared memory', async () => {
@@ -194,7 +196,7 @@ describe('the watchdog on its own thread', () => {
        setInterval(() => { stats[0] += 1; }, 10);
        if (!existsSync(${JSON.stringify(marker)})) {
          let seen = 0;
-         parentPort.on('message', (m) => {
+         parentPort.on('message', (batch) => batch.forEach((m) => {
            if (m.t !== 'watch') return;
            const info = { workstreamId: m.workstreamId, tenantId: m.tenantId, generation: m.generation,
              slot: m.slot, bound: 'idle', idleMs: 300, lastActivity: 'turnEntry', sampledVersion: m.version };
@@ -205,7 +207,7 @@ describe('the watchdog on its own thread', () => {
              stats[0] = 1;
              setTimeout(() => process.exit(1), 20);
            }
-         });
+         }));
        }`,
     );
     const h = setup({ url: pathToFileURL(entry) });

@@ -202,7 +202,7 @@ export class ThreadedWatchdog implements TurnWatchdog {
       if (w.local !== undefined) this.fallback.unwatch(w.local);
     } else if (this.worker !== undefined) {
       // Kept by id until the thread acknowledges: a report it sent before still finds its turn.
-      this.worker.postMessage({ t: 'unwatch', id: w.id } satisfies ToWatchdogThread);
+      this.post({ t: 'unwatch', id: w.id });
     } else {
       this.watches.delete(w.id);
     }
@@ -229,6 +229,11 @@ export class ThreadedWatchdog implements TurnWatchdog {
 
   active(): number {
     return this.bySlot.size;
+  }
+
+  /** Records kept: turns watched, and unwatched ones the thread has not acknowledged yet. */
+  held(): number {
+    return this.watches.size;
   }
 
   stats(): WatchdogStats {
@@ -258,9 +263,28 @@ export class ThreadedWatchdog implements TurnWatchdog {
     writeThreads(this.threadWords, turn.slot, tids);
   }
 
+  /**
+   * Commands go to the thread in batches, at most a millisecond late: a burst of claims (a
+   * thousand sends at once) posts a few messages, not one per turn. A watch carries its arm's
+   * time and version, so the delay costs the turn nothing.
+   */
+  private post(msg: ToWatchdogThread): void {
+    this.outbox.push(msg);
+    if (this.outbox.length === 1) setTimeout(() => this.flush(), 1).unref();
+  }
+
+  private flush(): void {
+    if (this.outbox.length === 0) return;
+    const batch = this.outbox;
+    this.outbox = [];
+    this.worker?.postMessage(batch);
+  }
+
+  private outbox: ToWatchdogThread[] = [];
+
   private send(w: Watch): void {
     const { input } = w;
-    this.worker?.postMessage({
+    this.post({
       t: 'watch',
       id: w.id,
       slot: input.slot,
@@ -269,7 +293,7 @@ export class ThreadedWatchdog implements TurnWatchdog {
       generation: input.generation,
       startedAt: input.startedAt!,
       version: input.version!,
-    } satisfies ToWatchdogThread);
+    });
   }
 
   private spawn(): void {
@@ -287,6 +311,8 @@ export class ThreadedWatchdog implements TurnWatchdog {
       mainTid: scheduler?.self,
       schedstat: scheduler !== undefined,
     };
+    // Commands for the thread before this one are void: the turns watched now are sent below.
+    this.outbox = [];
     const worker = new Worker(this.options.url ?? watchdogThreadUrl, {
       workerData: data,
       // It holds one small record per active turn.
@@ -371,6 +397,7 @@ export class ThreadedWatchdog implements TurnWatchdog {
       { latency: this.latencyBuffer },
     );
     this.fallback = local;
+    this.outbox = [];
     for (const [id, w] of this.watches) {
       if (this.bySlot.get(w.turn.slot) === w) this.watchLocally(local, w);
       else this.watches.delete(id);
@@ -396,7 +423,7 @@ export class ThreadedWatchdog implements TurnWatchdog {
       return;
     }
     if (msg.t === 'unwatched') {
-      this.watches.delete(msg.id);
+      for (const id of msg.ids) this.watches.delete(id);
       return;
     }
     const w = this.watches.get(msg.id);
