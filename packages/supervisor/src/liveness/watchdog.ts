@@ -1,8 +1,9 @@
 /**
- * The liveness watchdog (L1–L12). Runs on the supervisor's thread; polls the activity clock of
+ * The liveness watchdog (L1–L12). Runs on a thread of its own (watchdog-thread.ts, the default)
+ * or on the supervisor's (tests, the harness, `watchdog.thread: false`); polls the activity clock of
  * every active turn — and only active turns, so idle workstreams cost nothing (L12).
  *
- * Decisions use the supervisor's own observation of the activity version: a change seen at
+ * Decisions use the watchdog's own observation of the activity version: a change seen at
  * time t means progress happened at or before t, so `now - lastChangeAt >= timeoutMs` never
  * aborts a turn that made progress less than timeoutMs ago (L2). Sampling twice per pollMs
  * bounds detection by timeoutMs + pollMs after the last progress (L1).
