@@ -64,6 +64,7 @@ export function nodeFetch(url: string | URL | Request, init: RequestInit = {}): 
       reject(signal.reason);
       return;
     }
+    const body = typeof init.body === 'string' ? init.body : undefined;
     const req = send(
       target,
       { method: init.method ?? 'GET', headers: headerRecord(init.headers), ...(signal ? { signal } : {}) },
@@ -102,6 +103,7 @@ export function nodeFetch(url: string | URL | Request, init: RequestInit = {}): 
     req.on('error', (err) => {
       reject(signal?.aborted ? signal.reason : err);
     });
-    req.end(typeof init.body === 'string' ? init.body : undefined);
+    // The whole body in end(): Node sends it with its length, as fetch does, never chunked.
+    req.end(body);
   });
 }

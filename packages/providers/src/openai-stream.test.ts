@@ -140,11 +140,20 @@ describe('the OpenAI-compatible stream read in one stage', () => {
     expect(e.message).toMatch(/ended without a finish reason/);
   });
 
-  it('over node:http: a gzip-compressed stream is read decompressed; a refused connection is retried as fetch’s would be, then MODEL_ERROR', async () => {
+  it('over node:http: the request has its length, not chunked; a gzip-compressed stream is read decompressed; a refused connection is retried as fetch’s would be, then MODEL_ERROR', async () => {
     const body = gzipSync(Buffer.from(chunk({ content: 'zipped' }) + chunk({}, 'stop')));
+    let received: { length: string | undefined; chunked: boolean; bytes: number } | undefined;
     server = createServer((req, res) => {
-      req.resume();
+      let bytes = 0;
+      req.on('data', (b: Buffer) => {
+        bytes += b.length;
+      });
       req.on('end', () => {
+        received = {
+          length: req.headers['content-length'],
+          chunked: /chunked/.test(String(req.headers['transfer-encoding'] ?? '')),
+          bytes,
+        };
         res.writeHead(200, { 'content-type': 'text/event-stream', 'content-encoding': 'gzip' });
         res.end(body);
       });
@@ -153,6 +162,9 @@ describe('the OpenAI-compatible stream read in one stage', () => {
     await once(server, 'listening');
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
     expect(texts((await run(url)).events)).toBe('zipped');
+    expect(received?.chunked).toBe(false);
+    expect(Number(received?.length)).toBe(received?.bytes);
+    expect(received?.bytes).toBeGreaterThan(0);
     server.close();
     await once(server, 'close');
     const p = modelProvider({
