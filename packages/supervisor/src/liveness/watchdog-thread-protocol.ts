@@ -5,7 +5,7 @@
  * read when a turn has been silent long enough to ask the scheduler.
  */
 import type { WatchdogConfig } from '../config.js';
-import type { StallInfo, StarvedInfo } from './watchdog.js';
+import type { StallInfo, StarvedInfo, WatchdogStats } from './watchdog.js';
 
 export interface WatchdogThreadData {
   readonly clock: SharedArrayBuffer;
@@ -56,19 +56,8 @@ export type FromWatchdogThread =
   | { readonly t: 'starved'; readonly id: number; readonly info: StarvedInfo }
   | { readonly t: 'log'; readonly msg: string; readonly detail: string };
 
-/** The watchdog's counters (Watchdog.counts()). */
-export interface WatchdogCounts {
-  readonly polls: number;
-  readonly fired: number;
-  readonly committed: number;
-  readonly declined: number;
-  readonly starved: number;
-  readonly wedged: number;
-  readonly stalled: number;
-  readonly saturation:
-    | { readonly runShare: number; readonly waitShare: number; readonly windowMs: number }
-    | undefined;
-}
+/** The watchdog's counters (Watchdog.counts()): its stats but the turns watched and the lateness. */
+export type WatchdogCounts = Omit<WatchdogStats, 'watched' | 'pollLateness'>;
 
 const FIELDS = ['polls', 'fired', 'committed', 'declined', 'starved', 'wedged', 'stalled'] as const;
 /** FIELDS, then saturation (valid, runShare, waitShare, windowMs), then the last poll's time. */

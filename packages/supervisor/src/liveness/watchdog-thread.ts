@@ -238,17 +238,9 @@ export class ThreadedWatchdog implements TurnWatchdog {
 
   stats(): WatchdogStats {
     const counts = this.fallback?.counts() ?? readStats(this.stats64);
-    const b = this.base;
     return {
       watched: this.bySlot.size,
-      polls: b.polls + counts.polls,
-      fired: b.fired + counts.fired,
-      committed: b.committed + counts.committed,
-      declined: b.declined + counts.declined,
-      starved: b.starved + counts.starved,
-      wedged: b.wedged + counts.wedged,
-      stalled: b.stalled + counts.stalled,
-      saturation: counts.saturation,
+      ...add(this.base, counts),
       pollLateness: latencyOf(this.lateness),
     };
   }

@@ -18,6 +18,24 @@ afterEach(async () => {
   rt = undefined;
 });
 
+/** A compaction asked for now is refused FENCED, and nothing of it reached the history. */
+async function expectLateCompactRefused(rt: Rt): Promise<void> {
+  const refused = await rt.tw
+    .compact({
+      tenantId: 'tenant-a',
+      principal: 'user-a',
+      workstreamId: rt.workstreamId,
+      throughSeq: 2,
+      summary: 'late',
+    })
+    .then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+  expect(isTurnwardenError(refused, ErrorCode.FENCED)).toBe(true);
+  expect((await rt.history()).some((r) => r.message.role === 'system')).toBe(false);
+}
+
 describe('history rewrite fence', () => {
   it('L8: a compact called as the turn ends runs on the idle session after it, never under the ended turn’s released lease', async () => {
     // The turn's end is held at its lease release (its settle has begun); the store's compaction
@@ -174,20 +192,7 @@ describe('history rewrite fence', () => {
     await (await rt.send('hello')).done;
     const turn = await rt.send(script({ tools: [{ name: 'wedge', args: {} }] }));
     await nextEvent(rt.tw, rt.workstreamId, 'turn_aborted');
-    const refused = await rt.tw
-      .compact({
-        tenantId: 'tenant-a',
-        principal: 'user-a',
-        workstreamId: rt.workstreamId,
-        throughSeq: 2,
-        summary: 'late',
-      })
-      .then(
-        () => undefined,
-        (e: unknown) => e,
-      );
-    expect(isTurnwardenError(refused, ErrorCode.FENCED)).toBe(true);
-    expect((await rt.history()).some((r) => r.message.role === 'system')).toBe(false);
+    await expectLateCompactRefused(rt);
     await turn.done;
     expect(
       await rt.tw.compact({
@@ -217,20 +222,7 @@ describe('history rewrite fence', () => {
     const slot = before.findIndex((v, i) => act(i) !== v);
     expect(slot).toBeGreaterThanOrEqual(0);
     Atomics.or(words, 16 + slot * 16, 1 << 31);
-    const refused = await rt.tw
-      .compact({
-        tenantId: 'tenant-a',
-        principal: 'user-a',
-        workstreamId: rt.workstreamId,
-        throughSeq: 2,
-        summary: 'late',
-      })
-      .then(
-        () => undefined,
-        (e: unknown) => e,
-      );
-    expect(isTurnwardenError(refused, ErrorCode.FENCED)).toBe(true);
-    expect((await rt.history()).some((r) => r.message.role === 'system')).toBe(false);
+    await expectLateCompactRefused(rt);
     // The worker's next stamp finds the fence and it unwinds.
     expect((await turn.done).status).not.toBe('completed');
   });
