@@ -101,24 +101,22 @@ export class ThreadedWatchdog implements TurnWatchdog {
   private restarts = 0;
   /** What earlier threads counted (a restarted thread counts from zero). */
   private base: WatchdogCounts = ZERO;
-  private readonly stats64: Float64Array;
-  private readonly statsBuffer: SharedArrayBuffer;
-  private readonly latencyBuffer: SharedArrayBuffer;
-  private readonly lateness: LatencyHistogram;
-  private readonly threadsBuffer: SharedArrayBuffer;
+  /** Shared with the thread: its counters, its lateness histogram, each slot's OS threads. */
+  private readonly stats64 = new Float64Array(new SharedArrayBuffer(STATS_WORDS * 8));
+  private readonly latencyBuffer = new SharedArrayBuffer(LatencyHistogram.bytes);
+  private readonly lateness = new LatencyHistogram(this.latencyBuffer);
   private readonly threadWords: Int32Array;
   /** Where the watchdog runs if its thread cannot (it exited before it ever polled). */
   private fallback: Watchdog | undefined;
+  /** The fallback's records of turns, to the records their callers hold. */
+  private readonly byLocal = new WeakMap<WatchedTurn, WatchedTurn>();
+  /** Commands not yet posted to the thread (`post`). */
+  private outbox: ToWatchdogThread[] = [];
   private readonly ready: Promise<void>;
   private becameReady: () => void = () => undefined;
 
   constructor(private readonly options: ThreadedWatchdogOptions) {
-    this.statsBuffer = new SharedArrayBuffer(STATS_WORDS * 8);
-    this.stats64 = new Float64Array(this.statsBuffer);
-    this.latencyBuffer = new SharedArrayBuffer(LatencyHistogram.bytes);
-    this.lateness = new LatencyHistogram(this.latencyBuffer);
-    this.threadsBuffer = new SharedArrayBuffer(options.clock.slots * THREAD_WORDS * 4);
-    this.threadWords = new Int32Array(this.threadsBuffer);
+    this.threadWords = new Int32Array(new SharedArrayBuffer(options.clock.slots * THREAD_WORDS * 4));
     this.ready = new Promise<void>((resolve) => {
       this.becameReady = resolve;
       setTimeout(resolve, READY_BOUND_MS).unref();
@@ -256,13 +254,14 @@ export class ThreadedWatchdog implements TurnWatchdog {
   }
 
   /**
-   * Commands go to the thread in batches, at most a millisecond late: a burst of claims (a
-   * thousand sends at once) posts a few messages, not one per turn. A watch carries its arm's
-   * time and version, so the delay costs the turn nothing.
+   * Commands go to the thread before the task that made them ends — several in one message when
+   * one task makes several (an abort of every turn, a recovery). Never later: a watch held back
+   * by a timer waits for the supervisor's event loop, and a supervisor blocked right after a
+   * claim would leave its turn unwatched (watchdog-thread.test's blocked runtime caught that).
    */
   private post(msg: ToWatchdogThread): void {
     this.outbox.push(msg);
-    if (this.outbox.length === 1) setTimeout(() => this.flush(), 1).unref();
+    if (this.outbox.length === 1) queueMicrotask(() => this.flush());
   }
 
   private flush(): void {
@@ -271,8 +270,6 @@ export class ThreadedWatchdog implements TurnWatchdog {
     this.outbox = [];
     this.worker?.postMessage(batch);
   }
-
-  private outbox: ToWatchdogThread[] = [];
 
   private send(w: Watch): void {
     const { input } = w;
@@ -297,9 +294,9 @@ export class ThreadedWatchdog implements TurnWatchdog {
       perfStart: clock.nowMs(),
       hrStart: process.hrtime.bigint().toString(),
       config,
-      stats: this.statsBuffer,
+      stats: this.stats64.buffer as SharedArrayBuffer,
       latency: this.latencyBuffer,
-      threads: this.threadsBuffer,
+      threads: this.threadWords.buffer as SharedArrayBuffer,
       mainTid: scheduler?.self,
       schedstat: scheduler !== undefined,
     };
@@ -397,8 +394,6 @@ export class ThreadedWatchdog implements TurnWatchdog {
     local.start();
     this.becameReady();
   }
-
-  private readonly byLocal = new WeakMap<WatchedTurn, WatchedTurn>();
 
   private watchLocally(local: Watchdog, w: Watch): void {
     w.local = local.watch(w.input);
