@@ -509,6 +509,7 @@ export class TurnEngine implements Commands {
       sweepJournal: () => gate.sweep(),
       probeTombstones: () => this.deletes.probe(),
       clockBuffer: clock.buffer,
+      turnSlot: (workstreamId) => this.slots.slotOf(workstreamId),
     };
   }
 

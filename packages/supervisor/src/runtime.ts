@@ -120,6 +120,8 @@ export interface TestControls {
   pollWatchdog(): void;
   /** The activity clock's shared buffer. */
   readonly clockBuffer: SharedArrayBuffer;
+  /** The clock slot of the workstream's running turn, if one runs. */
+  turnSlot(workstreamId: string): number | undefined;
   /** One run of the journal's maintenance sweep (P4); the workstreams whose writes it retried. */
   sweepJournal(): string[];
   /** The sweep's look at the tombstones of ambiguous deletes (D3). */

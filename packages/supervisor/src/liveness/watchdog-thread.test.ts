@@ -277,12 +277,11 @@ describe('the watchdog on its own thread', () => {
       const turn = await rt.send(script({ text: 'working' }, { stall: true }));
       await token;
       // From here the turn is silent. The supervisor's thread does not yield until a slot is fenced.
-      const words = new Int32Array(testControls(rt.tw).clockBuffer);
-      const slots = Atomics.load(words, 1);
-      const fenced = () => {
-        for (let s = 0; s < slots; s++) if (isFenced(Atomics.load(words, 16 + s * 16))) return true;
-        return false;
-      };
+      const controls = testControls(rt.tw);
+      const words = new Int32Array(controls.clockBuffer);
+      const slot = controls.turnSlot(rt.workstreamId);
+      if (slot === undefined) throw new Error('the streaming turn holds no clock slot');
+      const fenced = () => isFenced(Atomics.load(words, 16 + slot * 16));
       const end = performance.now() + 5_000;
       while (!fenced() && performance.now() < end) {
         /* blocked: no timer, no message of this thread runs */

@@ -20,6 +20,12 @@ export class TurnSlots {
     if (this.bySlot.get(turn.worker.slot) === turn) this.bySlot.delete(turn.worker.slot);
   }
 
+  /** The clock slot of the workstream's running turn, if one runs (a test seam's lookup). */
+  slotOf(workstreamId: string): number | undefined {
+    for (const [slot, turn] of this.bySlot) if (turn.workstreamId === workstreamId) return slot;
+    return undefined;
+  }
+
   get size(): number {
     return this.bySlot.size;
   }
