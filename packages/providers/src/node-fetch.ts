@@ -12,11 +12,28 @@
  * - a connection that fails: the socket's error (ECONNREFUSED, ECONNRESET, …), which the SDK
  *   turns into a retryable `APICallError` ("Cannot connect to API: …") as it does `fetch`'s;
  * - an abort: the signal's `AbortError`, before or after the response began.
+ *
+ * Connections are kept between requests as `fetch` keeps them: every idle one, however many
+ * streams ran at once (Node's global agent keeps 256 and closes the rest: 500 streams ending
+ * together then opened 244 connections again for their next step, in the burst where every
+ * session's next model call starts). An idle connection closes after `IDLE_MS`, or sooner where
+ * the server's `Keep-Alive: timeout` says so.
  */
-import { request as httpRequest, type IncomingMessage } from 'node:http';
-import { request as httpsRequest } from 'node:https';
+import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { Readable } from 'node:stream';
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
+
+/** How long an idle connection is kept (Node's global agent: 5 s; undici's: 4 s). */
+const IDLE_MS = 4_000;
+const POOL = {
+  keepAlive: true,
+  scheduling: 'lifo',
+  timeout: IDLE_MS,
+  maxFreeSockets: Number.POSITIVE_INFINITY,
+} as const;
+/** The connection pools of every request made here (one per protocol, as `fetch` has one dispatcher). */
+const agents = { http: new HttpAgent(POOL), https: new HttpsAgent(POOL) };
 
 /** Where a 2xx answer of `nodeFetch` carries its body. */
 export const RAW_BODY = Symbol('turnwarden.rawBody');
@@ -57,7 +74,9 @@ function read(body: Readable): Promise<string> {
 
 export function nodeFetch(url: string | URL | Request, init: RequestInit = {}): Promise<Response> {
   const target = new URL(typeof url === 'string' || url instanceof URL ? url : url.url);
-  const send = target.protocol === 'https:' ? httpsRequest : httpRequest;
+  const https = target.protocol === 'https:';
+  const send = https ? httpsRequest : httpRequest;
+  const agent = https ? agents.https : agents.http;
   const signal = init.signal ?? undefined;
   return new Promise<Response>((resolve, reject) => {
     if (signal?.aborted) {
@@ -67,7 +86,12 @@ export function nodeFetch(url: string | URL | Request, init: RequestInit = {}): 
     const body = typeof init.body === 'string' ? init.body : undefined;
     const req = send(
       target,
-      { method: init.method ?? 'GET', headers: headerRecord(init.headers), ...(signal ? { signal } : {}) },
+      {
+        method: init.method ?? 'GET',
+        headers: headerRecord(init.headers),
+        agent,
+        ...(signal ? { signal } : {}),
+      },
       (res) => {
         const status = res.statusCode ?? 0;
         const headers = new Headers();

@@ -206,3 +206,39 @@ describe('the OpenAI-compatible stream read in one stage', () => {
     expect(other.doStream).toBe(sdk);
   });
 });
+
+describe('connections', () => {
+  it('keeps every idle connection between steps, as fetch does: 300 streams at once, then 300 more, open 300 connections', async () => {
+    const N = 300; // more than Node's global agent keeps idle (256)
+    let connections = 0;
+    let waiting: (() => void)[] = [];
+    server = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        // Every stream of a round is open at once: each answers once all have asked.
+        waiting.push(() => {
+          res.writeHead(200, { 'content-type': 'text/event-stream' });
+          res.end(`${chunk({ content: 'ok' })}${chunk({}, 'stop')}data: [DONE]\n\n`);
+        });
+        if (waiting.length === N) {
+          for (const answer of waiting) answer();
+          waiting = [];
+        }
+      });
+    });
+    server.on('connection', () => {
+      connections++;
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
+    const round = async () => {
+      const runs = await Promise.all(Array.from({ length: N }, () => run(url)));
+      expect(runs.every((r) => texts(r.events) === 'ok')).toBe(true);
+    };
+    await round();
+    expect(connections).toBe(N);
+    await round();
+    expect(connections).toBe(N);
+  });
+});

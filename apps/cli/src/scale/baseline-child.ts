@@ -144,6 +144,7 @@ async function turn(
   rows: Rows,
   onToken: (text: string) => void,
   beat: () => void,
+  track: SessionTrack,
 ): Promise<void> {
   const history: Record<string, unknown>[] = [{ role: 'user', content }];
   rows.append(id, 'user', content);
@@ -162,7 +163,9 @@ async function turn(
     history.push(assistant);
     rows.append(id, 'assistant', JSON.stringify(assistant));
     if (!call.toolCall) return;
+    track.mark('toolStarted');
     const result = await heartbeatTool(w, beat);
+    track.mark('toolFinished');
     const tool = { role: 'tool', tool_call_id: call.toolCall.id, content: result };
     history.push(tool);
     rows.append(id, 'tool', JSON.stringify(tool));
@@ -198,7 +201,7 @@ async function measure(cfg: BaselineConfig): Promise<RunReport> {
           stamp();
           s.token(text);
         };
-        return turn(id, content, cfg.workload, model, db.rows, onToken, stamp).then(
+        return turn(id, content, cfg.workload, model, db.rows, onToken, stamp, s).then(
           () => s.settle('completed'),
           (e: unknown) => {
             s.settle('failed');

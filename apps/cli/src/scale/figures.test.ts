@@ -8,6 +8,7 @@ import {
   TARGETS,
   tokensPerSecond,
   turnOverIdeal,
+  turnPhases,
 } from './figures.js';
 import { tally } from './measure.js';
 import type { EmptyWorkerReport, RunReport } from './types.js';
@@ -54,6 +55,32 @@ describe('figure arithmetic', () => {
     expect(cpuPerToken(5, 0)).toBeNaN();
   });
 
+  it("a turn's phases: medians of each session's own differences; a session without both ends left out", () => {
+    const nan = Number.NaN;
+    const phases = turnPhases({
+      turnMs: [1_000, 1_100, 5_000],
+      marks: {
+        started: [10, 30, nan],
+        firstToken: [100, 300, nan],
+        toolStarted: [400, 500, nan],
+        toolFinished: [700, 800, nan],
+        resumed: [750, 900, nan],
+        lastToken: [950, 1_000, nan],
+      },
+    });
+    // Two sessions saw every moment: nearest rank takes the lower of the two.
+    expect(Object.fromEntries(phases.map((p) => [p.name, p.ms]))).toEqual({
+      'send → turn_started': 10,
+      '→ first token': 90,
+      'send → first token': 100,
+      '→ tool started': 200,
+      tool: 300,
+      '→ next token': 50,
+      '→ last token': 100,
+      '→ turn done': 50,
+    });
+  });
+
   it('turn quantiles over the ideal (nearest rank)', () => {
     const turns = Array.from({ length: 100 }, (_, i) => 1_000 + i * 10); // 1000 … 1990
     expect(turnOverIdeal(turns, 0.5, 1_000)).toBe(1.49);
@@ -76,6 +103,14 @@ function report(over: Partial<RunReport>): RunReport {
     windowEnd: 2_000,
     windowMs: 2_000,
     firstTokenMs: Array.from({ length: 10 }, (_, i) => i + 1),
+    marks: {
+      started: [],
+      firstToken: Array.from({ length: 10 }, (_, i) => i + 1),
+      toolStarted: [],
+      toolFinished: [],
+      resumed: [],
+      lastToken: [],
+    },
     turnMs: Array.from({ length: 10 }, () => 1_000),
     statuses: { completed: 10 },
     unfinished: 0,

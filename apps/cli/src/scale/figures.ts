@@ -5,6 +5,7 @@
  */
 import { type Row, row, target } from '../bench/report.js';
 import { quantile } from '../bench/stats.js';
+import type { Mark } from './measure.js';
 import type { EmptyWorkerReport, RunReport } from './types.js';
 import { idealTokensPerSecond, idealTurnMs, type Workload } from './workload.js';
 
@@ -45,10 +46,46 @@ export function turnOverIdeal(turnMs: readonly number[], q: number, idealMs: num
   return quantile(turnMs, q) / idealMs;
 }
 
+/** A turn's phases, between the moments a listener sees (measure.ts `MARKS`), then to its end. */
+const PHASES: readonly { readonly name: string; readonly from: Mark | 'send'; readonly to: Mark | 'end' }[] =
+  [
+    { name: 'send → turn_started', from: 'send', to: 'started' },
+    { name: '→ first token', from: 'started', to: 'firstToken' },
+    { name: 'send → first token', from: 'send', to: 'firstToken' },
+    { name: '→ tool started', from: 'firstToken', to: 'toolStarted' },
+    { name: 'tool', from: 'toolStarted', to: 'toolFinished' },
+    { name: '→ next token', from: 'toolFinished', to: 'resumed' },
+    { name: '→ last token', from: 'resumed', to: 'lastToken' },
+    { name: '→ turn done', from: 'lastToken', to: 'end' },
+  ];
+
+/**
+ * Each phase's median over the sessions that saw both its ends (each session's own difference),
+ * NaN where none did (the baseline has no `turn_started`).
+ */
+export function turnPhases(r: Pick<RunReport, 'marks' | 'turnMs'>): { name: string; ms: number }[] {
+  const at = (m: Mark | 'send' | 'end', i: number) =>
+    m === 'send' ? 0 : m === 'end' ? (r.turnMs[i] ?? Number.NaN) : (r.marks[m][i] ?? Number.NaN);
+  return PHASES.map(({ name, from, to }) => {
+    const d = r.turnMs.map((_, i) => at(to, i) - at(from, i)).filter((x) => !Number.isNaN(x));
+    return { name, ms: d.length === 0 ? Number.NaN : quantile(d, 0.5) };
+  });
+}
+
 /** Time until every session streamed: the last first token (NaN when one never streamed). */
 export function allStreamMs(firstTokenMs: readonly number[]): number {
   if (firstTokenMs.length === 0 || firstTokenMs.some((x) => Number.isNaN(x))) return Number.NaN;
   return Math.max(...firstTokenMs);
+}
+
+function phasesNote(ours: RunReport, base: RunReport): string {
+  const b = new Map(turnPhases(base).map((p) => [p.name, p.ms]));
+  const sec = (x: number) => `${(x / 1000).toFixed(2)} s`;
+  const parts = turnPhases(ours).map(({ name, ms }) => {
+    const other = b.get(name) ?? Number.NaN;
+    return `${name} ${sec(ms)}${Number.isNaN(other) ? '' : ` (${sec(other)})`}`;
+  });
+  return `a turn's phases, medians of each session's own (baseline in parentheses): ${parts.join(', ')}`;
 }
 
 export interface TimerWindows {
@@ -143,6 +180,7 @@ export function scaleFigures(
   const notes = [
     `ideal turn ${(ideal / 1000).toFixed(2)} s (2 × ${w.tokens - 1} gaps of ${w.delayMs} ms + a ${w.toolMs / 1000} s tool heartbeating every ${w.heartbeatMs} ms); ideal aggregate ${Math.round(idealTokensPerSecond(ours.n, w)).toLocaleString('en-US')} tok/s`,
     `tokens delivered: ours ${Math.round(ours.tokens).toLocaleString('en-US')} in ${ours.tokenEvents.toLocaleString('en-US')} events over ${(ours.windowMs / 1000).toFixed(1)} s, baseline ${Math.round(base.tokens).toLocaleString('en-US')} in ${(base.windowMs / 1000).toFixed(1)} s (expected ${(ours.n * 2 * w.tokens).toLocaleString('en-US')} each)`,
+    phasesNote(ours, base),
     `statuses: ours ${statusText(ours.statuses)}; baseline ${statusText(base.statuses)}; watchdog_fired seen by listeners ${ours.watchdogFired}`,
     `rss: ours ${mb(ours.rssBefore)} before start → ${mb(ours.rssSteady)} (median of ${ours.rssSamples} samples, ${ours.rssPhase}; max ${mb(ours.rssMax)}); baseline ${mb(base.rssBefore)} → ${mb(base.rssSteady)}; empty Worker: ${empty.count} of them, ${mb(empty.rssBefore)} → ${mb(empty.rssSteady)}`,
   ];

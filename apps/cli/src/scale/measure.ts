@@ -77,9 +77,31 @@ export class RssSampler {
   }
 }
 
+/** The moments of a turn a listener sees, in order (ms since the sends; NaN: not seen). */
+const MARKS = [
+  'started',
+  'firstToken',
+  'toolStarted',
+  'toolFinished',
+  'resumed',
+  'lastToken',
+] as const;
+export type Mark = (typeof MARKS)[number];
+
 /** One session's turn as its listener saw it (times: ms since the sends). */
 export class SessionTrack {
-  firstToken = Number.NaN;
+  /**
+   * `started`: the runtime said the turn was claimed and dispatched (`turn_started`; the
+   * baseline has none); `resumed`: the first token after the tool finished.
+   */
+  readonly marks: Record<Mark, number> = {
+    started: Number.NaN,
+    firstToken: Number.NaN,
+    toolStarted: Number.NaN,
+    toolFinished: Number.NaN,
+    resumed: Number.NaN,
+    lastToken: Number.NaN,
+  };
   chars = 0;
   events = 0;
   fired = false;
@@ -88,8 +110,20 @@ export class SessionTrack {
 
   constructor(private readonly t0: () => number) {}
 
+  get firstToken(): number {
+    return this.marks.firstToken;
+  }
+
+  /** The first time of `mark` (later ones are ignored). */
+  mark(mark: Mark, at = performance.now() - this.t0()): void {
+    if (Number.isNaN(this.marks[mark])) this.marks[mark] = at;
+  }
+
   token(text: string): void {
-    if (this.chars === 0) this.firstToken = performance.now() - this.t0();
+    const at = performance.now() - this.t0();
+    this.mark('firstToken', at);
+    if (!Number.isNaN(this.marks.toolFinished)) this.mark('resumed', at);
+    this.marks.lastToken = at;
     this.chars += text.length;
     this.events++;
   }
@@ -151,6 +185,10 @@ export class Window {
       windowEnd: this.epoch1,
       windowMs: end - this.t0,
       firstTokenMs,
+      marks: Object.fromEntries(MARKS.map((m) => [m, sessions.map((s) => s.marks[m])])) as Record<
+        Mark,
+        number[]
+      >,
       turnMs: sessions.map((s) => (Number.isNaN(s.settledMs) ? end - this.t0 : s.settledMs)),
       statuses,
       unfinished: sessions.filter((s) => s.status === 'unfinished').length,

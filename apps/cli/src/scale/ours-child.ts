@@ -169,6 +169,9 @@ async function measure(cfg: OursConfig): Promise<RunReport> {
               const s = sessions[i];
               if (s === undefined) return;
               if (e.type === 'token') s.token(String(e.data.text ?? ''));
+              else if (e.type === 'turn_started') s.mark('started');
+              else if (e.type === 'tool_started') s.mark('toolStarted');
+              else if (e.type === 'tool_finished') s.mark('toolFinished');
               else if (e.type === 'watchdog_fired') s.fired = true;
             },
           }),

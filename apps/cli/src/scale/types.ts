@@ -1,4 +1,5 @@
 /** What the scale children measure and send back (raw readings; figures.ts turns them into rows). */
+import type { Mark } from './measure.js';
 import type { Workload } from './workload.js';
 
 export type ScaleProvider = 'scripted' | 'http';
@@ -17,6 +18,8 @@ export interface RunReport {
   readonly windowMs: number;
   /** Per session, ms from the sends to its first token (NaN: none arrived). */
   readonly firstTokenMs: readonly number[];
+  /** Each session's moments since the sends (measure.ts `MARKS`; NaN: not seen). */
+  readonly marks: Readonly<Record<Mark, readonly number[]>>;
   /** Per session, ms from the sends until its turn settled (unfinished: the time it was given up). */
   readonly turnMs: readonly number[];
   /** Turn statuses, counted ('unfinished': not settled within the bound; 'refused': the send failed). */

@@ -5,10 +5,17 @@
  * reply (or the fallback): an error status (429 with `retry-after`, 500), or a Server-Sent Events
  * stream of chunks — text deltas, tool-call deltas split however the test likes, a finish reason,
  * `[DONE]`, a mid-stream error event (its payload as the test writes it), keep-alive comments,
- * delays, a hang (nothing more is sent; the connection stays open until the client closes it) or
+ * delays (on a schedule, below), a hang (nothing more is sent; the connection stays open until the client closes it) or
  * a destroyed socket. Every exchange is recorded: the request
  * body, and whether the client closed the connection before the reply ended (an abort that
  * reached the server).
+ *
+ * **Pacing.** A reply's chunks are sent on a schedule from its start: a `delayMs` moves the due
+ * time of the chunks after it, and a server that was late (its process starved of CPU) catches
+ * up rather than carrying its lateness into every later gap — as a remote provider's pacing does
+ * not depend on the client's machine, and as the scripted model paces its tokens. A server on the
+ * same few cores as the client under test would otherwise slow each stream by the sum of its own
+ * timer lateness over every gap, and measure its own starvation as the client's latency.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -67,7 +74,19 @@ export interface Exchange {
 export interface LoopbackOptions {
   /** Answers a request when no scripted reply is queued (default: HTTP 500 "no reply scripted"). */
   readonly fallback?: (body: RequestBody) => Reply;
+  /** The pacing's clock (tests): `performance.now()` and a timer by default. */
+  readonly timers?: PacingTimers;
 }
+
+export interface PacingTimers {
+  now(): number;
+  sleep(ms: number): Promise<void>;
+}
+
+const REAL_TIMERS: PacingTimers = {
+  now: () => performance.now(),
+  sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+};
 
 /** A text answer streamed a few characters at a time, finished, then `[DONE]`. */
 export function textReply(text: string, piece = 4): Reply {
@@ -313,10 +332,16 @@ export class LoopbackServer {
     });
     res.flushHeaders();
     const render = anthropic ? anthropicFormat(exchange.index, body) : openAIFormat(exchange.index, body);
+    const timers = this.options.timers ?? REAL_TIMERS;
+    const start = timers.now();
+    let due = 0; // ms after the start that the next chunk is due
     for (const chunk of reply.chunks) {
       if (res.destroyed) return;
-      if ('delayMs' in chunk) await new Promise((resolve) => setTimeout(resolve, chunk.delayMs));
-      else if ('hang' in chunk)
+      if ('delayMs' in chunk) {
+        due += chunk.delayMs;
+        const wait = start + due - timers.now();
+        if (wait > 0) await timers.sleep(wait);
+      } else if ('hang' in chunk)
         return; // nothing more; the client's close ends it
       else if ('destroy' in chunk) {
         ended = true; // the server's doing, not the client's
