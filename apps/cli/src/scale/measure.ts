@@ -78,14 +78,7 @@ export class RssSampler {
 }
 
 /** The moments of a turn a listener sees, in order (ms since the sends; NaN: not seen). */
-const MARKS = [
-  'started',
-  'firstToken',
-  'toolStarted',
-  'toolFinished',
-  'resumed',
-  'lastToken',
-] as const;
+const MARKS = ['started', 'firstToken', 'toolStarted', 'toolFinished', 'resumed', 'lastToken'] as const;
 export type Mark = (typeof MARKS)[number];
 
 /** One session's turn as its listener saw it (times: ms since the sends). */
