@@ -24,6 +24,11 @@ import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { Readable } from 'node:stream';
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
 
+// Node loads `Headers` and `Response` (undici) on their first use: ~30 ms on a quiet machine,
+// ~0.1 s on the one model thread in the burst of 500 first requests (its profile, issue 24).
+// Loaded with this module instead, when a model thread starts.
+new Headers();
+
 /** How long an idle connection is kept (Node's global agent: 5 s; undici's: 4 s). */
 const IDLE_MS = 4_000;
 const POOL = {
