@@ -42,6 +42,8 @@ function split(s: string, pieces: number): string[] {
 function render(step: ScriptStep, chunks: Chunk[]): 'hang' | 'fail' | undefined {
   switch (step.kind) {
     case 'text':
+      // Each text step paced from its own start, as the scripted model paces it.
+      chunks.push({ pauseMs: 0 });
       split(step.text, step.chunks).forEach((piece, i) => {
         if (i > 0 && step.delayMs > 0) chunks.push({ delayMs: step.delayMs });
         chunks.push({ text: piece });
@@ -58,10 +60,10 @@ function render(step: ScriptStep, chunks: Chunk[]): 'hang' | 'fail' | undefined 
       return undefined;
     case 'heartbeat':
       for (let t = 0; t < step.ms; t += step.everyMs)
-        chunks.push({ reasoning: '.' }, { delayMs: step.everyMs });
+        chunks.push({ reasoning: '.' }, { pauseMs: step.everyMs });
       return undefined;
     case 'sleep':
-      chunks.push({ delayMs: step.ms });
+      chunks.push({ pauseMs: step.ms });
       return undefined;
     case 'stall':
     case 'wedge':

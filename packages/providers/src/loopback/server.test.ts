@@ -12,6 +12,17 @@ afterEach(async () => {
   server = undefined;
 });
 
+/** The text a chat-completions stream from the server carries. */
+async function streamed(url: string): Promise<string> {
+  const res = await fetch(`${url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'm', stream: true, messages: [{ role: 'user', content: 'hi' }] }),
+  });
+  const body = await res.text();
+  return [...body.matchAll(/"content":"(\w)"/g)].map((m) => m[1]).join('');
+}
+
 describe('loopback server pacing', () => {
   it('sends chunks on a schedule from the reply’s start: a late wake shortens the next waits, never lengthens the stream', async () => {
     let now = 1_000;
@@ -38,16 +49,39 @@ describe('loopback server pacing', () => {
         { done: true },
       ],
     });
-    const res = await fetch(`${server.url}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'm', stream: true, messages: [{ role: 'user', content: 'hi' }] }),
-    });
-    const body = await res.text();
-    const text = [...body.matchAll(/"content":"(\w)"/g)].map((m) => m[1]).join('');
-    expect(text).toBe('abcd');
+    expect(await streamed(server.url)).toBe('abcd');
     // Due at 30, 60 and 90 ms: woken at 80, 'c' (due at 60) goes at once, 'd' waits 10 ms more.
     expect(waits).toEqual([30, 10]);
     expect(now - 1_000).toBe(90);
+  });
+
+  it('a pause is a silence of at least its length, whatever lateness came before it, and the pacing starts again at its end', async () => {
+    let now = 0;
+    const waits: number[] = [];
+    const timers: PacingTimers = {
+      now: () => now,
+      sleep: async (ms) => {
+        waits.push(ms);
+        now += ms + (waits.length === 1 ? 50 : 0); // the first wake 50 ms late
+      },
+    };
+    server = await LoopbackServer.start({ timers });
+    server.script({
+      chunks: [
+        { text: 'a' },
+        { delayMs: 30 },
+        { text: 'b' },
+        { pauseMs: 100 },
+        { text: 'c' },
+        { delayMs: 30 },
+        { text: 'd' },
+        { finish: 'stop' },
+        { done: true },
+      ],
+    });
+    expect(await streamed(server.url)).toBe('abcd');
+    // Late by 50 before the pause: the pause is still 100 (a schedule would have made it 50);
+    // after it 'd' is due 30 ms after 'c'.
+    expect(waits).toEqual([30, 100, 30]);
   });
 });

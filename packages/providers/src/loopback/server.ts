@@ -10,12 +10,15 @@
  * body, and whether the client closed the connection before the reply ended (an abort that
  * reached the server).
  *
- * **Pacing.** A reply's chunks are sent on a schedule from its start: a `delayMs` moves the due
+ * **Pacing.** A run of chunks is sent on a schedule from its start: a `delayMs` moves the due
  * time of the chunks after it, and a server that was late (its process starved of CPU) catches
  * up rather than carrying its lateness into every later gap — as a remote provider's pacing does
- * not depend on the client's machine, and as the scripted model paces its tokens. A server on the
- * same few cores as the client under test would otherwise slow each stream by the sum of its own
- * timer lateness over every gap, and measure its own starvation as the client's latency.
+ * not depend on the client's machine, and as the scripted model paces a text step's tokens. A
+ * `pauseMs` is a silence of at least that long, never shortened by lateness before it, and the
+ * schedule starts again at its end (the player renders sleeps, beats and each text step's start
+ * so). A server on the same few cores as the client under test would otherwise slow each stream
+ * by the sum of its own timer lateness over every gap, and measure its own starvation as the
+ * client's latency.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -40,7 +43,10 @@ export type Chunk =
   | { readonly error: unknown }
   | { readonly done: true }
   | { readonly keepAlive: true }
+  /** A pause in a paced run of chunks: the next chunk is due `delayMs` after the previous one's due time. */
   | { readonly delayMs: number }
+  /** Silence of at least `pauseMs` (a sleep, a beat); the chunks after it are paced from its end. */
+  | { readonly pauseMs: number }
   | { readonly hang: true }
   | { readonly destroy: true };
 
@@ -333,11 +339,15 @@ export class LoopbackServer {
     res.flushHeaders();
     const render = anthropic ? anthropicFormat(exchange.index, body) : openAIFormat(exchange.index, body);
     const timers = this.options.timers ?? REAL_TIMERS;
-    const start = timers.now();
+    let start = timers.now();
     let due = 0; // ms after the start that the next chunk is due
     for (const chunk of reply.chunks) {
       if (res.destroyed) return;
-      if ('delayMs' in chunk) {
+      if ('pauseMs' in chunk) {
+        if (chunk.pauseMs > 0) await timers.sleep(chunk.pauseMs);
+        start = timers.now();
+        due = 0;
+      } else if ('delayMs' in chunk) {
         due += chunk.delayMs;
         const wait = start + due - timers.now();
         if (wait > 0) await timers.sleep(wait);
