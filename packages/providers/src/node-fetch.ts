@@ -65,6 +65,11 @@ function decoded(res: IncomingMessage): Readable {
           : undefined;
   if (unzip === undefined) return res;
   res.on('error', (e) => unzip.destroy(e));
+  // A reader that stops early destroys what it reads: the decompressor. The response under it
+  // goes too, or its connection stays open, neither reused nor closed, until the server ends.
+  unzip.on('close', () => {
+    if (!res.complete) res.destroy();
+  });
   return res.pipe(unzip);
 }
 

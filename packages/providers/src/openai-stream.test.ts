@@ -7,7 +7,7 @@
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { gzipSync } from 'node:zlib';
+import { constants, createGzip, gzipSync } from 'node:zlib';
 import { createOpenAICompatible, OpenAICompatibleChatLanguageModel } from '@ai-sdk/openai-compatible';
 import { ErrorCode } from '@turnwarden/protocol';
 import type { ModelEvent } from '@turnwarden/session';
@@ -208,6 +208,44 @@ describe('the OpenAI-compatible stream read in one stage', () => {
 });
 
 describe('connections', () => {
+  it('a compressed stream the reader stops mid-way closes its connection (the decompressor alone was destroyed: the response stayed open, its socket neither reused nor closed)', async () => {
+    let closed: Promise<unknown> | undefined;
+    server = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        closed = once(res, 'close');
+        res.writeHead(200, { 'content-type': 'text/event-stream', 'content-encoding': 'gzip' });
+        const zip = createGzip({ flush: constants.Z_SYNC_FLUSH });
+        zip.pipe(res);
+        zip.write(chunk({ content: 'first' }));
+        // …and nothing more: the stream stays open until the client goes.
+      });
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
+    const p = modelProvider({
+      name: 'raw',
+      provider: 'openai-compatible',
+      baseURL: url,
+      model: 'm',
+      maxRetries: 0,
+    });
+    const seen: string[] = [];
+    for await (const e of p.stream({ history: [{ role: 'user', content: 'hi' }], tools: [] }, signals())) {
+      if (e.type === 'text') {
+        seen.push(e.text);
+        break;
+      }
+    }
+    expect(seen).toEqual(['first']);
+    const gone = await Promise.race([
+      (closed ?? Promise.reject(new Error('no request'))).then(() => true),
+      new Promise<boolean>((r) => setTimeout(() => r(false), 2_000).unref()),
+    ]);
+    expect(gone).toBe(true);
+  });
+
   it('keeps every idle connection between steps, as fetch does: 300 streams at once, then 300 more, open 300 connections', async () => {
     const N = 300; // more than Node's global agent keeps idle (256)
     let connections = 0;
