@@ -315,6 +315,46 @@ describe('the HTTP API on a real port', () => {
     });
   });
 
+  it('T2: two tenants create the same workstream id: each its own — created, sent to, read, closed — and no answer names the other’s', async () => {
+    await start();
+    const made = [
+      await call('POST', '/v1/workstreams', { token: ALICE, body: { workstreamId: 'shared' } }),
+      await call('POST', '/v1/workstreams', { token: BOB, body: { workstreamId: 'shared' } }),
+    ];
+    expect(made.map((r) => [r.status, r.body.workstreamId, r.body.tenantId])).toEqual([
+      [201, 'shared', 'acme'],
+      [201, 'shared', 'globex'],
+    ]);
+    const said = async (token: string, text: string) =>
+      (
+        await call('POST', '/v1/workstreams/shared/messages', {
+          token,
+          body: { content: script({ text }), wait: true },
+        })
+      ).body;
+    expect(await said(ALICE, 'for acme')).toMatchObject({ workstreamId: 'shared', finalText: 'for acme' });
+    expect(await said(BOB, 'for globex')).toMatchObject({ workstreamId: 'shared', finalText: 'for globex' });
+    const texts = async (token: string) =>
+      (await call('GET', '/v1/workstreams/shared/history', { token })).body.rows.map(
+        (r: { workstreamId: string; message: { content: string } }) => [r.workstreamId, r.message.content],
+      );
+    expect((await texts(ALICE)).at(-1)).toEqual(['shared', 'for acme']);
+    expect((await texts(BOB)).at(-1)).toEqual(['shared', 'for globex']);
+    // Bob's close leaves Alice's open; his refusal afterwards names the id he gave.
+    expect((await call('POST', '/v1/workstreams/shared/close', { token: BOB })).status).toBe(204);
+    const refused = await call('POST', '/v1/workstreams/shared/messages', {
+      token: BOB,
+      body: { content: 'hi' },
+    });
+    expect([refused.status, refused.body.error.code, refused.body.error.message]).toEqual([
+      409,
+      'WORKSTREAM_CLOSED',
+      'workstream shared is closed',
+    ]);
+    expect((await call('GET', '/v1/workstreams/shared', { token: ALICE })).body.status).toBe('open');
+    expect(JSON.stringify([made, refused.body])).not.toMatch(/(acme|globex)\/shared/);
+  });
+
   it('T5: bad bodies, unknown fields, bad ids and oversize bodies are 400 INVALID_INPUT naming the field; nothing is written', async () => {
     await start();
     await call('POST', '/v1/workstreams', { token: ALICE, body: { workstreamId: 'w1' } });

@@ -9,7 +9,7 @@
  * transition counts as covered when a journey took it, in the model's order.
  */
 import type { HarnessLink, SeamFault } from '@turnwarden/protocol';
-import { SeamName } from '@turnwarden/protocol';
+import { SeamName, workstreamKey } from '@turnwarden/protocol';
 import { type SessionEvent, sessionMachine } from '@turnwarden/session';
 import { openSqliteStore, type Store } from '@turnwarden/store';
 import type { Turnwarden } from '@turnwarden/supervisor/harness';
@@ -413,7 +413,10 @@ export async function modelCoverage(): Promise<CoverageReport> {
       ]);
       clearTimeout(timer);
       const observed = logs
-        .filter((l) => l.msg === 'session transition' && l.workstreamId === workstreamId)
+        // Logs name a workstream by its key (T2).
+        .filter(
+          (l) => l.msg === 'session transition' && l.workstreamId === workstreamKey('model', workstreamId),
+        )
         .map((l) => ({ from: l.from!, via: l.via!, to: l.to! }));
       const same =
         finished &&

@@ -6,7 +6,7 @@
  * released thread has parked again or finished.
  */
 import { isFenced } from '@turnwarden/clock';
-import { type SeamFault, SeamName } from '@turnwarden/protocol';
+import { type SeamFault, SeamName, workstreamKey } from '@turnwarden/protocol';
 import { Mutation } from '@turnwarden/protocol/mutations';
 import type { TurnHandle, TurnwardenEvent } from '@turnwarden/supervisor/harness';
 import { testControls } from '@turnwarden/supervisor/harness';
@@ -72,7 +72,7 @@ export class Run {
         }
         if (e.type === 'idle' && e.generation === scheduled && run.record.rewrite !== undefined) {
           // Synchronous read inside the listener: the history at the instant the turn settled.
-          void store.readHistory(workstreamId).then((rows) => {
+          void store.readHistory(workstreamKey(TENANT, workstreamId)).then((rows) => {
             run.record.summaryAtIdle = rows.some((r) => r.commitKey === SUMMARY_KEY);
           });
         }
@@ -442,7 +442,7 @@ export class Run {
         new Promise((resolve) => setTimeout(resolve, SETTLE_TIMEOUT_MS)),
       ]);
     }
-    this.record.history = await this.rt.store.readHistory(this.workstreamId);
+    this.record.history = await this.rt.store.readHistory(workstreamKey(TENANT, this.workstreamId));
     // What the handoff listener heard up to here is what the invariant judges.
     this.offHandoff?.();
     // A registration the schedule started is complete before the listeners are judged: with an

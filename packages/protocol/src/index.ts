@@ -64,13 +64,18 @@ export {
   ID_RULE,
   inBound,
   isId,
+  isWorkstreamKey,
+  keyTenantId,
+  keyWorkstreamId,
   Lengths,
   ofLength,
   PERSISTENCE_STATES,
   SESSION_STATES,
   SessionState,
   TURN_STATUSES,
+  WORKSTREAM_KEY_RULE,
   WORKSTREAM_STATUSES,
+  workstreamKey,
 } from './rules.js';
 export type { HarnessLink, MainSeamController, SeamContext, SeamFault, WorkerSeamFn } from './seams.js';
 export {

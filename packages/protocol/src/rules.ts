@@ -20,6 +20,28 @@ export const HOST_ID_RULE = 'must be 1–64 characters of A–Z a–z 0–9 . _ 
 
 export const isId = (value: unknown): value is string => typeof value === 'string' && ID_PATTERN.test(value);
 
+/**
+ * A workstream's key in the store and inside the runtime: its tenant's id and its own, joined by
+ * `/` (in neither id), so that two tenants may use the same workstream id (T2). Callers name a
+ * workstream by `{ tenantId, workstreamId }`; the key never leaves the runtime but in logs.
+ */
+export const workstreamKey = (tenantId: string, workstreamId: string): string =>
+  `${tenantId}/${workstreamId}`;
+
+/** The workstream id a key carries (the key itself where it has no tenant part). */
+export const keyWorkstreamId = (key: string): string => key.slice(key.indexOf('/') + 1);
+
+/** The tenant id a key carries (empty where it has no tenant part). */
+export const keyTenantId = (key: string): string => key.slice(0, Math.max(0, key.indexOf('/')));
+
+/** A store key: a workstream id, or a tenant id and a workstream id joined by `/`. */
+export const isWorkstreamKey = (value: unknown): value is string => {
+  if (typeof value !== 'string') return false;
+  const cut = value.indexOf('/');
+  return cut < 0 ? isId(value) : isId(value.slice(0, cut)) && isId(value.slice(cut + 1));
+};
+export const WORKSTREAM_KEY_RULE = `must be a workstream id or <tenant id>/<workstream id>, each ${ID_RULE.replace('must be ', '')}`;
+
 // ── bounds (inclusive) ──────────────────────────────────────────────────────
 
 export interface Bound {

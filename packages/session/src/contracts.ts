@@ -62,7 +62,13 @@ export interface IsolatedTask {
 /** What a tool run gets: the turn's signals plus which call occurrence it serves. */
 export interface ToolContext extends TurnSignals {
   readonly callId: string;
+  /**
+   * The workstream whose turn called the tool, as its tenant names it. Ids are per tenant (T2):
+   * two tenants may use the same one, so a tool that keeps state per workstream keys it by
+   * `tenantId` and `workstreamId` together.
+   */
   readonly workstreamId: string;
+  readonly tenantId: string;
   /**
    * Runs `task` with `args` in a thread of the supervisor's shared pool, not in this session
    * worker; resolves with its result text. The turn's abort terminates that thread (and only

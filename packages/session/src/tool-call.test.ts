@@ -12,6 +12,7 @@ function env(tools: Tool[], overrides: Partial<ToolCallEnv> = {}) {
     tools: new Map(tools.map((t) => [t.name, t])),
     maxToolArgBytes: 32,
     workstreamId: 'ws-7',
+    tenantId: 'tenant-7',
     signal: controller.signal,
     heartbeat: () => {},
     onStart: () => started.push(1),
@@ -102,6 +103,7 @@ describe('runToolCall', () => {
       heartbeat,
       callId: 'call-9',
       workstreamId: 'ws-7',
+      tenantId: 'tenant-7',
     });
   });
 

@@ -11,7 +11,9 @@ import type { Tool, ToolContext } from './contracts.js';
 export interface ToolCallEnv {
   readonly tools: ReadonlyMap<string, Tool>;
   readonly maxToolArgBytes: number;
+  /** The workstream as its tenant names it (ToolContext). */
   readonly workstreamId: string;
+  readonly tenantId: string;
   readonly signal: AbortSignal;
   readonly heartbeat: () => void;
   /** Called just before the tool starts: from here on its effect is `unknown` until it settles. */
@@ -80,6 +82,7 @@ export async function runToolCall(
     heartbeat: env.heartbeat,
     callId: call.id,
     workstreamId: env.workstreamId,
+    tenantId: env.tenantId,
     ...(env.runIsolated === undefined ? {} : { runIsolated: env.runIsolated }),
   };
   env.onStart();

@@ -22,7 +22,7 @@ import type {
   WireError,
   WorkerEvent,
 } from '@turnwarden/protocol';
-import { errors, SeamName, seamSync, toWire } from '@turnwarden/protocol';
+import { errors, keyWorkstreamId, SeamName, seamSync, toWire } from '@turnwarden/protocol';
 import { createActor, fromPromise } from 'xstate';
 import { raceAbort } from './abort.js';
 import type { IsolatedTask, ModelProvider, ModelRequest, Tool, ToolSpec } from './contracts.js';
@@ -210,7 +210,9 @@ export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<LoopOut
             ? {}
             : { runIsolated: (task, args) => deps.runIsolated!(task, args, signal) }),
           maxToolArgBytes: req.limits.maxToolArgBytes,
-          workstreamId: req.workstreamId,
+          // The request names the workstream by key (T2); the tool by its tenant's id.
+          workstreamId: keyWorkstreamId(req.workstreamId),
+          tenantId: req.tenantId,
           signal,
           heartbeat: toolHeartbeat,
           onStart: () => {

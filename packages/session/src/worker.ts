@@ -67,14 +67,14 @@ let hostCalls = 0;
 const hostTools: Tool[] = (boot.hostTools ?? []).map((spec) => ({
   ...spec,
   async run(args, ctx) {
-    const generation = current?.generation;
-    if (generation === undefined) throw toolError(`${spec.name} was called outside a turn`, 'none');
+    if (current === undefined) throw toolError(`${spec.name} was called outside a turn`, 'none');
+    const { workstreamId, generation } = current;
     const taskId = `g${generation}:h${++hostCalls}`;
-    const onAbort = () => void host.cancelHostTool(ctx.workstreamId, taskId).catch(() => {});
+    const onAbort = () => void host.cancelHostTool(workstreamId, taskId).catch(() => {});
     ctx.signal.addEventListener('abort', onAbort, { once: true });
     try {
       return await host.callHostTool({
-        workstreamId: ctx.workstreamId,
+        workstreamId,
         generation,
         taskId,
         callId: ctx.callId,
@@ -102,7 +102,15 @@ for (const t of hostTools) {
   (registry.tools as Map<string, Tool>).set(t.name, t);
 }
 
-let current: { generation: number; abort: AbortController; reason: AbortReason | undefined } | undefined;
+let current:
+  | {
+      /** The workstream's key (the host RPC names it so; the tool's context by its id). */
+      workstreamId: string;
+      generation: number;
+      abort: AbortController;
+      reason: AbortReason | undefined;
+    }
+  | undefined;
 let isolatedTasks = 0;
 
 /**
@@ -174,6 +182,7 @@ const api: WorkerApi = {
         : registry.models.get(req.model);
     if (!model) throw errors.invalidInput(`unknown model provider: ${req.model}`);
     const turn = {
+      workstreamId: req.workstreamId,
       generation: req.generation,
       abort: new AbortController(),
       reason: undefined as AbortReason | undefined,

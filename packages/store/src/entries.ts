@@ -14,8 +14,8 @@ import type {
 import { invalidInput } from './errors.js';
 import type { AppendInput } from './types.js';
 import {
-  checkId,
   checkInteger,
+  checkKey,
   checkKeys,
   checkObject,
   checkSession,
@@ -34,7 +34,7 @@ export function checkAppend(input: AppendInput) {
   const i = checkObject('input', input);
   checkKeys('input', i, ['workstreamId', 'generation', 'fencingToken', 'entries', 'session']);
   return {
-    workstreamId: checkId('workstreamId', i.workstreamId),
+    workstreamId: checkKey('workstreamId', i.workstreamId),
     generation: checkInteger('generation', i.generation, 0),
     token: i.fencingToken === undefined ? undefined : checkInteger('fencingToken', i.fencingToken, 1),
     entries: checkEntries(i.entries),

@@ -3,7 +3,14 @@ import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { applyMigrations, MIGRATIONS, type Migration, SCHEMA_VERSION } from './migrations.js';
 import { openSqliteStore } from './sqlite-store.js';
-import { FakeClock, Sandbox, user } from './test-support/fixtures.js';
+import {
+  CARRIED_OVER,
+  carriedOverToKeys,
+  FakeClock,
+  preKeyRows,
+  Sandbox,
+  user,
+} from './test-support/fixtures.js';
 
 const sandbox = new Sandbox();
 afterEach(() => sandbox.dispose());
@@ -44,6 +51,32 @@ describe('migrations', () => {
       await again.close();
     }
     expect(migrationRows(path)).toEqual(before);
+  });
+
+  it('T2: carry a database written before per-tenant keys over: rows, lease and session keyed <tenant>/<id>; a deleted workstream’s lease row kept', async () => {
+    const path = join(sandbox.dir(), 'old.sqlite');
+    const old = new Database(path);
+    applyMigrations(old, () => 1, MIGRATIONS.slice(0, 3));
+    old.exec(preKeyRows('1'));
+    old.close();
+
+    const store = openSqliteStore({ path });
+    expect((await store.stats()).schemaVersion).toBe(SCHEMA_VERSION);
+    expect(await carriedOverToKeys(store)).toEqual(CARRIED_OVER);
+    await store.close();
+
+    const db = new Database(path, { readonly: true });
+    try {
+      const leases = db.prepare('SELECT workstream_id AS id FROM turn_leases ORDER BY 1').all();
+      expect(leases).toEqual([{ id: 'gone' }, { id: 't/w' }]);
+      const session = db.prepare("SELECT session FROM workstreams WHERE id = 't/w'").get() as {
+        session: string;
+      };
+      expect(JSON.parse(session.session)).toEqual({ value: 'idle', context: { workstreamId: 't/w' } });
+      expect(db.pragma('foreign_key_check')).toEqual([]);
+    } finally {
+      db.close();
+    }
   });
 
   it('apply each migration in its own transaction: a failure leaves no trace of it', () => {

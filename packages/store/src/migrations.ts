@@ -70,6 +70,29 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE messages ADD COLUMN fencing_token INTEGER;
     `,
   },
+  {
+    version: 4,
+    name: 'workstream keys per tenant',
+    // A workstream is keyed by its tenant and its id (T2): <tenant_id>/<id>. Rows written before
+    // carry the bare id: the rows of every workstream, its lease and the id its persisted session
+    // names are rewritten. Lease rows of deleted workstreams keep their ids (no tenant is known
+    // for them, and no key can equal an id). All hosts must run this version: an older one
+    // writing bare ids would find no workstream.
+    sql: `
+      PRAGMA defer_foreign_keys = ON;
+      UPDATE turn_leases
+         SET workstream_id = (SELECT w.tenant_id || '/' || w.id FROM workstreams w WHERE w.id = turn_leases.workstream_id)
+       WHERE workstream_id IN (SELECT id FROM workstreams WHERE instr(id, '/') = 0);
+      UPDATE messages
+         SET workstream_id = (SELECT w.tenant_id || '/' || w.id FROM workstreams w WHERE w.id = messages.workstream_id)
+       WHERE instr(workstream_id, '/') = 0;
+      UPDATE workstreams
+         SET session = CASE WHEN session IS NULL THEN NULL
+                            ELSE json_set(session, '$.context.workstreamId', tenant_id || '/' || id) END,
+             id = tenant_id || '/' || id
+       WHERE instr(id, '/') = 0;
+    `,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -9,7 +9,7 @@ import { errors } from '@turnwarden/protocol';
 import type pg from 'pg';
 import type { Migration } from './migrations.js';
 
-const PG_MIGRATIONS: readonly Migration[] = [
+export const PG_MIGRATIONS: readonly Migration[] = [
   {
     version: 1,
     name: 'workstreams, messages, turn leases, session snapshots',
@@ -54,6 +54,27 @@ const PG_MIGRATIONS: readonly Migration[] = [
         released      boolean NOT NULL DEFAULT false
       );
       CREATE INDEX turn_leases_by_expiry ON turn_leases (released, expires_at);
+    `,
+  },
+  {
+    version: 2,
+    name: 'workstream keys per tenant',
+    // As SQLite's migration 4 (migrations.ts): every workstream keyed <tenant_id>/<id> (T2), its
+    // rows, its lease and its persisted session's id rewritten; a deleted workstream's lease row
+    // keeps its id. All hosts must run this version.
+    sql: `
+      ALTER TABLE messages DROP CONSTRAINT messages_workstream_id_fkey;
+      UPDATE turn_leases l SET workstream_id = w.tenant_id || '/' || w.id
+        FROM workstreams w WHERE w.id = l.workstream_id AND position('/' in w.id) = 0;
+      UPDATE messages m SET workstream_id = w.tenant_id || '/' || w.id
+        FROM workstreams w WHERE w.id = m.workstream_id AND position('/' in w.id) = 0;
+      UPDATE workstreams
+         SET session = CASE WHEN session IS NULL THEN NULL
+                            ELSE jsonb_set(session::jsonb, '{context,workstreamId}', to_jsonb(tenant_id || '/' || id))::text END,
+             id = tenant_id || '/' || id
+       WHERE position('/' in id) = 0;
+      ALTER TABLE messages ADD CONSTRAINT messages_workstream_id_fkey
+        FOREIGN KEY (workstream_id) REFERENCES workstreams (id) ON DELETE CASCADE;
     `,
   },
 ];

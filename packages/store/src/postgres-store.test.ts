@@ -10,9 +10,16 @@ import { isTurnwardenError } from '@turnwarden/protocol';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type Postgres, postgresSkipReason, startPostgres } from './pg-cluster.js';
-import { PG_SCHEMA_VERSION } from './pg-migrations.js';
+import { applyPgMigrations, PG_MIGRATIONS, PG_SCHEMA_VERSION } from './pg-migrations.js';
 import { openPostgresStore, type PostgresStore, type PostgresStoreOptions } from './postgres-store.js';
-import { assistant, FakeClock, user } from './test-support/fixtures.js';
+import {
+  assistant,
+  CARRIED_OVER,
+  carriedOverToKeys,
+  FakeClock,
+  preKeyRows,
+  user,
+} from './test-support/fixtures.js';
 
 const skip = postgresSkipReason();
 if (skip !== undefined) process.stdout.write(`postgres-store.test.ts: skipped — ${skip}\n`);
@@ -69,6 +76,31 @@ describe.skipIf(skip !== undefined)('PostgresStore', () => {
     await a!.close();
     const again = await open({}, true);
     expect(await again.getWorkstream('w')).toMatchObject({ id: 'w' });
+  });
+
+  it('T2: carries a schema written before per-tenant keys over: rows, lease and session keyed <tenant>/<id>; a deleted workstream’s lease row kept', async () => {
+    schemas += 1;
+    schema = `p${schemas}_${randomBytes(3).toString('hex')}`;
+    const client = new pg.Client({ connectionString: server.url, options: `-c search_path=${schema}` });
+    await client.connect();
+    try {
+      await applyPgMigrations(client, schema, 1, PG_MIGRATIONS.slice(0, 1));
+      await client.query(preKeyRows('true'));
+    } finally {
+      await client.end();
+    }
+    const store = await open({}, true);
+    expect((await store.stats()).schemaVersion).toBe(PG_SCHEMA_VERSION);
+    expect(await carriedOverToKeys(store)).toEqual(CARRIED_OVER);
+    expect(await raw('SELECT workstream_id AS id FROM turn_leases ORDER BY 1')).toEqual([
+      { id: 'gone' },
+      { id: 't/w' },
+    ]);
+    const [row] = await raw<{ session: string }>("SELECT session FROM workstreams WHERE id = 't/w'");
+    expect(JSON.parse(row!.session)).toEqual({ value: 'idle', context: { workstreamId: 't/w' } });
+    // The rows still belong to their workstream: deleting it deletes them.
+    expect(await store.deleteWorkstream('t/w')).toBe(true);
+    expect(await raw('SELECT count(*)::int AS n FROM messages')).toEqual([{ n: 0 }]);
   });
 
   it('refuses a schema newer than it supports with STORE_ERROR', async () => {

@@ -65,8 +65,10 @@ import type {
 import {
   checkId,
   checkInteger,
+  checkKey,
   checkKeys,
   checkObject,
+  checkOwnKey,
   checkPage,
   checkSession,
   checkText,
@@ -136,8 +138,9 @@ export class PostgresStore implements Store {
     return this.#run('createWorkstream', async () => {
       const i = checkObject('input', input);
       checkKeys('input', i, ['id', 'tenantId']);
-      const id = checkId('id', i.id);
+      const id = checkKey('id', i.id);
       const tenantId = checkId('tenantId', i.tenantId);
+      checkOwnKey(id, tenantId);
       try {
         const { rows } = await this.#pool.query<WorkstreamRow>(
           `INSERT INTO workstreams (id, tenant_id, incarnation, generation, status, created_at)
@@ -158,7 +161,7 @@ export class PostgresStore implements Store {
   getWorkstream(id: string): Promise<WorkstreamRecord | undefined> {
     return this.#run('getWorkstream', async () => {
       const { rows } = await this.#pool.query<WorkstreamRow>('SELECT * FROM workstreams WHERE id = $1', [
-        checkId('id', id),
+        checkKey('id', id),
       ]);
       return rows[0] === undefined ? undefined : toRecord(rows[0]);
     });
@@ -172,7 +175,7 @@ export class PostgresStore implements Store {
         throw invalidInput('filter.status', "must be 'open' or 'closed'");
       }
       const tenant = f.tenantId === undefined ? null : checkId('filter.tenantId', f.tenantId);
-      const after = f.afterId === undefined ? null : checkId('filter.afterId', f.afterId);
+      const after = f.afterId === undefined ? null : checkKey('filter.afterId', f.afterId);
       const limit = f.limit === undefined ? null : Math.min(checkInteger('filter.limit', f.limit, 1), 10_000);
       const { rows } = await this.#pool.query<WorkstreamRow>(
         `SELECT * FROM workstreams
@@ -187,7 +190,7 @@ export class PostgresStore implements Store {
 
   deleteWorkstream(id: string, incarnation?: string): Promise<boolean> {
     return this.#run('deleteWorkstream', async () => {
-      checkId('id', id);
+      checkKey('id', id);
       if (incarnation !== undefined) checkText('incarnation', incarnation, MAX_HOLDER_LENGTH);
       // One statement: the row lock waits for the workstream's writers; its messages go with it
       // (ON DELETE CASCADE); its lease row stays, so its tokens keep increasing (P6).
@@ -201,7 +204,7 @@ export class PostgresStore implements Store {
 
   closeWorkstream(id: string, session?: SessionSnapshotData): Promise<WorkstreamRecord> {
     return this.#run('closeWorkstream', async () => {
-      checkId('id', id);
+      checkKey('id', id);
       const json = session === undefined ? null : checkSession('session', session);
       return this.#tx(async (tx) => {
         const lockP = tx.query<WorkstreamRow>('SELECT * FROM workstreams WHERE id = $1 FOR UPDATE', [id]);
@@ -229,7 +232,7 @@ export class PostgresStore implements Store {
 
   nextGeneration(id: string): Promise<number> {
     return this.#run('nextGeneration', async () => {
-      checkId('id', id);
+      checkKey('id', id);
       const { rows } = await this.#pool.query<{ generation: number }>(
         "UPDATE workstreams SET generation = generation + 1 WHERE id = $1 AND status = 'open' RETURNING generation",
         [id],
@@ -278,7 +281,7 @@ export class PostgresStore implements Store {
     return this.#run('saveSession', async () => {
       const i = checkObject('input', input);
       checkKeys('input', i, ['workstreamId', 'fencingToken', 'session']);
-      const workstreamId = checkId('workstreamId', i.workstreamId);
+      const workstreamId = checkKey('workstreamId', i.workstreamId);
       const token =
         i.fencingToken === undefined ? undefined : checkInteger('fencingToken', i.fencingToken, 1);
       const session = checkSession('session', i.session);
@@ -293,7 +296,7 @@ export class PostgresStore implements Store {
     return this.#run('compactHistory', async () => {
       const i = checkObject('input', input);
       checkKeys('input', i, ['workstreamId', 'generation', 'fencingToken', 'throughSeq', 'summary']);
-      const workstreamId = checkId('workstreamId', i.workstreamId);
+      const workstreamId = checkKey('workstreamId', i.workstreamId);
       const generation = checkInteger('generation', i.generation, 0);
       const token =
         i.fencingToken === undefined ? undefined : checkInteger('fencingToken', i.fencingToken, 1);
@@ -311,7 +314,7 @@ export class PostgresStore implements Store {
     return this.#run('truncateHistory', async () => {
       const i = checkObject('input', input);
       checkKeys('input', i, ['workstreamId', 'generation', 'fencingToken', 'fromSeq', 'fromKey']);
-      const workstreamId = checkId('workstreamId', i.workstreamId);
+      const workstreamId = checkKey('workstreamId', i.workstreamId);
       checkInteger('generation', i.generation, 0);
       const token =
         i.fencingToken === undefined ? undefined : checkInteger('fencingToken', i.fencingToken, 1);
@@ -325,7 +328,7 @@ export class PostgresStore implements Store {
   }
 
   readHistory(workstreamId: string): Promise<HistoryRow[]> {
-    return this.#run('readHistory', () => this.#history(checkId('workstreamId', workstreamId), 0));
+    return this.#run('readHistory', () => this.#history(checkKey('workstreamId', workstreamId), 0));
   }
 
   /**
@@ -334,7 +337,7 @@ export class PostgresStore implements Store {
    */
   readHistoryPage(workstreamId: string, page: HistoryPageQuery): Promise<HistoryRow[]> {
     return this.#run('readHistoryPage', async () => {
-      const id = checkId('workstreamId', workstreamId);
+      const id = checkKey('workstreamId', workstreamId);
       const { afterSeq, limit } = checkPage(page);
       const { rows } = await this.#pool.query<MessageRow & { ws: string | null }>(
         `SELECT w.id AS ws, m.* FROM workstreams w LEFT JOIN LATERAL (
@@ -351,7 +354,7 @@ export class PostgresStore implements Store {
   /** The rows from the last message that is not a tool result on (S1: where an open call can be). */
   readHistoryTail(workstreamId: string): Promise<HistoryRow[]> {
     return this.#run('readHistoryTail', async () => {
-      const id = checkId('workstreamId', workstreamId);
+      const id = checkKey('workstreamId', workstreamId);
       const { rows } = await this.#pool.query<MessageRow & { ws: string | null }>(
         `SELECT w.id AS ws, t.* FROM workstreams w LEFT JOIN LATERAL (${TAIL_SQL}) t ON true
          WHERE w.id = $1 ORDER BY t.seq`,
@@ -381,7 +384,7 @@ export class PostgresStore implements Store {
   /** The rows after `afterSeq`, in seq order (a follower catching up; not part of `Store`). */
   readHistoryAfter(workstreamId: string, afterSeq: number): Promise<HistoryRow[]> {
     return this.#run('readHistoryAfter', () =>
-      this.#history(checkId('workstreamId', workstreamId), checkInteger('afterSeq', afterSeq, 0)),
+      this.#history(checkKey('workstreamId', workstreamId), checkInteger('afterSeq', afterSeq, 0)),
     );
   }
 
@@ -392,7 +395,7 @@ export class PostgresStore implements Store {
     options: AcquireLeaseOptions = {},
   ): Promise<Lease | undefined> {
     return this.#run('acquireLease', async () => {
-      checkId('workstreamId', workstreamId);
+      checkKey('workstreamId', workstreamId);
       checkText('holder', holder, MAX_HOLDER_LENGTH);
       checkInteger('ttlMs', ttlMs, 1);
       const { replacing } = options;
@@ -433,7 +436,7 @@ export class PostgresStore implements Store {
 
   refreshLease(workstreamId: string, holder: string, token: number, ttlMs: number): Promise<boolean> {
     return this.#run('refreshLease', async () => {
-      checkId('workstreamId', workstreamId);
+      checkKey('workstreamId', workstreamId);
       checkText('holder', holder, MAX_HOLDER_LENGTH);
       checkInteger('token', token, 1);
       checkInteger('ttlMs', ttlMs, 1);
@@ -450,7 +453,7 @@ export class PostgresStore implements Store {
 
   releaseLease(workstreamId: string, holder: string, token: number): Promise<boolean> {
     return this.#run('releaseLease', async () => {
-      checkId('workstreamId', workstreamId);
+      checkKey('workstreamId', workstreamId);
       checkText('holder', holder, MAX_HOLDER_LENGTH);
       checkInteger('token', token, 1);
       const { rowCount } = await this.#pool.query(
@@ -466,7 +469,7 @@ export class PostgresStore implements Store {
     return this.#run('getLease', async () => {
       const { rows } = await this.#pool.query<LeaseRow>(
         'SELECT * FROM turn_leases WHERE workstream_id = $1',
-        [checkId('workstreamId', workstreamId)],
+        [checkKey('workstreamId', workstreamId)],
       );
       return rows[0] === undefined ? undefined : toLease(rows[0]);
     });

@@ -43,8 +43,10 @@ import type {
 import {
   checkId,
   checkInteger,
+  checkKey,
   checkKeys,
   checkObject,
+  checkOwnKey,
   checkPage,
   checkSession,
   checkText,
@@ -98,8 +100,9 @@ export class SqliteStore implements Store {
     return this.#run('createWorkstream', () => {
       const i = checkObject('input', input);
       checkKeys('input', i, ['id', 'tenantId']);
-      const id = checkId('id', i.id);
+      const id = checkKey('id', i.id);
       const tenantId = checkId('tenantId', i.tenantId);
+      checkOwnKey(id, tenantId);
       return this.#write(() => {
         if (this.#workstreams.get(id) !== undefined) {
           throw errors.workstreamExists(`workstream ${id} already exists`, { workstreamId: id });
@@ -110,7 +113,7 @@ export class SqliteStore implements Store {
   }
 
   getWorkstream(id: string): Promise<WorkstreamRecord | undefined> {
-    return this.#run('getWorkstream', () => this.#workstreams.get(checkId('id', id)));
+    return this.#run('getWorkstream', () => this.#workstreams.get(checkKey('id', id)));
   }
 
   listWorkstreams(filter: WorkstreamFilter = {}): Promise<WorkstreamRecord[]> {
@@ -123,7 +126,7 @@ export class SqliteStore implements Store {
       return this.#workstreams.list({
         ...(f.tenantId === undefined ? {} : { tenantId: checkId('filter.tenantId', f.tenantId) }),
         ...(f.status === undefined ? {} : { status: f.status }),
-        ...(f.afterId === undefined ? {} : { afterId: checkId('filter.afterId', f.afterId) }),
+        ...(f.afterId === undefined ? {} : { afterId: checkKey('filter.afterId', f.afterId) }),
         ...(f.limit === undefined
           ? {}
           : { limit: Math.min(checkInteger('filter.limit', f.limit, 1), 10_000) }),
@@ -133,7 +136,7 @@ export class SqliteStore implements Store {
 
   deleteWorkstream(id: string, incarnation?: string): Promise<boolean> {
     return this.#run('deleteWorkstream', () => {
-      checkId('id', id);
+      checkKey('id', id);
       if (incarnation !== undefined) checkText('incarnation', incarnation, MAX_HOLDER_LENGTH);
       return this.#write(() => {
         const ws = this.#workstreams.get(id);
@@ -147,7 +150,7 @@ export class SqliteStore implements Store {
 
   closeWorkstream(id: string, session?: SessionSnapshotData): Promise<WorkstreamRecord> {
     return this.#run('closeWorkstream', () => {
-      checkId('id', id);
+      checkKey('id', id);
       const json = session === undefined ? undefined : checkSession('session', session);
       return this.#write(() => {
         const ws = this.#workstreams.require(id);
@@ -168,7 +171,7 @@ export class SqliteStore implements Store {
 
   nextGeneration(id: string): Promise<number> {
     return this.#run('nextGeneration', () => {
-      checkId('id', id);
+      checkKey('id', id);
       return this.#write(() => {
         this.#workstreams.requireOpen(id);
         return this.#workstreams.bumpGeneration(id);
@@ -244,7 +247,7 @@ export class SqliteStore implements Store {
     return this.#run('saveSession', () => {
       const i = checkObject('input', input);
       checkKeys('input', i, ['workstreamId', 'fencingToken', 'session']);
-      const workstreamId = checkId('workstreamId', i.workstreamId);
+      const workstreamId = checkKey('workstreamId', i.workstreamId);
       const token =
         i.fencingToken === undefined ? undefined : checkInteger('fencingToken', i.fencingToken, 1);
       const session = checkSession('session', i.session);
@@ -260,7 +263,7 @@ export class SqliteStore implements Store {
     return this.#run('compactHistory', () => {
       const i = checkObject('input', input);
       checkKeys('input', i, ['workstreamId', 'generation', 'fencingToken', 'throughSeq', 'summary']);
-      const workstreamId = checkId('workstreamId', i.workstreamId);
+      const workstreamId = checkKey('workstreamId', i.workstreamId);
       const generation = checkInteger('generation', i.generation, 0);
       const token =
         i.fencingToken === undefined ? undefined : checkInteger('fencingToken', i.fencingToken, 1);
@@ -280,7 +283,7 @@ export class SqliteStore implements Store {
     return this.#run('truncateHistory', () => {
       const i = checkObject('input', input);
       checkKeys('input', i, ['workstreamId', 'generation', 'fencingToken', 'fromSeq', 'fromKey']);
-      const workstreamId = checkId('workstreamId', i.workstreamId);
+      const workstreamId = checkKey('workstreamId', i.workstreamId);
       checkInteger('generation', i.generation, 0);
       const token =
         i.fencingToken === undefined ? undefined : checkInteger('fencingToken', i.fencingToken, 1);
@@ -296,7 +299,7 @@ export class SqliteStore implements Store {
 
   readHistory(workstreamId: string): Promise<HistoryRow[]> {
     return this.#run('readHistory', () => {
-      checkId('workstreamId', workstreamId);
+      checkKey('workstreamId', workstreamId);
       return this.#read(() => {
         this.#workstreams.require(workstreamId);
         return this.#messages.all(workstreamId);
@@ -307,7 +310,7 @@ export class SqliteStore implements Store {
   /** At most `page.limit` rows after `page.afterSeq`: a range of the (workstream_id, seq) key. */
   readHistoryPage(workstreamId: string, page: HistoryPageQuery): Promise<HistoryRow[]> {
     return this.#run('readHistoryPage', () => {
-      checkId('workstreamId', workstreamId);
+      checkKey('workstreamId', workstreamId);
       const { afterSeq, limit } = checkPage(page);
       return this.#read(() => {
         this.#workstreams.require(workstreamId);
@@ -319,7 +322,7 @@ export class SqliteStore implements Store {
   /** The rows from the last message that is not a tool result on (S1: where an open call can be). */
   readHistoryTail(workstreamId: string): Promise<HistoryRow[]> {
     return this.#run('readHistoryTail', () => {
-      checkId('workstreamId', workstreamId);
+      checkKey('workstreamId', workstreamId);
       return this.#read(() => {
         this.#workstreams.require(workstreamId);
         return this.#messages.tail(workstreamId);
@@ -336,7 +339,7 @@ export class SqliteStore implements Store {
   /** The rows after `afterSeq`, in seq order (a follower catching up; not part of `Store`). */
   readHistoryAfter(workstreamId: string, afterSeq: number): Promise<HistoryRow[]> {
     return this.#run('readHistoryAfter', () => {
-      checkId('workstreamId', workstreamId);
+      checkKey('workstreamId', workstreamId);
       checkInteger('afterSeq', afterSeq, 0);
       return this.#read(() => {
         this.#workstreams.require(workstreamId);
@@ -352,7 +355,7 @@ export class SqliteStore implements Store {
     options: AcquireLeaseOptions = {},
   ): Promise<Lease | undefined> {
     return this.#run('acquireLease', () => {
-      checkId('workstreamId', workstreamId);
+      checkKey('workstreamId', workstreamId);
       checkText('holder', holder, MAX_HOLDER_LENGTH);
       checkInteger('ttlMs', ttlMs, 1);
       const { replacing } = options;
@@ -371,7 +374,7 @@ export class SqliteStore implements Store {
 
   refreshLease(workstreamId: string, holder: string, token: number, ttlMs: number): Promise<boolean> {
     return this.#run('refreshLease', () => {
-      checkId('workstreamId', workstreamId);
+      checkKey('workstreamId', workstreamId);
       checkText('holder', holder, MAX_HOLDER_LENGTH);
       checkInteger('token', token, 1);
       checkInteger('ttlMs', ttlMs, 1);
@@ -381,7 +384,7 @@ export class SqliteStore implements Store {
 
   releaseLease(workstreamId: string, holder: string, token: number): Promise<boolean> {
     return this.#run('releaseLease', () => {
-      checkId('workstreamId', workstreamId);
+      checkKey('workstreamId', workstreamId);
       checkText('holder', holder, MAX_HOLDER_LENGTH);
       checkInteger('token', token, 1);
       return this.#write(() => this.#leases.release(workstreamId, holder, token));
@@ -389,7 +392,7 @@ export class SqliteStore implements Store {
   }
 
   getLease(workstreamId: string): Promise<Lease | undefined> {
-    return this.#run('getLease', () => this.#leases.get(checkId('workstreamId', workstreamId)));
+    return this.#run('getLease', () => this.#leases.get(checkKey('workstreamId', workstreamId)));
   }
 
   expiredLeases(): Promise<Lease[]> {

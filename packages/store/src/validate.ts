@@ -1,4 +1,13 @@
-import { Bounds, ID_RULE, inBound, isId, Lengths } from '@turnwarden/protocol';
+import {
+  Bounds,
+  ID_RULE,
+  inBound,
+  isId,
+  isWorkstreamKey,
+  keyTenantId,
+  Lengths,
+  WORKSTREAM_KEY_RULE,
+} from '@turnwarden/protocol';
 import { invalidInput } from './errors.js';
 
 /** Lease holders, incarnations, `replacing` prefixes (the API's rule, packages/protocol). */
@@ -8,6 +17,19 @@ export const MAX_HOLDER_LENGTH = Lengths.holder.max;
 export function checkId(field: string, value: unknown): string {
   if (!isId(value)) throw invalidInput(field, ID_RULE);
   return value;
+}
+
+/** A workstream's key: its id, or its tenant's and its own joined by `/` (T2, rules.ts). */
+export function checkKey(field: string, value: unknown): string {
+  if (!isWorkstreamKey(value)) throw invalidInput(field, WORKSTREAM_KEY_RULE);
+  return value;
+}
+
+/** A new workstream's key: one with a tenant part names the workstream's own tenant (T2). */
+export function checkOwnKey(id: string, tenantId: string): void {
+  if (id.includes('/') && keyTenantId(id) !== tenantId) {
+    throw invalidInput('id', `must name the workstream's tenant (${tenantId}/…) when it has a tenant part`);
+  }
 }
 
 /** A non-empty string of at most `maxLength` characters. */

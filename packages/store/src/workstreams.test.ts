@@ -48,7 +48,9 @@ forEachStore((backend) => {
 
     it.each([
       ['empty', { id: '', tenantId: 't' }, 'id'],
-      ['slash', { id: 'a/b', tenantId: 't' }, 'id'],
+      ['two slashes', { id: 't/a/b', tenantId: 't' }, 'id'],
+      ['empty tenant part', { id: '/b', tenantId: 't' }, 'id'],
+      ['another tenant’s key', { id: 'a/b', tenantId: 't' }, 'id'],
       ['space', { id: 'a b', tenantId: 't' }, 'id'],
       ['non-ASCII', { id: 'café', tenantId: 't' }, 'id'],
       ['129 chars', { id: 'x'.repeat(129), tenantId: 't' }, 'id'],
@@ -117,9 +119,23 @@ forEachStore((backend) => {
       expect(await store.getWorkstream(id)).toMatchObject({ id });
     });
 
+    it('T2: a workstream is kept by its key, <tenant>/<id>: two tenants’ keys of one id are two workstreams', async () => {
+      const store = await backend.open(new FakeClock());
+      await store.createWorkstream({ id: 't1/w', tenantId: 't1' });
+      await store.createWorkstream({ id: 't2/w', tenantId: 't2' });
+      expect((await store.listWorkstreams()).map((w) => [w.id, w.tenantId])).toEqual([
+        ['t1/w', 't1'],
+        ['t2/w', 't2'],
+      ]);
+      expect((await store.listWorkstreams({ tenantId: 't2' })).map((w) => w.id)).toEqual(['t2/w']);
+      await expect(store.createWorkstream({ id: 't1/w', tenantId: 't1' })).rejects.toMatchObject({
+        code: 'WORKSTREAM_EXISTS',
+      });
+    });
+
     it('T5: refuses a bad id on reads and lease calls too', async () => {
       const store = await backend.open(new FakeClock());
-      await expect(store.getWorkstream('../x')).rejects.toMatchObject({ code: 'INVALID_INPUT' });
+      await expect(store.getWorkstream('../x/y')).rejects.toMatchObject({ code: 'INVALID_INPUT' });
       await expect(store.readHistory('')).rejects.toMatchObject({ code: 'INVALID_INPUT' });
       await expect(store.acquireLease('a b', 'h', 1000)).rejects.toMatchObject({ code: 'INVALID_INPUT' });
     });

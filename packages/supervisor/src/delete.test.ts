@@ -3,7 +3,7 @@
  * tombstone (D2) that retires only on proof (D3), a predecessor never reaches its successor
  * (D4), listeners are closed once (D6). Counterparts of the structure suite's delete tests.
  */
-import { ErrorCode, TurnwardenError } from '@turnwarden/protocol';
+import { ErrorCode, TurnwardenError, workstreamKey } from '@turnwarden/protocol';
 import { openSqliteStore, type SqliteStore } from '@turnwarden/store';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { TurnwardenEvent } from './streams/events.js';
@@ -230,7 +230,8 @@ describe('the lifecycle feed', () => {
       principal: 'user-a',
       listener: (e) => {
         // Advertised only once the row is committed.
-        if (e.type === 'ws_created' && !committed.has(e.workstreamId)) feed.push('premature');
+        if (e.type === 'ws_created' && !committed.has(workstreamKey('tenant-a', e.workstreamId)))
+          feed.push('premature');
         feed.push(`${e.type}:${e.workstreamId}${e.reason ? `:${e.reason}` : ''}`);
       },
     });
@@ -277,7 +278,7 @@ describe('the lifecycle feed', () => {
     // advertised, and its close is not suppressed by the predecessor it never heard of.
     failAfterCommit = true;
     await refusal(rt.tw.createWorkstream({ tenantId: 'tenant-a', principal: 'user-a', workstreamId: 'c' }));
-    expect(await inner.deleteWorkstream('c')).toBe(true);
+    expect(await inner.deleteWorkstream(workstreamKey('tenant-a', 'c'))).toBe(true);
     await rt.tw.createWorkstream({ tenantId: 'tenant-a', principal: 'user-a', workstreamId: 'c' });
     await rt.tw.close({ tenantId: 'tenant-a', principal: 'user-a', workstreamId: 'c' });
     await rt.tw.close({ tenantId: 'tenant-a', principal: 'user-a', workstreamId: 'a' });

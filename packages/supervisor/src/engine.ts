@@ -18,7 +18,7 @@ import type {
   ModelStepResult,
   SessionSnapshotData,
 } from '@turnwarden/protocol';
-import { errors } from '@turnwarden/protocol';
+import { errors, workstreamKey } from '@turnwarden/protocol';
 import { modelThreadUrl, sessionWorkerUrl } from '@turnwarden/session';
 import type { Store } from '@turnwarden/store';
 import type { Logger } from 'pino';
@@ -509,7 +509,7 @@ export class TurnEngine implements Commands {
       sweepJournal: () => gate.sweep(),
       probeTombstones: () => this.deletes.probe(),
       clockBuffer: clock.buffer,
-      turnSlot: (workstreamId) => this.slots.slotOf(workstreamId),
+      turnSlot: (tenantId, workstreamId) => this.slots.slotOf(workstreamKey(tenantId, workstreamId)),
     };
   }
 

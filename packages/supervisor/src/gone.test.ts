@@ -51,7 +51,7 @@ describe('workstream gone (P5)', () => {
     const inQueue = rt.waitForLog('send queued behind the running turn');
     const queued = refusal(rt.send('waiting behind the turn'));
     await within(inQueue, 10_000, 'the second send is queued');
-    expect(await store.deleteWorkstream(rt.workstreamId)).toBe(true);
+    expect(await store.deleteWorkstream(rt.key)).toBe(true);
 
     // The tool's result meets the deletion: discarded, and the turn ends — aborted, not failed.
     const result = await within(turn.done, 10_000, 'the turn ends after the deletion');
@@ -91,7 +91,7 @@ describe('workstream gone (P5)', () => {
     await nextEvent(rt.tw, rt.workstreamId, 'tool_started');
     const closed = rt.tw.close({ ...ref, waitMs: 30_000 });
     await rt.waitForLog('soft close waiting for the running turn');
-    expect(await store.deleteWorkstream(rt.workstreamId)).toBe(true);
+    expect(await store.deleteWorkstream(rt.key)).toBe(true);
     await within(closed, 10_000, 'the soft close completes');
     expect(await turn.done).toMatchObject({ status: 'interrupted', abortReason: 'workstream_gone' });
     expect(rt.types()).toContain('ws_closed');

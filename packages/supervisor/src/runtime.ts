@@ -19,9 +19,12 @@ import {
   detachSeamController,
   ErrorCode,
   errors,
+  fromWire,
   type HarnessLink,
   isTurnwardenError,
-  type TurnwardenError,
+  keyWorkstreamId,
+  TurnwardenError,
+  workstreamKey,
 } from '@turnwarden/protocol';
 import { openPostgresStore, openSqliteStore, type Store } from '@turnwarden/store';
 import { type Level, type Logger, pino } from 'pino';
@@ -121,7 +124,7 @@ export interface TestControls {
   /** The activity clock's shared buffer. */
   readonly clockBuffer: SharedArrayBuffer;
   /** The clock slot of the workstream's running turn, if one runs. */
-  turnSlot(workstreamId: string): number | undefined;
+  turnSlot(tenantId: string, workstreamId: string): number | undefined;
   /** One run of the journal's maintenance sweep (P4); the workstreams whose writes it retried. */
   sweepJournal(): string[];
   /** The sweep's look at the tombstones of ambiguous deletes (D3). */
@@ -141,6 +144,31 @@ export function testControls(tw: Turnwarden): TestControls {
   const engine = engines.get(tw);
   if (!engine) throw new TypeError('not a Turnwarden instance');
   return engine.controls();
+}
+
+/**
+ * T2: a workstream is its tenant's id and its own; inside the runtime and in the store it is
+ * named by its key, `<tenant>/<id>` (rules.ts). What leaves the runtime names it by the id the
+ * caller gave: an error raised inside with the key in its message or its details is given the id.
+ */
+function outward(e: unknown, key: string, id: string): unknown {
+  if (!isTurnwardenError(e)) return e;
+  const inDetails = e.details?.workstreamId === key;
+  if (!inDetails && !e.message.includes(key)) return e;
+  return new TurnwardenError(e.code, e.message.replaceAll(key, id), {
+    retryable: e.retryable,
+    cause: e,
+    ...(e.details === undefined
+      ? {}
+      : { details: inDetails ? { ...e.details, workstreamId: id } : e.details }),
+  });
+}
+
+/** A call's promise, its refusal named by the caller's id (`outward`). */
+function named<T>(key: string, id: string, p: Promise<T>): Promise<T> {
+  return p.catch((e: unknown) => {
+    throw outward(e, key, id);
+  });
 }
 
 function aborted(): TurnwardenError {
@@ -340,7 +368,9 @@ export class Turnwarden {
     checkCaller(input, 'createWorkstream', ['workstreamId']);
     const id = input.workstreamId ?? `ws-${randomUUID()}`;
     checkId(id, 'workstreamId');
-    return this.commands.createWorkstream(id, input.tenantId, input.principal);
+    const key = workstreamKey(input.tenantId, id);
+    const info = await named(key, id, this.commands.createWorkstream(key, input.tenantId, input.principal));
+    return { ...info, workstreamId: id };
   }
 
   /**
@@ -351,7 +381,11 @@ export class Turnwarden {
   subscribeWorkstreams(input: Caller & { readonly listener: LifecycleListener }): () => void {
     checkCaller(input, 'subscribeWorkstreams', ['listener']);
     if (typeof input.listener !== 'function') throw invalid('listener must be a function', 'listener');
-    return this.commands.subscribeWorkstreams(input.tenantId, input.listener);
+    const { listener } = input;
+    // The feed names workstreams by key: the listener receives the tenant's own ids.
+    return this.commands.subscribeWorkstreams(input.tenantId, (event) =>
+      listener({ ...event, workstreamId: keyWorkstreamId(event.workstreamId) }),
+    );
   }
 
   /** One workstream of the tenant (WORKSTREAM_NOT_FOUND for another tenant's, or one being deleted). */
@@ -377,15 +411,18 @@ export class Turnwarden {
         throw invalid('cursor must be a nextCursor returned by listWorkstreams', 'cursor');
       }
     }
+    // Keys sort as their ids within a tenant (one prefix): the cursor carries the id.
     const { rows, last } = await this.commands.listWorkstreams({
       tenantId: input.tenantId,
       status: input.status,
-      afterId,
+      afterId: afterId === undefined ? undefined : workstreamKey(input.tenantId, afterId),
       limit,
     });
     const items = rows.map(details);
     const full = items.length === limit && last !== undefined;
-    return full ? { items, nextCursor: Buffer.from(last!).toString('base64url') } : { items };
+    return full
+      ? { items, nextCursor: Buffer.from(keyWorkstreamId(last!)).toString('base64url') }
+      : { items };
   }
 
   /**
@@ -400,26 +437,27 @@ export class Turnwarden {
    */
   async deleteWorkstream(input: DeleteInput): Promise<void> {
     checkDeleteInput(input);
+    const key = workstreamKey(input.tenantId, input.workstreamId);
     // C7: announced as the host calls, like a cancel.
-    const fence = this.commands.announce(input.workstreamId);
+    const fence = this.commands.announce(key);
     try {
-      await this.deleteOwned(input, fence);
+      await named(key, input.workstreamId, this.deleteOwned(input, key, fence));
     } finally {
       fence.done();
     }
   }
 
-  private async deleteOwned(input: DeleteInput, fence: Announced): Promise<void> {
+  private async deleteOwned(input: DeleteInput, key: string, fence: Announced): Promise<void> {
     const { tenantId, workstreamId, incarnation } = input;
     // T2: one refusal, word for word, whatever the reason — another tenant's, a pending delete
     // of another incarnation, or no such workstream — so none of them tells the others apart.
     const notFound = () =>
       errors.workstreamNotFound(`workstream ${workstreamId} (incarnation ${incarnation}) not found`);
-    const pending = this.commands.tombstone(workstreamId);
+    const pending = this.commands.tombstone(key);
     if (pending !== undefined && (pending.tenantId !== tenantId || pending.incarnation !== incarnation)) {
       throw notFound();
     }
-    const ws = await this.store.getWorkstream(workstreamId);
+    const ws = await this.store.getWorkstream(key);
     if (ws === undefined && pending !== undefined) {
       // The retry of an ambiguous delete that had happened: proven, the tombstone retires (D3).
       await this.commands.probeTombstones();
@@ -427,10 +465,10 @@ export class Turnwarden {
     }
     if (!ws || ws.tenantId !== tenantId || ws.incarnation !== incarnation) throw notFound();
     this.logger.info(
-      { workstreamId, tenantId, principal: input.principal, incarnation },
+      { workstreamId: key, tenantId, principal: input.principal, incarnation },
       'workstream delete requested',
     );
-    await this.commands.deleteWorkstream(workstreamId, tenantId, incarnation, fence);
+    await this.commands.deleteWorkstream(key, tenantId, incarnation, fence);
   }
 
   /**
@@ -450,7 +488,7 @@ export class Turnwarden {
     try {
       checkRef(input, 'subscribe', ['listener', 'lastEventId', 'handoff']);
       if (typeof input.listener !== 'function') throw invalid('listener must be a function', 'listener');
-      from = startAt(input);
+      from = startAt({ ...input, workstreamId: workstreamKey(input.tenantId, input.workstreamId) });
     } catch (e) {
       return Promise.reject(e);
     }
@@ -469,7 +507,7 @@ export class Turnwarden {
     if (input.signal !== undefined && !(input.signal instanceof AbortSignal)) {
       throw invalid('signal must be an AbortSignal', 'signal');
     }
-    const from = startAt(input);
+    const from = startAt({ ...input, workstreamId: workstreamKey(input.tenantId, input.workstreamId) });
     const iterator = new EventIterator(this.commands.listenerBuffer, input.signal);
     iterator.attach(this.follow(input, iterator.push, from));
     return iterator;
@@ -477,6 +515,7 @@ export class Turnwarden {
 
   private follow(ref: WorkstreamRef, listener: Listener, from: StartAt): Promise<() => void> {
     const { tenantId, workstreamId } = ref;
+    const key = workstreamKey(tenantId, workstreamId);
     let verified = false;
     let refused = false;
     const held: TurnwardenEvent[] = [];
@@ -484,12 +523,12 @@ export class Turnwarden {
       try {
         listener(event);
       } catch (err) {
-        this.logger.warn({ err, workstreamId, type: event.type }, 'event listener threw');
+        this.logger.warn({ err, workstreamId: key, type: event.type }, 'event listener threw');
       }
     };
     let closed = false;
     const off = this.commands.listen(
-      String(workstreamId),
+      key,
       (event) => {
         if (refused) return;
         if (event.type === 'ws_closed') closed = true;
@@ -505,7 +544,7 @@ export class Turnwarden {
         // D6: closed before this call, its stream since dropped from memory: closed at once.
         if (ws.status === 'closed' && !closed) {
           const notice = (): TurnwardenEvent => ({
-            id: this.commands.position(workstreamId),
+            id: this.commands.position(key),
             workstreamId,
             type: 'ws_closed',
             data: { reason: 'closed' },
@@ -544,12 +583,18 @@ export class Turnwarden {
   async history(input: HistoryInput): Promise<HistoryPage> {
     checkHistoryInput(input);
     const { tenantId, workstreamId, limit } = input;
+    const key = workstreamKey(tenantId, workstreamId);
     // T5: a cursor is decoded before anything is read.
-    const cursor = input.cursor === undefined ? undefined : fromCursor(input.cursor, workstreamId);
+    const cursor = input.cursor === undefined ? undefined : fromCursor(input.cursor, key);
     const ws = await this.owned(tenantId, workstreamId);
     const pageSize = limit ?? cursor?.limit;
-    if (pageSize === undefined) return this.commands.history(workstreamId);
-    return this.commands.historyPage(workstreamId, { incarnation: ws.incarnation, limit: pageSize, cursor });
+    const read =
+      pageSize === undefined
+        ? this.commands.history(key)
+        : this.commands.historyPage(key, { incarnation: ws.incarnation, limit: pageSize, cursor });
+    const page = await named(key, workstreamId, read);
+    // Rows as the store keeps them name the workstream by key: the caller reads its own id.
+    return { ...page, rows: page.rows.map((row) => ({ ...row, workstreamId })) };
   }
 
   /** The session machine's state (idle, claimed, streaming, tool-debt, force-abandoning, closed). */
@@ -561,7 +606,7 @@ export class Turnwarden {
       workstreamId,
       tenantId,
       generation: ws.generation,
-      ...this.commands.status(workstreamId, ws.session),
+      ...this.commands.status(ws.id, ws.session),
     };
   }
 
@@ -576,18 +621,19 @@ export class Turnwarden {
   async close(input: CloseInput): Promise<void> {
     checkCloseInput(input);
     const { tenantId, workstreamId, waitMs = 0 } = input;
+    const key = workstreamKey(tenantId, workstreamId);
     // C7: announced as the host calls; a dispatch under way waits for the ownership check.
-    const fence = this.commands.announce(workstreamId);
+    const fence = this.commands.announce(key);
     let closedHere: boolean;
     try {
       await this.owned(tenantId, workstreamId);
-      closedHere = await this.commands.close(workstreamId, tenantId, waitMs, fence);
+      closedHere = await named(key, workstreamId, this.commands.close(key, tenantId, waitMs, fence));
     } finally {
       fence.done();
     }
     // Joined another soft close's CLOSE (C1): that one logs it (and advertised it), once.
     if (closedHere)
-      this.logger.info({ workstreamId, tenantId, principal: input.principal }, 'workstream closed');
+      this.logger.info({ workstreamId: key, tenantId, principal: input.principal }, 'workstream closed');
   }
 
   // ── turns ──────────────────────────────────────────────────────────────────
@@ -606,17 +652,24 @@ export class Turnwarden {
     return this.tracked(async () => {
       this.assertOpen();
       checkSendInput(input, this.config.limits, this.commands.tools());
+      const id = input.workstreamId;
+      const key = workstreamKey(input.tenantId, id);
       // C7: the claim is captured now, as the host calls — before anything is awaited.
-      const claim = this.commands.capture(input.workstreamId);
+      const claim = this.commands.capture(key);
       const { signal, maxWaitMs, ...rest } = input;
       try {
-        await this.owned(input.tenantId, input.workstreamId);
+        await this.owned(input.tenantId, id);
         if (signal?.aborted) throw aborted();
       } catch (e) {
         this.commands.settled(claim);
         throw e;
       }
-      return this.handle(await this.commands.send(claim, rest, signal, maxWaitMs), signal);
+      const claimed = await named(
+        key,
+        id,
+        this.commands.send(claim, { ...rest, workstreamId: key }, signal, maxWaitMs),
+      );
+      return this.handle(claimed, id, signal);
     });
   }
 
@@ -628,13 +681,14 @@ export class Turnwarden {
   async cancel(input: WorkstreamRef): Promise<boolean> {
     checkRef(input, 'cancel');
     const { tenantId, workstreamId } = input;
+    const key = workstreamKey(tenantId, workstreamId);
     // C7: sends the host made before this call cannot start after it — not even one whose
     // dispatch is under way while this call's ownership check is still on its way to the store.
-    const fence = this.commands.announce(workstreamId);
+    const fence = this.commands.announce(key);
     try {
       await this.owned(tenantId, workstreamId);
-      this.logger.info({ workstreamId, tenantId, principal: input.principal }, 'cancel requested');
-      return await this.commands.cancel(workstreamId, fence);
+      this.logger.info({ workstreamId: key, tenantId, principal: input.principal }, 'cancel requested');
+      return await named(key, workstreamId, this.commands.cancel(key, fence));
     } finally {
       fence.done();
     }
@@ -649,11 +703,16 @@ export class Turnwarden {
   async compact(input: CompactInput): Promise<{ removed: number }> {
     checkCompactInput(input, this.config.limits);
     const { tenantId, workstreamId } = input;
+    const key = workstreamKey(tenantId, workstreamId);
     await this.owned(tenantId, workstreamId);
-    return this.commands.compact(workstreamId, input.throughSeq, {
-      commitKey: input.commitKey ?? `compact:${randomUUID()}`,
-      message: { role: 'system', content: input.summary },
-    });
+    return named(
+      key,
+      workstreamId,
+      this.commands.compact(key, input.throughSeq, {
+        commitKey: input.commitKey ?? `compact:${randomUUID()}`,
+        message: { role: 'system', content: input.summary },
+      }),
+    );
   }
 
   /**
@@ -668,15 +727,16 @@ export class Turnwarden {
   async rewind(input: RewindInput): Promise<RewindResult> {
     checkRewindInput(input);
     const { tenantId, workstreamId } = input;
+    const key = workstreamKey(tenantId, workstreamId);
     // Captured as the host calls: a cancel after this call revokes the rewind if it has not begun.
-    const claim = this.commands.capture(workstreamId);
+    const claim = this.commands.capture(key);
     try {
       await this.owned(tenantId, workstreamId);
     } catch (e) {
       this.commands.settled(claim);
       throw e;
     }
-    return this.commands.rewind(claim, input.turns, input.ifLastSeq);
+    return named(key, workstreamId, this.commands.rewind(claim, input.turns, input.ifLastSeq));
   }
 
   stats(): RuntimeStats {
@@ -703,10 +763,20 @@ export class Turnwarden {
   }
 
   /** The host's handle on a claimed turn: `cancel()`, and the send's signal wired to it. */
-  private handle(claimed: ClaimedTurn, signal: AbortSignal | undefined): TurnHandle {
-    const { workstreamId, generation, done } = claimed;
+  private handle(claimed: ClaimedTurn, workstreamId: string, signal: AbortSignal | undefined): TurnHandle {
+    const { workstreamId: key, generation } = claimed;
+    // The result names the workstream as the caller did (`outward`).
+    const done = claimed.done.then((result): TurnResult => {
+      const error =
+        result.error === undefined ? undefined : outward(fromWire(result.error), key, workstreamId);
+      return {
+        ...result,
+        workstreamId,
+        ...(error === undefined ? {} : { error: (error as TurnwardenError).toWire() }),
+      };
+    });
     const cancel = (): Promise<TurnResult> => {
-      this.commands.cancelTurn(workstreamId, done);
+      this.commands.cancelTurn(key, claimed.done);
       return done;
     };
     if (signal) {
@@ -738,12 +808,9 @@ export class Turnwarden {
    */
   private async owned(tenantId: string, workstreamId: string, { deleting = false } = {}) {
     // The ids were checked with the call's input (checkRef, checkSendInput, checkCompactInput).
-    const ws = await this.store.getWorkstream(workstreamId);
-    if (
-      !ws ||
-      ws.tenantId !== tenantId ||
-      (!deleting && this.commands.tombstone(workstreamId) !== undefined)
-    ) {
+    const key = workstreamKey(tenantId, workstreamId);
+    const ws = await this.store.getWorkstream(key);
+    if (!ws || ws.tenantId !== tenantId || (!deleting && this.commands.tombstone(key) !== undefined)) {
       throw errors.workstreamNotFound(`workstream ${workstreamId} not found`);
     }
     return ws;
@@ -760,7 +827,7 @@ function details(ws: {
   readonly closedAt?: number;
 }): WorkstreamDetails {
   return {
-    workstreamId: ws.id,
+    workstreamId: keyWorkstreamId(ws.id),
     tenantId: ws.tenantId,
     incarnation: ws.incarnation,
     status: ws.status,

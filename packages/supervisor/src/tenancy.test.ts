@@ -126,10 +126,11 @@ describe('T1: every call names a tenant and a principal', () => {
     await tw.close({ ...bob, workstreamId: 'ws-bob' });
     await tw.deleteWorkstream({ ...caller, workstreamId: 'ws-bob', incarnation: made.incarnation });
     const who = (msg: string) => rt!.logged(msg).map((l) => [l.workstreamId, l.principal]);
-    expect(who('workstream created')).toContainEqual(['ws-bob', 'bob']);
-    expect(who('turn started')).toContainEqual(['ws-bob', 'bob']);
-    expect(who('cancel requested')).toEqual([['ws-bob', 'user-a']]);
-    expect(who('workstream closed')).toEqual([['ws-bob', 'bob']]);
-    expect(who('workstream delete requested')).toEqual([['ws-bob', 'user-a']]);
+    // Log lines name a workstream by its key (T2: ids are per tenant).
+    expect(who('workstream created')).toContainEqual(['tenant-a/ws-bob', 'bob']);
+    expect(who('turn started')).toContainEqual(['tenant-a/ws-bob', 'bob']);
+    expect(who('cancel requested')).toEqual([['tenant-a/ws-bob', 'user-a']]);
+    expect(who('workstream closed')).toEqual([['tenant-a/ws-bob', 'bob']]);
+    expect(who('workstream delete requested')).toEqual([['tenant-a/ws-bob', 'user-a']]);
   });
 });

@@ -24,6 +24,7 @@ async function ours(calls: number): Promise<number[]> {
       heartbeat: () => {},
       callId: 'c',
       workstreamId: 'bench',
+      tenantId: 'bench',
     };
     const times: number[] = [];
     for (let i = 0; i < calls; i++) {

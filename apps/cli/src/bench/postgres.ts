@@ -12,6 +12,7 @@
  * - cancel latency: a cancel called on the host that does not run the turn (routed through
  *   LISTEN/NOTIFY) against one called where the turn runs.
  */
+import { workstreamKey } from '@turnwarden/protocol';
 import { openPostgresStore, type PostgresStore } from '@turnwarden/store';
 import { type Postgres, startPostgres } from '@turnwarden/store/testing';
 import pg from 'pg';
@@ -24,6 +25,8 @@ import { median, quantile, sleep } from './stats.js';
 const WRITERS = 8;
 const BODY = 'r'.repeat(200);
 const TOKEN = 'bench-postgres-token-0123456789';
+/** The tenant the hosts' token serves: the store keys its workstreams by it (T2). */
+const TENANT = 'acme';
 const LEASE = { ttlMs: 1_000, renewMs: 250 };
 const RUNTIME = {
   lease: LEASE,
@@ -124,13 +127,14 @@ async function failover(url: string, round: number) {
     schema,
     hosts: 2,
     token: TOKEN,
+    tenantId: TENANT,
     runtime: RUNTIME,
     logLevel: 'warn',
   });
   try {
     await cluster.api(0, 'POST', '/workstreams', { workstreamId: 'w' });
     await cluster.api(0, 'POST', '/workstreams/w/messages', { content: SLEEPING });
-    await until(10_000, inTool(store, 'w'));
+    await until(10_000, inTool(store, workstreamKey(TENANT, 'w')));
     const t0 = performance.now();
     await cluster.kill(0);
     let refusals = 0;
@@ -160,6 +164,7 @@ async function cancels(url: string, n: number) {
     schema,
     hosts: 2,
     token: TOKEN,
+    tenantId: TENANT,
     runtime: RUNTIME,
     logLevel: 'warn',
   });
@@ -171,12 +176,16 @@ async function cancels(url: string, n: number) {
       const from = i % 2 === 0 ? 1 : 0;
       const sent = await cluster.api(0, 'POST', '/workstreams/c/messages', { content: SLEEPING });
       if (sent.status !== 202) throw new Error(`cancel bench send: HTTP ${sent.status}`);
-      const rowsBefore = (await store.readHistory('c')).length;
+      const rowsBefore = (await store.readHistory(workstreamKey(TENANT, 'c'))).length;
       await until(10_000, () =>
-        store.readHistory('c').then((rows) => (rows.length > rowsBefore ? true : undefined)),
+        store
+          .readHistory(workstreamKey(TENANT, 'c'))
+          .then((rows) => (rows.length > rowsBefore ? true : undefined)),
       );
       await until(10_000, () =>
-        store.readHistory('c').then((rows) => (rows.at(-1)?.message.role === 'assistant' ? true : undefined)),
+        store
+          .readHistory(workstreamKey(TENANT, 'c'))
+          .then((rows) => (rows.at(-1)?.message.role === 'assistant' ? true : undefined)),
       );
       const t0 = performance.now();
       const r = await cluster.api(from, 'POST', '/workstreams/c/cancel');

@@ -46,6 +46,7 @@ afterEach(async () => {
 async function hosts(n: number): Promise<{ cluster: HostCluster; store: PostgresStore }> {
   const schema = `c${++schemaN}_${randomBytes(3).toString('hex')}`;
   store = await openPostgresStore({ connectionString: pg!.url, schema });
+  // The hosts' token serves tenant acme (HostCluster's default): the store keys w1 as acme/w1 (T2).
   cluster = await HostCluster.start({ postgres: pg!.url, schema, hosts: n, token: TOKEN, runtime: RUNTIME });
   return { cluster, store };
 }
@@ -67,7 +68,7 @@ async function until<T>(what: string, ms: number, probe: () => Promise<T | undef
             .slice(-15)
             .join('\n')}`,
       );
-      const lease = store === undefined ? undefined : await store.getLease('w1').catch(() => undefined);
+      const lease = store === undefined ? undefined : await store.getLease('acme/w1').catch(() => undefined);
       expect.fail(`${what}: not within ${ms} ms\nlease: ${JSON.stringify(lease)}\n${said.join('\n')}`);
     }
     await new Promise((r) => setTimeout(r, 20));
@@ -88,18 +89,18 @@ describe.skipIf(skip !== undefined)('several hosts on PostgreSQL', () => {
         .status,
     ).toBe(202);
     await until('the tool call is durable', 10_000, async () =>
-      (await store.readHistory('w1')).some((r) => r.message.role === 'assistant') ? true : undefined,
+      (await store.readHistory('acme/w1')).some((r) => r.message.role === 'assistant') ? true : undefined,
     );
-    const before = (await store.getLease('w1'))!;
+    const before = (await store.getLease('acme/w1'))!;
     expect(before.holder.startsWith('h1:')).toBe(true);
     cluster.pause(0);
     // h2's sweep finds the lease expired and repairs the session under a new token.
     await until('h2 takes the lease over', 10_000, async () => {
-      const l = await store.getLease('w1');
+      const l = await store.getLease('acme/w1');
       return l !== undefined && l.token > before.token && l.holder.startsWith('h2:') ? l : undefined;
     });
     await until('the dangling call is repaired', 10_000, async () =>
-      openToolCalls(await store.readHistory('w1')).length === 0 ? true : undefined,
+      openToolCalls(await store.readHistory('acme/w1')).length === 0 ? true : undefined,
     );
     // h2 serves the next turn; its own tool call (a minute long) is open when h1 resumes.
     const sent = await cluster.api(1, 'POST', '/workstreams/w1/messages', {
@@ -107,9 +108,9 @@ describe.skipIf(skip !== undefined)('several hosts on PostgreSQL', () => {
     });
     expect(sent.status).toBe(202);
     await until('h2’s tool call is durable', 10_000, async () =>
-      (await store.readHistory('w1')).length === 5 ? true : undefined,
+      (await store.readHistory('acme/w1')).length === 5 ? true : undefined,
     );
-    const h2Token = (await store.getLease('w1'))!.token;
+    const h2Token = (await store.getLease('acme/w1'))!.token;
     // h1 resumes: its renewal fails and it abandons the turn it lost. Its repair finds h2's call
     // open and tries to answer it — with its old token: refused by the store (FENCED).
     cluster.resume(0);
@@ -132,12 +133,12 @@ describe.skipIf(skip !== undefined)('several hosts on PostgreSQL', () => {
     expect(refused).toHaveLength(1);
     expect(JSON.stringify(refused[0])).toContain('FENCED');
     // h2's turn is untouched: its call is still open — nothing of h1's answered it.
-    expect(openToolCalls(await store.readHistory('w1'))).toHaveLength(1);
+    expect(openToolCalls(await store.readHistory('acme/w1'))).toHaveLength(1);
     expect((await cluster.api(1, 'GET', '/workstreams/w1/status')).body.activeTurn).toBeDefined();
     // h2's own cancel ends it, answering its call under its own lease.
     expect((await cluster.api(1, 'POST', '/workstreams/w1/cancel')).status).toBe(200);
     await until('h2 ends its turn', 15_000, ended(1));
-    const rows = await store.readHistory('w1');
+    const rows = await store.readHistory('acme/w1');
     expect(rows.map((r) => r.message.role)).toEqual([
       'user',
       'assistant',
@@ -167,12 +168,12 @@ describe.skipIf(skip !== undefined)('several hosts on PostgreSQL', () => {
     await cluster.api(0, 'POST', '/workstreams', { workstreamId: 'w1' });
     await cluster.api(0, 'POST', '/workstreams/w1/messages', { content: sleepTool(600_000) });
     await until('the tool call is durable', 10_000, async () =>
-      (await store.readHistory('w1')).some((r) => r.message.role === 'assistant') ? true : undefined,
+      (await store.readHistory('acme/w1')).some((r) => r.message.role === 'assistant') ? true : undefined,
     );
     const killedAt = Date.now();
     await cluster.kill(0);
     await until('the dangling call is repaired by h2', 10_000, async () => {
-      const rows = await store.readHistory('w1');
+      const rows = await store.readHistory('acme/w1');
       return rows.length === 3 && openToolCalls(rows).length === 0 ? true : undefined;
     });
     const failoverMs = Date.now() - killedAt;
@@ -188,7 +189,7 @@ describe.skipIf(skip !== undefined)('several hosts on PostgreSQL', () => {
       wait: true,
     });
     expect(next.body.status).toBe('completed');
-    const rows = await store.readHistory('w1');
+    const rows = await store.readHistory('acme/w1');
     expect(openToolCalls(rows)).toEqual([]);
     expect(rows[2]?.message).toMatchObject({ role: 'tool', synthesized: true, effect: 'unknown' });
   }, 60_000);
@@ -198,7 +199,7 @@ describe.skipIf(skip !== undefined)('several hosts on PostgreSQL', () => {
     await cluster.api(0, 'POST', '/workstreams', { workstreamId: 'w1' });
     await cluster.api(0, 'POST', '/workstreams/w1/messages', { content: sleepTool(600_000) });
     await until('the tool call is durable', 10_000, async () =>
-      (await store.readHistory('w1')).some((r) => r.message.role === 'assistant') ? true : undefined,
+      (await store.readHistory('acme/w1')).some((r) => r.message.role === 'assistant') ? true : undefined,
     );
     const refused = await cluster.api(1, 'POST', '/workstreams/w1/messages', { content: 'hello' });
     expect(refused.status).toBe(409);
@@ -206,9 +207,9 @@ describe.skipIf(skip !== undefined)('several hosts on PostgreSQL', () => {
     expect(refused.body.error.details).toMatchObject({ hostId: 'h1' });
     const cancelled = await cluster.api(1, 'POST', '/workstreams/w1/cancel');
     expect(cancelled.status).toBe(200);
-    const rows = await store.readHistory('w1');
+    const rows = await store.readHistory('acme/w1');
     expect(rows.map((r) => r.message.role)).toEqual(['user', 'assistant', 'tool']);
     expect(rows[2]?.message).toMatchObject({ synthesized: true });
-    expect((await store.getLease('w1'))?.released).toBe(true);
+    expect((await store.getLease('acme/w1'))?.released).toBe(true);
   }, 60_000);
 });

@@ -11,7 +11,7 @@
  * and every planned turn accounted for — completed as its kind must, or lost with its host,
  * with the durable user rows between the sends confirmed and the sends left unknown.
  */
-import { type HistoryRow, openToolCalls } from '@turnwarden/protocol';
+import { type HistoryRow, openToolCalls, workstreamKey } from '@turnwarden/protocol';
 import { openPostgresStore, type PostgresStore } from '@turnwarden/store';
 import { type Postgres, startPostgres } from '@turnwarden/store/testing';
 import type { DemoArgs } from '../args.js';
@@ -75,6 +75,8 @@ export interface HostsReport {
 }
 
 const TOKEN = `twdemo_${Math.random().toString(36).slice(2)}${Date.now().toString(36)}`;
+/** The tenant the hosts' token serves: the store keys its workstreams by it (T2). */
+const TENANT = 'acme';
 const LEASE = { ttlMs: 1_500, renewMs: 400 };
 const BACKOFF_MS = 150;
 
@@ -317,6 +319,7 @@ export async function runHostsDemo(args: HostsArgs): Promise<HostsReport> {
       schema,
       hosts: args.hosts,
       token: TOKEN,
+      tenantId: TENANT,
       runtime: {
         lease: LEASE,
         watchdog: { timeoutMs: args.timeoutMs, pollMs: args.pollMs, graceMs: args.graceMs },
@@ -345,7 +348,9 @@ export async function runHostsDemo(args: HostsArgs): Promise<HostsReport> {
     const deadline = Date.now() + 4 * LEASE.ttlMs + 5_000;
     let histories: HistoryRow[][] = [];
     for (;;) {
-      histories = await Promise.all(plan.workstreams.map((ws) => store!.readHistory(ws.id)));
+      histories = await Promise.all(
+        plan.workstreams.map((ws) => store!.readHistory(workstreamKey(TENANT, ws.id))),
+      );
       const open = histories.reduce((n, rows) => n + openToolCalls(rows).length, 0);
       if (open === 0 || Date.now() > deadline) break;
       await new Promise((r) => setTimeout(r, 100));

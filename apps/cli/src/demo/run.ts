@@ -5,6 +5,7 @@
 import { setMaxListeners } from 'node:events';
 import { closeSync, existsSync, mkdirSync, openSync, readSync, rmSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
+import { workstreamKey } from '@turnwarden/protocol';
 import { openSqliteStore, type Store } from '@turnwarden/store';
 import { type FaultyStore, faultyStore } from '@turnwarden/store/testing';
 import { Turnwarden } from '@turnwarden/supervisor';
@@ -96,7 +97,7 @@ async function auditDurable(
   const audits: HistoryAudit[] = [];
   let historyMismatches = 0;
   for (const [i, ws] of plan.workstreams.entries()) {
-    const audit = auditHistory(await store.readHistory(ws.id));
+    const audit = auditHistory(await store.readHistory(workstreamKey(tenantOf(i), ws.id)));
     audits.push(audit);
     const accepted = (perWorkstream[i] ?? []).filter((r) => r.status !== 'rejected').length;
     if (audit.userMessages !== accepted) historyMismatches++;

@@ -103,7 +103,7 @@ describe('turnwarden serve', () => {
     expect(out).toMatch(/shutting down/);
     const store = openSqliteStore({ path: db });
     try {
-      const rows = await store.readHistory('w1');
+      const rows = await store.readHistory('acme/w1');
       expect(openToolCalls(rows)).toEqual([]);
       expect(rows.map((r) => r.message.role)).toEqual(['user', 'assistant', 'tool']);
       expect(rows.at(-1)?.message).toMatchObject({ role: 'tool', effect: 'unknown', synthesized: true });

@@ -96,6 +96,7 @@ export function toolContext(): ToolContext & {
     },
     callId: 'call-1',
     workstreamId: 'ws-1',
+    tenantId: 'tenant-a',
     stop,
     beats: () => beats,
   };

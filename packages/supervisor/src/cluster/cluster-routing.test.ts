@@ -13,7 +13,7 @@
  *   back as that TIMEOUT at once; an answer that never comes ends it within waitMs + four
  *   TTL-and-period rounds — waitMs once, not once per round.
  */
-import { ErrorCode, openToolCalls, type TurnwardenError } from '@turnwarden/protocol';
+import { ErrorCode, openToolCalls, type TurnwardenError, workstreamKey } from '@turnwarden/protocol';
 import { newSession, offer } from '@turnwarden/session';
 import { type Lease, openSqliteStore, type Store } from '@turnwarden/store';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -132,7 +132,8 @@ const ref = (workstreamId: string) => ({ tenantId: 'tenant-a', principal: 'user-
  * What a host that died holding `id`'s lease left: the lease (`ttlMs` from now), and — when
  * `midTurn` — the user row, a tool call and the claimed machine.
  */
-async function deadHostLeft(s: Store, id: string, midTurn: boolean): Promise<Lease> {
+async function deadHostLeft(s: Store, workstreamId: string, midTurn: boolean): Promise<Lease> {
+  const id = workstreamKey('tenant-a', workstreamId);
   await s.createWorkstream({ id, tenantId: 'tenant-a' });
   const generation = await s.nextGeneration(id);
   const lease = (await s.acquireLease(id, 'host-z:dead', TTL))!;
@@ -213,9 +214,9 @@ describe('routing to a holder that stopped renewing (virtual time)', () => {
     expect(openToolCalls(rows)).toEqual([]);
     expect(rows.at(-1)?.message).toMatchObject({ role: 'tool', effect: 'unknown', synthesized: true });
     expect(del.error).toBeUndefined();
-    expect(await store.getWorkstream('ws-2')).toBeUndefined();
+    expect(await store.getWorkstream('tenant-a/ws-2')).toBeUndefined();
     expect(close.error).toBeUndefined();
-    expect((await store.getWorkstream('ws-3'))?.status).toBe('closed');
+    expect((await store.getWorkstream('tenant-a/ws-3'))?.status).toBe('closed');
   }, 60_000);
 
   it('S7: a routed cancel does not run here while the silent holder keeps renewing; it ends in TIMEOUT after four TTL-and-period rounds, writing nothing', async () => {
@@ -223,7 +224,7 @@ describe('routing to a holder that stopped renewing (virtual time)', () => {
     store = openSqliteStore({ path: ':memory:', now: () => vt.now });
     const bus = new MemoryChannelBus();
     const lease = await deadHostLeft(store, 'ws-1', true);
-    const rowsBefore = await store.readHistory('ws-1');
+    const rowsBefore = await store.readHistory('tenant-a/ws-1');
     const b = await startRuntime(
       { store: bus.view(store), hostId: 'host-b', lease: LEASE, timers: vt.api },
       { existing: true },
@@ -238,7 +239,7 @@ describe('routing to a holder that stopped renewing (virtual time)', () => {
       () => {
         if (vt.now - renewedAt >= RENEW) {
           renewedAt = vt.now;
-          void store!.refreshLease('ws-1', 'host-z:dead', lease.token, TTL);
+          void store!.refreshLease('tenant-a/ws-1', 'host-z:dead', lease.token, TTL);
         }
         return cancel.settled;
       },
@@ -250,9 +251,9 @@ describe('routing to a holder that stopped renewing (virtual time)', () => {
     expect(endedAt! - calledAt).toBeGreaterThanOrEqual(4 * (TTL + RENEW));
     expect(endedAt! - calledAt).toBeLessThanOrEqual(4 * (TTL + RENEW) + RENEW);
     // The lease is still the holder's.
-    expect((await store.getLease('ws-1'))?.holder).toBe('host-z:dead');
+    expect((await store.getLease('tenant-a/ws-1'))?.holder).toBe('host-z:dead');
     expect(b.tw.stats().cluster?.routedFallbacks).toBe(0);
-    expect(await store.readHistory('ws-1')).toEqual(rowsBefore);
+    expect(await store.readHistory('tenant-a/ws-1')).toEqual(rowsBefore);
   }, 60_000);
 });
 
@@ -270,7 +271,7 @@ describe('calls that are not routed', () => {
     // The turn itself needs no timer: it runs on real time.
     const turn = await a.send(script({ text: 'done' }));
     expect((await within(turn.done, 20_000, 'the turn on host A')).status).toBe('completed');
-    const lease = (await store.getLease('ws-1'))!;
+    const lease = (await store.getLease('tenant-a/ws-1'))!;
     expect(lease).toMatchObject({ released: true });
     expect(lease.holder.startsWith('host-a:')).toBe(true);
     // No virtual time passes: a call that waited for a routed answer would never end.
@@ -283,7 +284,7 @@ describe('calls that are not routed', () => {
     expect(close.error).toBeUndefined();
     expect(b.tw.stats().cluster).toMatchObject({ routedOut: 0, routedFallbacks: 0 });
     expect(a.tw.stats().cluster?.routedIn).toBe(0);
-    expect((await store.getWorkstream('ws-1'))?.status).toBe('closed');
+    expect((await store.getWorkstream('tenant-a/ws-1'))?.status).toBe('closed');
   }, 60_000);
 });
 

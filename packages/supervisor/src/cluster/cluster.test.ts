@@ -127,7 +127,7 @@ describe('several hosts on one store', () => {
     const channel = bus.view(store) as unknown as { notify(c: string, p: string): Promise<void> };
     const turn = await a.send(LONG_TOOL);
     await nextEvent(a.tw, ref.workstreamId, 'tool_started');
-    const lease = (await store.getLease('ws-1'))!;
+    const lease = (await store.getLease('tenant-a/ws-1'))!;
     const replyTo = async (id: string) => {
       for (;;) {
         const found = bus.sent.find(
@@ -140,7 +140,15 @@ describe('several hosts on one store', () => {
     for (const junk of ['null', '{"k":"req"}', '[1]', 'not json'])
       await channel.notify('turnwarden_control', junk);
     const req = (id: string, token: number) =>
-      JSON.stringify({ k: 'req', id, to: lease.holder, from: 'host-x:1', ws: 'ws-1', token, op: 'cancel' });
+      JSON.stringify({
+        k: 'req',
+        id,
+        to: lease.holder,
+        from: 'host-x:1',
+        ws: 'tenant-a/ws-1',
+        token,
+        op: 'cancel',
+      });
     // Routed by an older lease (a request held up, say, through a pause): not acted on.
     await channel.notify('turnwarden_control', req('old', lease.token - 1));
     expect(await within(replyTo('old'), 10_000, 'the stale answer')).toMatchObject({
@@ -162,7 +170,7 @@ describe('several hosts on one store', () => {
     const { incarnation } = await b.tw.getWorkstream(ref);
     await within(b.tw.deleteWorkstream({ ...ref, incarnation }), 10_000, 'the routed delete');
     expect((await within(turn.done, 10_000, 'the turn')).abortReason).toBe('workstream_gone');
-    expect(await store.getWorkstream('ws-1')).toBeUndefined();
+    expect(await store.getWorkstream('tenant-a/ws-1')).toBeUndefined();
     expect(a.types()).toContain('ws_closed');
     expect(b.types()).toContain('ws_closed');
   });
@@ -186,9 +194,9 @@ describe('several hosts on one store', () => {
     store = openSqliteStore({ path: ':memory:', now: () => clock });
     const bus = new MemoryChannelBus();
     // A dead host's turn, as its writes left it: lease, user row, a tool call, a streaming machine.
-    await store.createWorkstream({ id: 'ws-1', tenantId: 'tenant-a' });
-    await store.createWorkstream({ id: 'ws-2', tenantId: 'tenant-a' });
-    for (const id of ['ws-1', 'ws-2']) {
+    await store.createWorkstream({ id: 'tenant-a/ws-1', tenantId: 'tenant-a' });
+    await store.createWorkstream({ id: 'tenant-a/ws-2', tenantId: 'tenant-a' });
+    for (const id of ['tenant-a/ws-1', 'tenant-a/ws-2']) {
       const generation = await store.nextGeneration(id);
       const lease = (await store.acquireLease(id, 'host-z:dead', 400))!;
       const claimed = offer(newSession(id), { type: 'CLAIM', generation })!;
@@ -234,7 +242,7 @@ describe('several hosts on one store', () => {
     const repaired = await within(
       (async () => {
         for (;;) {
-          const rows = await store!.readHistory('ws-2');
+          const rows = await store!.readHistory('tenant-a/ws-2');
           if (rows.length >= 3) return rows;
           await new Promise((r) => setTimeout(r, 20));
         }
@@ -244,7 +252,7 @@ describe('several hosts on one store', () => {
     );
     expect(repaired.map((r) => r.message.role)).toEqual(['user', 'assistant', 'tool']);
     expect(b.tw.stats().cluster?.failovers).toBe(cancelled ? 1 : 2);
-    const lease = await store.getLease('ws-2');
+    const lease = await store.getLease('tenant-a/ws-2');
     expect(lease).toMatchObject({ released: true });
     expect(lease?.holder.startsWith('host-b:')).toBe(true);
     const next = await b.tw.send({ ...ref, workstreamId: 'ws-2', content: script({ text: 'served' }) });

@@ -42,7 +42,7 @@ function countingStore() {
   const counted =
     (name: string) =>
     (original: (...a: unknown[]) => unknown, ...args: unknown[]) => {
-      if (args[0] === 'ws-1') reads.push(name);
+      if (args[0] === 'tenant-a/ws-1') reads.push(name);
       return original(...args);
     };
   const store: Store = interceptStore(openSqliteStore({ path: ':memory:' }), {
@@ -146,8 +146,8 @@ describe('history a page at a time', () => {
     const real = (await rt.tw.history({ ...ref, limit: 1 })).nextCursor!;
     const foreign = (await rt.tw.history({ ...caller, workstreamId: 'ws-2', limit: 1 })).nextCursor;
     expect(foreign).toBeUndefined(); // ws-2 is empty: its only page is the last
-    const ofWs2 = cursorToken('ws-2', { position: 0, afterSeq: 1, limit: 1, incarnation: 'x' });
-    const fields = { w: 'ws-1', p: 0, s: 1, n: 2, i: 'x' };
+    const ofWs2 = cursorToken('tenant-a/ws-2', { position: 0, afterSeq: 1, limit: 1, incarnation: 'x' });
+    const fields = { w: 'tenant-a/ws-1', p: 0, s: 1, n: 2, i: 'x' };
     const bad: [object, string][] = [
       [{ offset: 1 }, 'offset'],
       [{ limit: 0 }, 'limit'],
@@ -175,7 +175,12 @@ describe('history a page at a time', () => {
     }
     expect(counting.reads).toEqual([]);
     // The well-formed ones are read: the check is not refusing everything.
-    expect(fromCursor(b64(fields), 'ws-1')).toEqual({ position: 0, afterSeq: 1, limit: 2, incarnation: 'x' });
+    expect(fromCursor(b64(fields), 'tenant-a/ws-1')).toEqual({
+      position: 0,
+      afterSeq: 1,
+      limit: 2,
+      incarnation: 'x',
+    });
     expect(seqs((await rt.tw.history({ ...ref, cursor: real })).rows)).toEqual([2]);
     expect(counting.reads).toEqual(['getWorkstream', 'readHistoryPage']);
   });
@@ -192,7 +197,9 @@ describe('history a page at a time', () => {
     expect([e.code, e.details]).toEqual([ErrorCode.INVALID_INPUT, { field: 'cursor' }]);
     // A cursor of the new incarnation reads on.
     const n1 = await rt.tw.history({ ...ref, limit: 1 });
-    expect(fromCursor(n1.nextCursor!, 'ws-1').incarnation).toBe(incarnationDigest(again.incarnation));
+    expect(fromCursor(n1.nextCursor!, 'tenant-a/ws-1').incarnation).toBe(
+      incarnationDigest(again.incarnation),
+    );
     const n2 = await rt.tw.history({ ...ref, cursor: n1.nextCursor! });
     expect(n2.rows.map((r) => r.message.content)).toEqual(['echo: new']);
   });
@@ -206,8 +213,16 @@ describe('history a page at a time', () => {
     const e = await refusal(rt.tw.history({ ...other, cursor: theirs }));
     expect([e.code, e.details]).toEqual([ErrorCode.INVALID_INPUT, { field: 'cursor' }]);
     expect(e.message).toBe('cursor was returned by the history of another workstream');
-    // On the owner's workstream, the other tenant is told it does not exist (tenancy-every-call).
-    const notFound = await refusal(rt.tw.history({ ...other, workstreamId: 'ws-1', cursor: theirs }));
-    expect(notFound.code).toBe(ErrorCode.WORKSTREAM_NOT_FOUND);
+    // The owner's id names another workstream in the other tenant's hands — its own ws-1 (T2):
+    // the cursor is refused the same way, whether that workstream exists or not.
+    for (const exists of [false, true]) {
+      if (exists) await rt.tw.createWorkstream({ ...other, workstreamId: 'ws-1' });
+      const same = await refusal(rt.tw.history({ ...other, workstreamId: 'ws-1', cursor: theirs }));
+      expect([exists, same.code, same.message]).toEqual([
+        exists,
+        ErrorCode.INVALID_INPUT,
+        'cursor was returned by the history of another workstream',
+      ]);
+    }
   });
 });

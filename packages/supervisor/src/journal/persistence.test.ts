@@ -46,12 +46,12 @@ describe('persistence status', () => {
 
     // P4: the sweep retries now (the backoff has minutes to go); the second attempt fails too.
     const again = nextEvent(rt.tw, rt.workstreamId, 'persistence');
-    expect(testControls(rt.tw).sweepJournal()).toEqual([rt.workstreamId]);
+    expect(testControls(rt.tw).sweepJournal()).toEqual([rt.key]);
     expect(
       ((await within(again, 10_000, 'the second attempt')).data as unknown as PersistenceStatus).attempts,
     ).toBe(2);
     const healthy = nextEvent(rt.tw, rt.workstreamId, 'persistence');
-    expect(testControls(rt.tw).sweepJournal()).toEqual([rt.workstreamId]);
+    expect(testControls(rt.tw).sweepJournal()).toEqual([rt.key]);
     expect((await within(healthy, 10_000, 'the third attempt')).data).toEqual({
       state: 'healthy',
       pendingRows: 0,

@@ -30,7 +30,7 @@ describe('liveness watchdog', () => {
     expect(result.abortReason).toBe('watchdog');
     const fired = rt.logged('turn liveness watchdog fired; attempting recovery');
     expect(fired).toHaveLength(1);
-    expect(fired[0]).toMatchObject({ level: 50, workstreamId: 'ws-1', lastActivity: 'streamToken' });
+    expect(fired[0]).toMatchObject({ level: 50, workstreamId: 'tenant-a/ws-1', lastActivity: 'streamToken' });
     // Never early: the idle time it acted on is at least timeoutMs (L2's side of the bound).
     expect(fired[0]!.idleMs as number).toBeGreaterThanOrEqual(300);
     // A stalled promise is abandoned cooperatively: no terminate needed.
@@ -93,7 +93,7 @@ describe('liveness watchdog', () => {
       expect.objectContaining({ callIndex: 0, effect: 'applied', content: 'a' }),
       expect.objectContaining({ callIndex: 1, effect: 'unknown', synthesized: true }),
     ]);
-    const lease = await store.getLease(rt.workstreamId);
+    const lease = await store.getLease(rt.key);
     expect(lease?.released).toBe(true);
     const restarted = nextEvent(rt.tw, rt.workstreamId, 'turn_started');
     const next = await (await rt.send('hello again')).done;

@@ -40,7 +40,7 @@ describe.runIf(process.platform === 'linux')('starvation through the runtime (Li
     const second = await within(rt.waitForLog(LogMessage.starved), 5_000, 'the next window, starved again');
     expect(first).toMatchObject({
       level: 40,
-      workstreamId: 'ws-1',
+      workstreamId: 'tenant-a/ws-1',
       generation: 1,
       deferrals: 1,
       lastActivity: 'streamToken',

@@ -279,7 +279,7 @@ describe('the watchdog on its own thread', () => {
       // From here the turn is silent. The supervisor's thread does not yield until a slot is fenced.
       const controls = testControls(rt.tw);
       const words = new Int32Array(controls.clockBuffer);
-      const slot = controls.turnSlot(rt.workstreamId);
+      const slot = controls.turnSlot('tenant-a', rt.workstreamId);
       if (slot === undefined) throw new Error('the streaming turn holds no clock slot');
       const fenced = () => isFenced(Atomics.load(words, 16 + slot * 16));
       const end = performance.now() + 5_000;

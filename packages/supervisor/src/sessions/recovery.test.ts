@@ -23,6 +23,7 @@ import {
   ErrorCode,
   type HistoryRow,
   type JournalEntry,
+  keyWorkstreamId,
   openToolCalls,
   type SessionSnapshotData,
 } from '@turnwarden/protocol';
@@ -80,16 +81,16 @@ async function database(skew: Skew): Promise<{ open(): Promise<Store> }> {
 
 /** The states a killed process leaves, one workstream each (ws-1 is the one startRuntime subscribes to). */
 const KINDS = [
-  { id: 'ws-1', kind: 'claimed', open: 0, first: 'claimed' },
-  { id: 'ws-2', kind: 'streaming', open: 0, first: 'streaming' },
+  { id: 'tenant-a/ws-1', kind: 'claimed', open: 0, first: 'claimed' },
+  { id: 'tenant-a/ws-2', kind: 'streaming', open: 0, first: 'streaming' },
   // The answer (one call) landed; the tool-debt snapshot that follows it did not (S6's window).
-  { id: 'ws-3', kind: 'streaming-answered', open: 1, first: 'streaming' },
+  { id: 'tenant-a/ws-3', kind: 'streaming-answered', open: 1, first: 'streaming' },
   // Three calls; the first answered, the second running when the process died.
-  { id: 'ws-4', kind: 'tool-debt', open: 2, first: 'tool-debt' },
+  { id: 'tenant-a/ws-4', kind: 'tool-debt', open: 2, first: 'tool-debt' },
   // The abort committed (the watchdog), the process died before the repair.
-  { id: 'ws-5', kind: 'pending', open: 2, first: undefined },
+  { id: 'tenant-a/ws-5', kind: 'pending', open: 2, first: undefined },
   // …or while the repair ran: a persisted snapshot carries no child actor, so nothing runs it.
-  { id: 'ws-6', kind: 'repairing', open: 2, first: undefined },
+  { id: 'tenant-a/ws-6', kind: 'repairing', open: 2, first: undefined },
 ] as const;
 type Kind = (typeof KINDS)[number];
 
@@ -161,7 +162,12 @@ async function leave(dead: Store, k: Kind, holder: string, ttlMs: number): Promi
   return lease;
 }
 
-const ref = (workstreamId: string) => ({ tenantId: 'tenant-a', principal: 'user-a', workstreamId });
+/** The API's name of a workstream the store and the logs name by key (T2). */
+const ref = (key: string) => ({
+  tenantId: 'tenant-a',
+  principal: 'user-a',
+  workstreamId: keyWorkstreamId(key),
+});
 
 /** `after` timers of at least `minMs` are held for the test to fire (the recovery's retry); the rest run. */
 function heldTimers(minMs: number) {
@@ -224,7 +230,8 @@ async function expectRecovered(
       'force-abandoning.pending --REPAIR--> force-abandoning.repairing',
       'force-abandoning.repairing --xstate.done.actor.repair--> idle',
     ]);
-    const rows = (await rt.tw.history(ref(id))).rows;
+    // The durable rows (the store names the workstream by key, as it did the dead process's rows).
+    const rows = await store.readHistory(id);
     expect(openToolCalls(rows), id).toEqual([]);
     // The rows the dead process wrote are untouched; only the synthesized results follow them.
     const kept = before.get(id)!;
@@ -343,10 +350,10 @@ describe('start-up recovery of sessions a killed process left mid-turn', () => {
       expect(await store.readHistory(k.id), k.id).toEqual(before.get(k.id));
       expect((await rt.tw.status(ref(k.id))).state, k.id).not.toBe('idle');
     }
-    const e = await refusal(rt.tw.send({ ...ref('ws-2'), content: script({ text: 'too early' }) }));
+    const e = await refusal(rt.tw.send({ ...ref('tenant-a/ws-2'), content: script({ text: 'too early' }) }));
     expect(e.code).toBe(ErrorCode.LEASED_ELSEWHERE);
     expect(e.details).toMatchObject({ workstreamId: 'ws-2', holder: 'tw-other-process' });
-    expect(await store.readHistory('ws-2')).toEqual(before.get('ws-2'));
+    expect(await store.readHistory('tenant-a/ws-2')).toEqual(before.get('tenant-a/ws-2'));
     // The leases expire; the held retries fire.
     skew.ms = 61_000;
     held.fireAll();
@@ -361,8 +368,8 @@ describe('start-up recovery of sessions a killed process left mid-turn', () => {
     const dead = await db.open();
     const lease = await leave(dead, KINDS[1], 'tw-alive-elsewhere', 60_000);
     // startRuntime subscribes to ws-1: a clean, idle one here.
-    await dead.createWorkstream({ id: 'ws-1', tenantId: 'tenant-a' });
-    const before = await dead.readHistory('ws-2');
+    await dead.createWorkstream({ id: 'tenant-a/ws-1', tenantId: 'tenant-a' });
+    const before = await dead.readHistory('tenant-a/ws-2');
     const store = await db.open();
     const held = heldTimers(50_000);
     const rt = await within(
@@ -379,7 +386,7 @@ describe('start-up recovery of sessions a killed process left mid-turn', () => {
     const attempts = () => rt.logged(STILL_LEASED).length + rt.logged(given).length;
     for (let attempt = 2; attempt <= 3; attempt++) {
       expect(held.held).toHaveLength(1);
-      expect(await dead.refreshLease('ws-2', 'tw-alive-elsewhere', lease.token, 60_000)).toBe(true);
+      expect(await dead.refreshLease('tenant-a/ws-2', 'tw-alive-elsewhere', lease.token, 60_000)).toBe(true);
       held.fireAll();
       while (attempts() < attempt) {
         await within(
@@ -390,11 +397,14 @@ describe('start-up recovery of sessions a killed process left mid-turn', () => {
       }
     }
     expect(rt.logged(given)).toHaveLength(1);
-    expect(rt.logged(given)[0]).toMatchObject({ workstreamId: 'ws-2', err: { code: 'LEASED_ELSEWHERE' } });
+    expect(rt.logged(given)[0]).toMatchObject({
+      workstreamId: 'tenant-a/ws-2',
+      err: { code: 'LEASED_ELSEWHERE' },
+    });
     expect(rt.logged(STILL_LEASED)).toHaveLength(2);
     expect(held.held).toEqual([]);
-    expect(await store.readHistory('ws-2')).toEqual(before);
-    expect((await store.getLease('ws-2'))?.holder).toBe('tw-alive-elsewhere');
+    expect(await store.readHistory('tenant-a/ws-2')).toEqual(before);
+    expect((await store.getLease('tenant-a/ws-2'))?.holder).toBe('tw-alive-elsewhere');
 
     // Another runtime, another scheduled repair: shutdown cancels it.
     const rt2 = await startRuntime({ store, timers: held.timers }, { existing: true });

@@ -27,10 +27,10 @@ describe('restart after a crash', () => {
 
     // What the killed process left: the machine in tool-debt, one open call, a live lease.
     const store = openSqliteStore({ path: dbPath });
-    const left = await store.getWorkstream('ws-1');
+    const left = await store.getWorkstream('tenant-a/ws-1');
     expect(left?.session?.value).toBe('tool-debt');
-    expect(openToolCalls(await store.readHistory('ws-1'))).toHaveLength(1);
-    const lease = await store.getLease('ws-1');
+    expect(openToolCalls(await store.readHistory('tenant-a/ws-1'))).toHaveLength(1);
+    const lease = await store.getLease('tenant-a/ws-1');
     expect(lease?.released).toBe(false);
     await store.close();
     // The lease must expire before anyone else may write (P6): wait for it, bounded.
@@ -43,7 +43,7 @@ describe('restart after a crash', () => {
       expect(status).toMatchObject({ state: 'idle', cleanupPending: false });
       const steps = rt
         .logged('session transition')
-        .filter((l) => l.workstreamId === 'ws-1')
+        .filter((l) => l.workstreamId === 'tenant-a/ws-1')
         .map((l) => `${String(l.from)} --${String(l.via)}--> ${String(l.to)}`);
       expect(steps).toEqual([
         'tool-debt --ABORT--> force-abandoning.pending',
@@ -83,7 +83,7 @@ describe('restart after a crash', () => {
       const [scheduled] = rt.logged(
         'session left mid-turn by an earlier process is still leased; repairing when the lease expires',
       );
-      expect(scheduled).toMatchObject({ workstreamId: 'ws-1' });
+      expect(scheduled).toMatchObject({ workstreamId: 'tenant-a/ws-1' });
       expect(scheduled!.retryInMs).toBeGreaterThan(0);
       expect((await rt.tw.status(ref)).state).not.toBe('idle');
       // When the lease expires the session is repaired on its own: nothing calls cancel.
@@ -109,7 +109,7 @@ describe('restart after a crash', () => {
     // SIGKILLed in the middle of a tool, holding a lease that would stay live for a minute.
     await killInToolDebt(dbPath, 60_000, 'host-a');
     const probe = openSqliteStore({ path: dbPath });
-    const dead = (await probe.getLease('ws-1'))!;
+    const dead = (await probe.getLease('tenant-a/ws-1'))!;
     await probe.close();
     expect(dead.holder.startsWith('host-a:')).toBe(true);
     expect(dead.released).toBe(false);

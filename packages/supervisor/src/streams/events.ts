@@ -25,10 +25,19 @@
  * removes them; the ring remembers it, so a listener registering afterwards — by any path — is
  * closed at once.
  *
+ * **Names.** Streams are kept by workstream key (`<tenant>/<id>`, T2); an event names its workstream
+ * by the id its tenant gave (`workstreamId`), as every answer of the API does.
+ *
  * Registration, replay and the start of live delivery happen in one synchronous step: nothing
  * emitted in between is lost or delivered twice. A listener that throws is logged and kept.
  */
-import type { AbortReason, HistoryMessage, SessionState, TurnStatus } from '@turnwarden/protocol';
+import {
+  type AbortReason,
+  type HistoryMessage,
+  keyWorkstreamId,
+  type SessionState,
+  type TurnStatus,
+} from '@turnwarden/protocol';
 import type { Logger } from 'pino';
 import type { EventsConfig } from '../config.js';
 import type { StallBound } from '../liveness/watchdog.js';
@@ -138,7 +147,11 @@ class Stream {
   /** `ws_closed` was emitted: later registrations are closed at once (D6). */
   closed: TurnwardenEvent | undefined;
 
-  constructor(completeAfter: number) {
+  constructor(
+    completeAfter: number,
+    /** The workstream's id as its tenant names it: its events carry it. */
+    readonly workstreamId: string,
+  ) {
     this.completeAfter = completeAfter;
   }
 }
@@ -163,7 +176,7 @@ export class EventHub {
     generation: number | undefined,
     data: EventData[K],
   ): TurnwardenEvent {
-    return this.append(this.streamOf(workstreamId, true), workstreamId, type, generation, data);
+    return this.append(this.streamOf(workstreamId, true), type, generation, data);
   }
 
   /**
@@ -174,7 +187,7 @@ export class EventHub {
   subscribe(workstreamId: string, listener: Listener, from: StartAt = { kind: 'live' }): () => void {
     if (from.kind === 'handoff') listener = this.withoutRowsRead(listener, from.lastSeq);
     const stream = this.streamOf(workstreamId, false);
-    if (from.kind !== 'live') this.replay(stream, workstreamId, listener, from);
+    if (from.kind !== 'live') this.replay(stream, listener, from);
     if (stream.closed !== undefined) {
       // A replay may have delivered the notice already.
       const told = from.kind !== 'live' && this.replayed(stream, from);
@@ -204,7 +217,7 @@ export class EventHub {
   /** Terminal quiesce: every listener receives `ws_closed`, then is removed (D6). */
   closeWorkstream(workstreamId: string, data: EventData['ws_closed']): void {
     const stream = this.streamOf(workstreamId, true);
-    stream.closed = this.append(stream, workstreamId, 'ws_closed', undefined, data);
+    stream.closed = this.append(stream, 'ws_closed', undefined, data);
     stream.listeners.clear();
     // Idle now, the most recently active (`streamOf` moved it to the end if it was idle already).
     this.idle.set(workstreamId, stream);
@@ -257,12 +270,12 @@ export class EventHub {
 
   private append<K extends TurnwardenEventType>(
     stream: Stream,
-    workstreamId: string,
     type: K,
     generation: number | undefined,
     data: EventData[K],
   ): TurnwardenEvent {
     const id = ++this.nextId;
+    const { workstreamId } = stream;
     const event = (
       generation === undefined
         ? { id, workstreamId, type, data }
@@ -275,12 +288,8 @@ export class EventHub {
     return event;
   }
 
-  private replay(
-    stream: Stream,
-    workstreamId: string,
-    listener: Listener,
-    from: Exclude<StartAt, { kind: 'live' }>,
-  ): void {
+  private replay(stream: Stream, listener: Listener, from: Exclude<StartAt, { kind: 'live' }>): void {
+    const { workstreamId } = stream;
     const after = from.kind === 'after' ? from.id : from.position;
     if (!this.reaches(stream, after)) {
       const id = this.nextId;
@@ -391,7 +400,7 @@ export class EventHub {
   private streamOf(workstreamId: string, recent: boolean): Stream {
     let stream = this.streams.get(workstreamId);
     if (stream === undefined) {
-      stream = new Stream(this.nextId);
+      stream = new Stream(this.nextId, keyWorkstreamId(workstreamId));
       this.streams.set(workstreamId, stream);
       this.idle.set(workstreamId, stream);
     } else if (recent && stream.listeners.size === 0) {

@@ -9,6 +9,12 @@ export const tools = [
     parameters: { type: 'object', properties: { text: { type: 'string' } } },
     run: async ({ text }) => String(text),
   },
+  {
+    name: 'host_whoami',
+    description: 'the tenant and the workstream of the turn that called it (T2)',
+    parameters: { type: 'object', properties: {} },
+    run: async (_args, ctx) => JSON.stringify({ tenantId: ctx.tenantId, workstreamId: ctx.workstreamId }),
+  },
 ];
 
 export function close() {

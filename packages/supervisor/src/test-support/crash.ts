@@ -37,11 +37,11 @@ export async function killInToolDebt(dbPath: string, leaseTtlMs = 1_000, hostId?
   expect(await exited).toBe('SIGKILL');
 }
 
-/** The lease of ws-1 as the database holds it, read through a connection of its own. */
+/** The lease of tenant-a's ws-1 as the database holds it, read through a connection of its own. */
 export async function leaseOf(dbPath: string) {
   const probe = openSqliteStore({ path: dbPath });
   try {
-    return await probe.getLease('ws-1');
+    return await probe.getLease('tenant-a/ws-1');
   } finally {
     await probe.close();
   }

@@ -65,3 +65,12 @@ tools.push({
     }
   },
 });
+
+// Says which workstream called it, as the tool's context names it (T2: tenant and id).
+tools.push({
+  name: 'whoami',
+  description: 'Returns the tenant and the workstream of the turn that called it.',
+  async run(_args, ctx) {
+    return JSON.stringify({ tenantId: ctx.tenantId, workstreamId: ctx.workstreamId });
+  },
+});

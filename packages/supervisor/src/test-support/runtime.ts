@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { workstreamKey } from '@turnwarden/protocol';
 import { openSqliteStore } from '@turnwarden/store';
 import { delayedStore, type Postgres, startPostgres } from '@turnwarden/store/testing';
 import { pino } from 'pino';
@@ -142,7 +143,9 @@ export async function startRuntime(
     (await tw.history({ tenantId: 'tenant-a', principal: 'user-a', workstreamId })).rows;
   const logged = (msg: string) => logs.filter((l) => l.msg === msg);
   const types = () => events.map((e) => e.type);
-  return { tw, logs, events, workstreamId, send, history, logged, types, waitForLog };
+  /** The workstream's key in the store and the logs (T2: `<tenant>/<id>`). */
+  const key = workstreamKey('tenant-a', workstreamId);
+  return { tw, logs, events, workstreamId, key, send, history, logged, types, waitForLog };
 }
 
 /** Resolves with the first event of `type` (deterministic waiting: no sleeps). */

@@ -12,7 +12,14 @@
  * isolated tool. One that ignores its signal is abandoned, not waited for.
  */
 import { Activity, SlotStamp } from '@turnwarden/clock';
-import { errors, type HostToolRequest, type HostToolSpec, type TurnwardenError } from '@turnwarden/protocol';
+import {
+  errors,
+  type HostToolRequest,
+  type HostToolSpec,
+  keyTenantId,
+  keyWorkstreamId,
+  type TurnwardenError,
+} from '@turnwarden/protocol';
 import { declaredEffect, raceAbort, type Tool, type ToolContext } from '@turnwarden/session';
 import type { Logger } from 'pino';
 import type { Turn } from '../turn/turn.js';
@@ -98,7 +105,9 @@ export class HostTools {
         if (!settled && stamp.generation() === generation) stamp.touch(Activity.toolHeartbeat);
       },
       callId: req.callId,
-      workstreamId: req.workstreamId,
+      // The request names the workstream by key (T2); the tool by its tenant's id.
+      workstreamId: keyWorkstreamId(req.workstreamId),
+      tenantId: keyTenantId(req.workstreamId),
     };
     const run = Promise.resolve()
       .then(() => tool.run({ ...req.args }, ctx))

@@ -23,7 +23,7 @@ describe('turn lease at runtime', () => {
     const s = leaseStore();
     let intruderToken = 0;
     s.beforeAppend(toolRow, async () => {
-      intruderToken = (await s.steal('ws-1')).token;
+      intruderToken = (await s.steal(rt!.key)).token;
     });
     // Renewal would notice the loss only at its next period: make that period longer than the test.
     rt = await startRuntime({ store: s.store, lease: { ttlMs: 120_000, renewMs: 60_000 } });
@@ -36,10 +36,10 @@ describe('turn lease at runtime', () => {
     expect(result.error?.code).toBe(ErrorCode.FENCED);
     // Nothing the superseded turn wrote after the takeover is durable: not the tool's result,
     // not the final answer, not a synthesized result.
-    const rows = await s.readHistory('ws-1');
+    const rows = await s.readHistory(rt.key);
     expect(rows.map((r) => r.message.role)).toEqual(['user', 'assistant']);
     // The takeover stands: the intruder's lease is live and was not released by the old turn.
-    expect(await s.getLease('ws-1')).toMatchObject({
+    expect(await s.getLease(rt.key)).toMatchObject({
       holder: 'intruder',
       token: intruderToken,
       released: false,
@@ -51,7 +51,7 @@ describe('turn lease at runtime', () => {
     rt = await startRuntime({ store: s.store, lease: { ttlMs: 3_000, renewMs: 20 } });
     const turn = await rt.send(script({ tools: [{ name: 'heartbeat', args: { ms: 60_000, everyMs: 20 } }] }));
     await nextEvent(rt.tw, rt.workstreamId, 'tool_started');
-    await s.steal(rt.workstreamId);
+    await s.steal(rt.key);
     const renewalsAtSteal = rt.tw.stats().leaseRenewals;
     const refreshesAtSteal = s.refreshes.length;
     // Either the turn ends, or three more refreshes happen — which a turn that noticed the loss

@@ -217,7 +217,7 @@ describe('history rewrite fence', () => {
     const token = nextEvent(rt.tw, rt.workstreamId, 'tool_started');
     const turn = await rt.send(script({ tools: [{ name: 'heartbeat', args: { ms: 2_000, everyMs: 20 } }] }));
     await token;
-    const slot = controls.turnSlot(rt.workstreamId);
+    const slot = controls.turnSlot('tenant-a', rt.workstreamId);
     if (slot === undefined) throw new Error('the turn holds no clock slot while its tool runs');
     Atomics.or(words, 16 + slot * 16, 1 << 31);
     await expectLateCompactRefused(rt);

@@ -20,6 +20,7 @@ export function testSignals(): TestSignals {
     beats: () => beats,
     callId: 'call-test',
     workstreamId: 'ws-test',
+    tenantId: 'tenant-test',
   };
 }
 
