@@ -40,10 +40,12 @@ tools.push({
 
 // A tool that runs until the test opens its gate (test-support/gate.ts): a test that needs a
 // tool to be running while it does something waits on nothing but its own call, never on how
-// long a tool happens to take. It says it is waiting once it listens, and heartbeats meanwhile.
+// long a tool happens to take. It says it is waiting once it listens, and heartbeats meanwhile
+// (unless args.silent: then the turn's clock is left alone until the gate opens).
 tools.push({
   name: 'gated',
-  description: 'Runs until the test opens the gate named args.gate, heartbeating every 20 ms.',
+  description:
+    'Runs until the test opens the gate named args.gate, heartbeating every 20 ms (args.silent: never).',
   async run(args, ctx) {
     const gate = String(args.gate);
     const channel = new BroadcastChannel('turnwarden-test-gates');
@@ -54,8 +56,10 @@ tools.push({
           if (m.data?.gate === gate && m.data.open === true) resolve();
         };
         ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason), { once: true });
-        beat = setInterval(() => ctx.heartbeat(), 20);
-        ctx.heartbeat();
+        if (args.silent !== true) {
+          beat = setInterval(() => ctx.heartbeat(), 20);
+          ctx.heartbeat();
+        }
         channel.postMessage({ gate, waiting: true });
       });
       return `gate ${gate} opened`;

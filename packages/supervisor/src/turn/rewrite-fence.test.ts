@@ -7,6 +7,7 @@ import { ErrorCode, isTurnwardenError, openToolCalls } from '@turnwarden/protoco
 import { openSqliteStore, type Store } from '@turnwarden/store';
 import { afterEach, describe, expect, it } from 'vitest';
 import { within } from '../test-support/bounded.js';
+import { gate } from '../test-support/gate.js';
 import { gatedStore } from '../test-support/gated-store.js';
 import { FAST_WATCHDOG, nextEvent, script, startRuntime } from '../test-support/runtime.js';
 import { type StallInfo, testControls } from '../testing.js';
@@ -214,15 +215,21 @@ describe('history rewrite fence', () => {
     await (await rt.send('hello')).done;
     const controls = testControls(rt.tw);
     const words = new Int32Array(controls.clockBuffer);
-    const token = nextEvent(rt.tw, rt.workstreamId, 'tool_started');
-    const turn = await rt.send(script({ tools: [{ name: 'heartbeat', args: { ms: 2_000, everyMs: 20 } }] }));
-    await token;
+    // A tool that stamps nothing until the test opens its gate: the worker cannot meet the fence,
+    // unwind and end the turn before the compaction is asked for, however busy the machine.
+    const silent = gate();
+    const turn = await rt.send(
+      script({ tools: [{ name: 'gated', args: { ...silent.args, silent: true } }] }),
+    );
+    await silent.waiting;
     const slot = controls.turnSlot('tenant-a', rt.workstreamId);
     if (slot === undefined) throw new Error('the turn holds no clock slot while its tool runs');
     Atomics.or(words, 16 + slot * 16, 1 << 31);
     await expectLateCompactRefused(rt);
-    // The worker's next stamp finds the fence and it unwinds.
+    // The worker's next stamp — the tool's end — finds the fence and it unwinds.
+    silent.open();
     expect((await turn.done).status).not.toBe('completed');
+    silent.close();
   });
 
   it('C6: a force cancel never waits on a history rewrite in flight: it returns once the abort is signalled, and the turn ends after the rewrite', async () => {
