@@ -10,7 +10,9 @@
  *   another host, which retries while the send is refused LEASED_ELSEWHERE (target ≤ lease TTL
  *   + one renewal period);
  * - cancel latency: a cancel called on the host that does not run the turn (routed through
- *   LISTEN/NOTIFY) against one called where the turn runs.
+ *   LISTEN/NOTIFY) against one called where the turn runs;
+ * - the notification channel's saturation point (notify.ts): notifications a second every one of
+ *   three hosts receives, and their delay, against raw `pg` on the same server.
  */
 import { workstreamKey } from '@turnwarden/protocol';
 import { openPostgresStore, type PostgresStore } from '@turnwarden/store';
@@ -19,6 +21,7 @@ import pg from 'pg';
 import { HostCluster } from '../cluster/hosts.js';
 import type { BenchContext } from './common.js';
 import { benchGate } from './journal.js';
+import { type NotifyLevel, notifyChannel } from './notify.js';
 import { row, type SectionResult, target } from './report.js';
 import { median, quantile, sleep } from './stats.js';
 
@@ -214,6 +217,7 @@ export async function benchPostgres(ctx: BenchContext): Promise<Omit<SectionResu
     const failovers: { ms: number; refusals: number }[] = [];
     for (let r = 0; r < rounds; r++) failovers.push(await failover(server.url, r));
     const c = await cancels(server.url, ctx.quick ? 6 : 20);
+    const channel = await notifyChannel(server.url, ctx.quick ? 1_000 : 2_000);
     const bound = LEASE.ttlMs + LEASE.renewMs;
     const worst = Math.max(...failovers.map((f) => f.ms));
     return {
@@ -236,12 +240,38 @@ export async function benchPostgres(ctx: BenchContext): Promise<Omit<SectionResu
         row('failover p50', 'ms', median(failovers.map((f) => f.ms))),
         row('cross-host cancel p50', 'ms', median(c.routed), { baseline: median(c.local) }),
         row('cross-host cancel p99', 'ms', quantile(c.routed, 0.99), { baseline: quantile(c.local, 0.99) }),
+        ...channel.ours.flatMap((o, i) => {
+          const r = channel.raw[i]!;
+          return [
+            row(
+              `notifications/s each of 3 hosts receives at saturation, ${o.bytes} B`,
+              'msg/s',
+              o.peak.delivered,
+              {
+                baseline: r.peak.delivered,
+              },
+            ),
+            row(`… send → delivery p99 at that rate (${o.bytes} B)`, 'ms', o.peak.p99, {
+              baseline: r.peak.p99,
+            }),
+          ];
+        }),
       ],
       notes: [
         `group commit: ${ours.batches} batches in ${ours.groups} transactions (${(ours.batches / Math.max(1, ours.groups)).toFixed(1)} per commit)`,
         `failover rounds: ${failovers.map((f) => `${f.ms.toFixed(0)} ms (${f.refusals} sends refused LEASED_ELSEWHERE first)`).join(', ')}`,
         `cancels: ${c.routed.length} routed, ${c.local.length} local; a cancel returns once the turn ended with its call's result synthesized, on either host`,
         'the cluster runs with fsync on; both sides write to the same server',
+        ...channel.ours.map((o, i) => {
+          const level = (l: NotifyLevel) =>
+            `${l.concurrency} senders: ${l.sent.toFixed(0)} sent/s, ${l.delivered.toFixed(0)} delivered/s, p50 ${l.p50.toFixed(1)} ms, p99 ${l.p99.toFixed(1)} ms`;
+          return `notifications of ${o.bytes} B — ours: ${o.levels.map(level).join('; ')} — raw pg: ${channel.raw[i]!.levels.map(level).join('; ')}`;
+        }),
+        // Senders, listeners and the server share this machine: where every notification sent
+        // arrived, the senders' CPU set the ceiling, not the channel.
+        [...channel.ours, ...channel.raw].every((f) => f.levels.every((l) => l.delivered >= 0.99 * l.sent))
+          ? 'notifications: every one sent arrived at every listener at every level — the ceiling is the senders’ (this machine’s CPU), not the channel’s'
+          : 'notifications: at some level listeners received fewer than were sent — the channel (or a listener) saturated there',
       ],
     };
   } finally {
