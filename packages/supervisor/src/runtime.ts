@@ -19,11 +19,10 @@ import {
   detachSeamController,
   ErrorCode,
   errors,
-  fromWire,
   type HarnessLink,
   isTurnwardenError,
   keyWorkstreamId,
-  TurnwardenError,
+  type TurnwardenError,
   workstreamKey,
 } from '@turnwarden/protocol';
 import { openPostgresStore, openSqliteStore, type Store } from '@turnwarden/store';
@@ -54,6 +53,7 @@ import {
 import { platformScheduler } from './liveness/platform-sched.js';
 import type { Timers } from './liveness/timers.js';
 import type { WatchdogHooks, WatchdogScheduler } from './liveness/watchdog.js';
+import { outward, outwardWire } from './names.js';
 import type { RuntimeStats } from './stats.js';
 import type { Listener, StartAt, TurnwardenEvent } from './streams/events.js';
 import type { LifecycleListener } from './streams/lifecycle-feed.js';
@@ -144,24 +144,6 @@ export function testControls(tw: Turnwarden): TestControls {
   const engine = engines.get(tw);
   if (!engine) throw new TypeError('not a Turnwarden instance');
   return engine.controls();
-}
-
-/**
- * T2: a workstream is its tenant's id and its own; inside the runtime and in the store it is
- * named by its key, `<tenant>/<id>` (rules.ts). What leaves the runtime names it by the id the
- * caller gave: an error raised inside with the key in its message or its details is given the id.
- */
-function outward(e: unknown, key: string, id: string): unknown {
-  if (!isTurnwardenError(e)) return e;
-  const inDetails = e.details?.workstreamId === key;
-  if (!inDetails && !e.message.includes(key)) return e;
-  return new TurnwardenError(e.code, e.message.replaceAll(key, id), {
-    retryable: e.retryable,
-    cause: e,
-    ...(e.details === undefined
-      ? {}
-      : { details: inDetails ? { ...e.details, workstreamId: id } : e.details }),
-  });
 }
 
 /** A call's promise, its refusal named by the caller's id (`outward`). */
@@ -602,11 +584,19 @@ export class Turnwarden {
     checkRef(input, 'status');
     const { tenantId, workstreamId } = input;
     const ws = await this.owned(tenantId, workstreamId);
+    const live = this.commands.status(ws.id, ws.session);
+    const { persistence } = live;
+    const error = 'error' in persistence ? persistence.error : undefined;
     return {
       workstreamId,
       tenantId,
       generation: ws.generation,
-      ...this.commands.status(ws.id, ws.session),
+      ...live,
+      // The journal's last error, raised inside, names the workstream by its key.
+      persistence:
+        error === undefined
+          ? persistence
+          : { ...persistence, error: outwardWire(error, ws.id, workstreamId) },
     };
   }
 
@@ -766,15 +756,13 @@ export class Turnwarden {
   private handle(claimed: ClaimedTurn, workstreamId: string, signal: AbortSignal | undefined): TurnHandle {
     const { workstreamId: key, generation } = claimed;
     // The result names the workstream as the caller did (`outward`).
-    const done = claimed.done.then((result): TurnResult => {
-      const error =
-        result.error === undefined ? undefined : outward(fromWire(result.error), key, workstreamId);
-      return {
+    const done = claimed.done.then(
+      (result): TurnResult => ({
         ...result,
         workstreamId,
-        ...(error === undefined ? {} : { error: (error as TurnwardenError).toWire() }),
-      };
-    });
+        ...(result.error === undefined ? {} : { error: outwardWire(result.error, key, workstreamId) }),
+      }),
+    );
     const cancel = (): Promise<TurnResult> => {
       this.commands.cancelTurn(key, claimed.done);
       return done;

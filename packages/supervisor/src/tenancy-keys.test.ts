@@ -3,13 +3,16 @@
  * workstream — its history, events, queue, lease, lifecycle and deletion — and nothing a call
  * answers names the other's, nor the key the runtime keeps them by (`<tenant>/<id>`).
  */
-import { ErrorCode, workstreamKey } from '@turnwarden/protocol';
+import { ErrorCode, TurnwardenError, workstreamKey } from '@turnwarden/protocol';
 import { openSqliteStore } from '@turnwarden/store';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { WorkstreamLifecycleEvent } from './index.js';
 import type { TurnwardenEvent } from './streams/events.js';
 import { refusal, within } from './test-support/bounded.js';
-import { script, startRuntime } from './test-support/runtime.js';
+import { assistantRow, faultyStore } from './test-support/faulty-store.js';
+import { nextEvent, script, startRuntime } from './test-support/runtime.js';
+import { testControls } from './testing.js';
+import type { PersistenceStatus } from './types.js';
 
 type Rt = Awaited<ReturnType<typeof startRuntime>>;
 let rt: Rt | undefined;
@@ -153,5 +156,37 @@ describe('T2: per-tenant workstream ids', () => {
     walk(outputs, 'outputs');
     expect(keys).toEqual([]);
     expect(JSON.stringify(outputs)).toContain('"workstreamId":"ws-1"');
+  });
+
+  it('T2: an error raised inside with the key — the journal’s, in status() and in its persistence event — names the caller’s id', async () => {
+    const faulty = faultyStore();
+    rt = await startRuntime({
+      store: faulty.store,
+      journal: { retryBaseMs: 600_000, retryMaxMs: 600_000, sweepMs: 600_000 },
+    });
+    const key = workstreamKey(A.tenantId, A.workstreamId);
+    faulty.rejectWith(
+      1,
+      assistantRow,
+      () =>
+        new TurnwardenError(ErrorCode.STORE_ERROR, `injected: the append to ${key} failed`, {
+          retryable: true,
+          details: { workstreamId: key },
+        }),
+    );
+    const retrying = nextEvent(rt.tw, A.workstreamId, 'persistence');
+    const turn = await rt.tw.send({ ...A, content: script({ text: 'kept' }) });
+    const reported = (await within(retrying, 10_000, 'the journal reports retrying'))
+      .data as PersistenceStatus;
+    const status = (await rt.tw.status(A)).persistence;
+    for (const error of [reported.error, status.error]) {
+      expect([error?.message, error?.details]).toEqual([
+        'injected: the append to ws-1 failed',
+        { workstreamId: 'ws-1' },
+      ]);
+    }
+    // The sweep writes it; the turn completes.
+    testControls(rt.tw).sweepJournal();
+    expect((await within(turn.done, 10_000, 'the turn')).status).toBe('completed');
   });
 });
