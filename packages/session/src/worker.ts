@@ -42,19 +42,7 @@ if (boot.nice) lowerThreadPriority(boot.nice);
 // statistics before it aborts a silent turn (a thread starved of CPU is not stalled).
 const tid = osThreadId();
 const stamp = new SlotStamp(boot.clock, boot.slot);
-// Before the harness's seams are installed (the warm-up must never reach one): compile the turn's
-// code now, at the spawn, not on the first turn's hot path (warm-up.ts).
-await warmUp();
-if (boot.harness) installWorkerSeams(boot.harness);
 let registry: Awaited<ReturnType<typeof loadRegistry>>;
-try {
-  registry = await loadRegistry(boot.pluginModules);
-} catch (e) {
-  // Typed, so the supervisor's start fails with INVALID_CONFIG naming the plugin module.
-  boot.control.postMessage({ t: 'fatal', error: toWire(e) } satisfies WorkerEvent);
-  boot.control.close();
-  throw e;
-}
 const { gone, markGone } = goneSignal();
 boot.hostRpc.on('close', () => markGone('supervisor port closed'));
 const host = client<HostApi>(boot.hostRpc, gone);
@@ -90,17 +78,6 @@ const hostTools: Tool[] = (boot.hostTools ?? []).map((spec) => ({
     }
   },
 }));
-for (const t of hostTools) {
-  if (registry.tools.has(t.name)) {
-    const e = errors.invalidConfig(`hostToolModules and pluginModules both export a tool named ${t.name}`, {
-      field: 'hostToolModules',
-    });
-    boot.control.postMessage({ t: 'fatal', error: toWire(e) } satisfies WorkerEvent);
-    boot.control.close();
-    throw e;
-  }
-  (registry.tools as Map<string, Tool>).set(t.name, t);
-}
 
 let current:
   | {
@@ -234,12 +211,53 @@ const api: WorkerApi = {
   },
 };
 
-serve(boot.workerRpc, api);
-emit({
-  t: 'ready',
-  workerId: boot.workerId,
-  models: [...registry.models.keys()],
-  tools: [...registry.tools.keys()],
-  checks: [...registry.models.values()].filter((m) => typeof m.checkInput === 'function').map((m) => m.name),
-  ...(tid === undefined ? {} : { tid }),
-});
+/**
+ * The start: warm-up, plugins, host tools, then `ready`. Not top-level await: a module whose
+ * evaluation is still pending when the supervisor terminates the worker (its shutdown, a start
+ * timeout) can crash the whole process in V8 — seen once on Node 20 (`Check failed:
+ * (location_) != nullptr` in `SourceTextModule::ExecuteAsyncModule`). This module's evaluation
+ * ends at once; the start runs as an ordinary async function, which a termination simply stops.
+ */
+async function start(): Promise<void> {
+  // Before the harness's seams are installed (the warm-up must never reach one): compile the
+  // turn's code now, at the spawn, not on the first turn's hot path (warm-up.ts).
+  await warmUp();
+  if (boot.harness) installWorkerSeams(boot.harness);
+  try {
+    registry = await loadRegistry(boot.pluginModules);
+  } catch (e) {
+    // Typed, so the supervisor's start fails with INVALID_CONFIG naming the plugin module.
+    fatal(e);
+  }
+  for (const t of hostTools) {
+    if (registry.tools.has(t.name)) {
+      fatal(
+        errors.invalidConfig(`hostToolModules and pluginModules both export a tool named ${t.name}`, {
+          field: 'hostToolModules',
+        }),
+      );
+    }
+    (registry.tools as Map<string, Tool>).set(t.name, t);
+  }
+  serve(boot.workerRpc, api);
+  emit({
+    t: 'ready',
+    workerId: boot.workerId,
+    models: [...registry.models.keys()],
+    tools: [...registry.tools.keys()],
+    checks: [...registry.models.values()]
+      .filter((m) => typeof m.checkInput === 'function')
+      .map((m) => m.name),
+    ...(tid === undefined ? {} : { tid }),
+  });
+}
+
+/** A start that cannot go on: told to the supervisor, typed, then thrown (the worker exits). */
+function fatal(e: unknown): never {
+  boot.control.postMessage({ t: 'fatal', error: toWire(e) } satisfies WorkerEvent);
+  boot.control.close();
+  throw e;
+}
+
+// A failed start rejects: unhandled, it is the worker's error, as a thrown top-level error was.
+void start();
