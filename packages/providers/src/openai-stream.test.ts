@@ -43,14 +43,12 @@ async function serve(pieces: readonly (string | Uint8Array)[]): Promise<string> 
 const chunk = (delta: object, finish: string | null = null) =>
   `data: ${JSON.stringify({ id: 'c', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
 
+/** The provider under test, on `url`, without retries. */
+const rawProvider = (url: string) =>
+  modelProvider({ name: 'raw', provider: 'openai-compatible', baseURL: url, model: 'm', maxRetries: 0 });
+
 async function run(url: string): Promise<{ events: ModelEvent[]; beats: number }> {
-  const p = modelProvider({
-    name: 'raw',
-    provider: 'openai-compatible',
-    baseURL: url,
-    model: 'm',
-    maxRetries: 0,
-  });
+  const p = rawProvider(url);
   const s = signals();
   const events: ModelEvent[] = [];
   for await (const e of p.stream({ history: [{ role: 'user', content: 'hi' }], tools: [] }, s))
@@ -224,13 +222,7 @@ describe('connections', () => {
     server.listen(0, '127.0.0.1');
     await once(server, 'listening');
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
-    const p = modelProvider({
-      name: 'raw',
-      provider: 'openai-compatible',
-      baseURL: url,
-      model: 'm',
-      maxRetries: 0,
-    });
+    const p = rawProvider(url);
     const seen: string[] = [];
     for await (const e of p.stream({ history: [{ role: 'user', content: 'hi' }], tools: [] }, signals())) {
       if (e.type === 'text') {

@@ -584,19 +584,11 @@ export class Turnwarden {
     checkRef(input, 'status');
     const { tenantId, workstreamId } = input;
     const ws = await this.owned(tenantId, workstreamId);
-    const live = this.commands.status(ws.id, ws.session);
-    const { persistence } = live;
-    const error = 'error' in persistence ? persistence.error : undefined;
     return {
       workstreamId,
       tenantId,
       generation: ws.generation,
-      ...live,
-      // The journal's last error, raised inside, names the workstream by its key.
-      persistence:
-        error === undefined
-          ? persistence
-          : { ...persistence, error: outwardWire(error, ws.id, workstreamId) },
+      ...this.commands.status(ws.id, ws.session),
     };
   }
 

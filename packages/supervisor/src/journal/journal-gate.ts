@@ -46,6 +46,7 @@ import {
   ErrorCode,
   errors,
   isTurnwardenError,
+  keyWorkstreamId,
   SeamName,
   seam,
   type TurnwardenError,
@@ -55,6 +56,7 @@ import type { AppendInput, AppendOutcome, TurnStore } from '@turnwarden/store';
 import type { Logger } from 'pino';
 import type { JournalConfig } from '../config.js';
 import type { CancelTimer, Timers } from '../liveness/timers.js';
+import { outwardWire } from '../names.js';
 import type { EventHub } from '../streams/events.js';
 import type { Turn } from '../turn/turn.js';
 import type { PersistenceStatus } from '../types.js';
@@ -124,11 +126,14 @@ export class JournalGate {
     const j = this.journals.get(workstreamId);
     if (j === undefined) return { state: 'healthy', pendingRows: 0 };
     const { pendingRows, retry, conflict } = j;
+    // Read by the host (status(), the persistence event): the error names the workstream by its
+    // tenant's id, not the key it was raised with (names.ts).
+    const named = (e: unknown) => outwardWire(toWire(e), workstreamId, keyWorkstreamId(workstreamId));
     if (retry) {
       const { attempts, nextRetryAt, error } = retry;
-      return { state: 'retrying', pendingRows, attempts, nextRetryAt, error: toWire(error) };
+      return { state: 'retrying', pendingRows, attempts, nextRetryAt, error: named(error) };
     }
-    if (conflict) return { state: 'conflict', pendingRows, error: toWire(conflict) };
+    if (conflict) return { state: 'conflict', pendingRows, error: named(conflict) };
     return { state: pendingRows > 0 ? 'pending' : 'healthy', pendingRows };
   }
 

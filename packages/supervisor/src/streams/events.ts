@@ -41,7 +41,6 @@ import {
 import type { Logger } from 'pino';
 import type { EventsConfig } from '../config.js';
 import type { StallBound } from '../liveness/watchdog.js';
-import { outwardWire } from '../names.js';
 import type { PersistenceStatus } from '../types.js';
 
 /** What each event type carries. Nothing internal: no clock slots, sampled versions or leases. */
@@ -177,16 +176,7 @@ export class EventHub {
     generation: number | undefined,
     data: EventData[K],
   ): TurnwardenEvent {
-    const stream = this.streamOf(workstreamId, true);
-    // The journal's error, raised inside, names the workstream by its key (names.ts).
-    const named =
-      type === 'persistence' && (data as PersistenceStatus).error !== undefined
-        ? ({
-            ...data,
-            error: outwardWire((data as PersistenceStatus).error!, workstreamId, stream.workstreamId),
-          } as EventData[K])
-        : data;
-    return this.append(stream, type, generation, named);
+    return this.append(this.streamOf(workstreamId, true), type, generation, data);
   }
 
   /**
