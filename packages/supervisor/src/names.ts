@@ -2,7 +2,8 @@
  * T2: a workstream is its tenant's id and its own; inside the runtime and in the store it is
  * named by its key, `<tenant>/<id>` (`workstreamKey`). What leaves the runtime names it by the id
  * the caller gave: an error raised inside with the key in its message or its details is given
- * the id — thrown (`outward`) or carried as data (`outwardWire`: a persistence status, a result).
+ * the id — thrown (`outward`) or carried as data (`outwardWire`: a turn result, the journal gate's
+ * persistence status).
  */
 import { isTurnwardenError, TurnwardenError, type WireError } from '@turnwarden/protocol';
 
