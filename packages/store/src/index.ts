@@ -5,6 +5,14 @@ export { MIGRATIONS, SCHEMA_VERSION } from './migrations.js';
 export type { SqliteStoreOptions } from './options.js';
 export type { PostgresStoreOptions } from './pg-options.js';
 export { openPostgresStore, PostgresStore } from './postgres-store.js';
+export type {
+  EnqueueSendInput,
+  QueuedSend,
+  QueuedSendState,
+  QueuedSends,
+  TakeQueuedSendInput,
+} from './queued-sends.js';
+export { queuedCommitKey, queuedSendsOf } from './queued-sends.js';
 export type { SqlitePragmas } from './sqlite-store.js';
 export { openSqliteStore, SqliteStore } from './sqlite-store.js';
 export type {

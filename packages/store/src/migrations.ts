@@ -93,6 +93,26 @@ export const MIGRATIONS: readonly Migration[] = [
        WHERE instr(id, '/') = 0;
     `,
   },
+  {
+    version: 5,
+    name: 'sends queued durably',
+    // Sends waiting behind a turn that may run on another host (issue 25, queued-sends.ts).
+    sql: `
+      CREATE TABLE queued_sends (
+        id            INTEGER PRIMARY KEY AUTOINCREMENT,
+        workstream_id TEXT NOT NULL REFERENCES workstreams (id) ON DELETE CASCADE,
+        principal     TEXT NOT NULL,
+        body          TEXT NOT NULL,
+        origin        TEXT NOT NULL,
+        state         TEXT NOT NULL CHECK (state IN ('waiting', 'taken', 'done', 'revoked', 'withdrawn')),
+        token         INTEGER,
+        generation    INTEGER,
+        outcome       TEXT,
+        created_at    INTEGER NOT NULL
+      ) STRICT;
+      CREATE INDEX queued_sends_by_state ON queued_sends (workstream_id, state, id);
+    `,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

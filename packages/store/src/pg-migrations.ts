@@ -77,6 +77,26 @@ export const PG_MIGRATIONS: readonly Migration[] = [
         FOREIGN KEY (workstream_id) REFERENCES workstreams (id) ON DELETE CASCADE;
     `,
   },
+  {
+    version: 3,
+    name: 'sends queued durably',
+    // As SQLite's migration 5: sends waiting behind a turn that may run on another host.
+    sql: `
+      CREATE TABLE queued_sends (
+        id            bigserial PRIMARY KEY,
+        workstream_id text COLLATE "C" NOT NULL REFERENCES workstreams (id) ON DELETE CASCADE,
+        principal     text NOT NULL,
+        body          text NOT NULL,
+        origin        text NOT NULL,
+        state         text NOT NULL CHECK (state IN ('waiting', 'taken', 'done', 'revoked', 'withdrawn')),
+        token         bigint,
+        generation    bigint,
+        outcome       text,
+        created_at    bigint NOT NULL
+      );
+      CREATE INDEX queued_sends_by_state ON queued_sends (workstream_id, state, id);
+    `,
+  },
 ];
 
 export const PG_SCHEMA_VERSION = PG_MIGRATIONS.length;

@@ -29,6 +29,17 @@ import {
   type ResolvedPostgresStoreOptions,
   resolvePostgresOptions,
 } from './pg-options.js';
+import {
+  pgDrop,
+  pgEnqueue,
+  pgFinish,
+  pgNext,
+  pgRead,
+  pgReclaim,
+  pgRevoke,
+  pgTake,
+  pgWithdraw,
+} from './pg-queued-sends.js';
 import { compactRows, truncateRows } from './pg-rewrite.js';
 import {
   LEASE_LOCK_SQL,
@@ -43,6 +54,16 @@ import {
   toLocked,
 } from './pg-rows.js';
 import { inTransaction, type PgTx, withClient } from './pg-tx.js';
+import {
+  checkEnqueue,
+  checkIds,
+  checkOutcome,
+  checkTake,
+  type EnqueueSendInput,
+  type QueuedSend,
+  type QueuedSends,
+  type TakeQueuedSendInput,
+} from './queued-sends.js';
 import { type MessageRow, toHistoryRow, toRecord, type WorkstreamRow } from './rows.js';
 import type {
   AcquireLeaseOptions,
@@ -89,7 +110,7 @@ const READER_MODULE = new URL('./reader.js', import.meta.url).href;
 
 export type { PostgresStoreOptions } from './pg-options.js';
 
-export class PostgresStore implements Store {
+export class PostgresStore implements Store, QueuedSends {
   readonly schema: string;
   readonly #options: ResolvedPostgresStoreOptions;
   readonly #pool: pg.Pool;
@@ -483,6 +504,56 @@ export class PostgresStore implements Store {
       );
       return rows.map(toLease);
     });
+  }
+
+  // ── sends queued durably (queued-sends.ts) ─────────────────────────────────
+
+  enqueueSend(input: EnqueueSendInput): Promise<QueuedSend> {
+    return this.#run('enqueueSend', async () => {
+      const i = checkEnqueue(input);
+      return this.#tx((tx) => pgEnqueue(tx, i, this.#clock()));
+    });
+  }
+
+  nextQueuedSend(workstreamId: string): Promise<QueuedSend | undefined> {
+    return this.#run('nextQueuedSend', () => pgNext(this.#pool, checkKey('workstreamId', workstreamId)));
+  }
+
+  takeQueuedSend(input: TakeQueuedSendInput): Promise<boolean> {
+    return this.#run('takeQueuedSend', () => pgTake(this.#pool, checkTake(input), this.#clock()));
+  }
+
+  finishQueuedSend(id: number, token: number, outcome: string): Promise<boolean> {
+    return this.#run('finishQueuedSend', () =>
+      pgFinish(this.#pool, checkInteger('id', id, 1), checkInteger('token', token, 1), checkOutcome(outcome)),
+    );
+  }
+
+  revokeQueuedSends(workstreamId: string, outcome: string): Promise<QueuedSend[]> {
+    return this.#run('revokeQueuedSends', () =>
+      pgRevoke(this.#pool, checkKey('workstreamId', workstreamId), checkOutcome(outcome)),
+    );
+  }
+
+  withdrawQueuedSend(id: number): Promise<boolean> {
+    return this.#run('withdrawQueuedSend', () => pgWithdraw(this.#pool, checkInteger('id', id, 1)));
+  }
+
+  reclaimQueuedSends(workstreamId: string, token: number, outcome: string): Promise<QueuedSend[]> {
+    return this.#run('reclaimQueuedSends', async () => {
+      const ws = checkKey('workstreamId', workstreamId);
+      checkInteger('token', token, 1);
+      checkOutcome(outcome);
+      return this.#tx((tx) => pgReclaim(tx, ws, token, outcome));
+    });
+  }
+
+  readQueuedSends(ids: readonly number[]): Promise<QueuedSend[]> {
+    return this.#run('readQueuedSends', () => pgRead(this.#pool, checkIds(ids)));
+  }
+
+  dropQueuedSends(ids: readonly number[]): Promise<void> {
+    return this.#run('dropQueuedSends', () => pgDrop(this.#pool, checkIds(ids)));
   }
 
   listWorkstreamsWithOpenToolCalls(): Promise<WorkstreamDebt[]> {

@@ -22,6 +22,17 @@ import { MessageTable } from './messages.js';
 import { schemaVersion } from './migrations.js';
 import { openDatabase } from './open.js';
 import { resolveOptions, type SqliteStoreOptions } from './options.js';
+import {
+  checkEnqueue,
+  checkIds,
+  checkOutcome,
+  checkTake,
+  type EnqueueSendInput,
+  type QueuedSend,
+  type QueuedSends,
+  QueuedSendTable,
+  type TakeQueuedSendInput,
+} from './queued-sends.js';
 import type {
   AcquireLeaseOptions,
   AppendInput,
@@ -65,7 +76,7 @@ export interface SqlitePragmas {
   readonly busyTimeoutMs: number;
 }
 
-export class SqliteStore implements Store {
+export class SqliteStore implements Store, QueuedSends {
   readonly path: string;
   readonly #memory: boolean;
   readonly #db: Database.Database;
@@ -74,6 +85,7 @@ export class SqliteStore implements Store {
   readonly #workstreams: WorkstreamTable;
   readonly #messages: MessageTable;
   readonly #leases: LeaseTable;
+  readonly #queued: QueuedSendTable;
 
   constructor(options: SqliteStoreOptions) {
     const resolved = resolveOptions(options);
@@ -94,6 +106,7 @@ export class SqliteStore implements Store {
     this.#workstreams = new WorkstreamTable(this.#db);
     this.#messages = new MessageTable(this.#db);
     this.#leases = new LeaseTable(this.#db);
+    this.#queued = new QueuedSendTable(this.#db);
   }
 
   createWorkstream(input: CreateWorkstreamInput): Promise<WorkstreamRecord> {
@@ -397,6 +410,76 @@ export class SqliteStore implements Store {
 
   expiredLeases(): Promise<Lease[]> {
     return this.#run('expiredLeases', () => this.#leases.expired(this.#clock()));
+  }
+
+  // ── sends queued durably (queued-sends.ts) ─────────────────────────────────
+
+  enqueueSend(input: EnqueueSendInput): Promise<QueuedSend> {
+    return this.#run('enqueueSend', () => {
+      const i = checkEnqueue(input);
+      return this.#write(() => {
+        this.#workstreams.requireOpen(i.workstreamId);
+        return this.#queued.enqueue(i, this.#clock());
+      });
+    });
+  }
+
+  nextQueuedSend(workstreamId: string): Promise<QueuedSend | undefined> {
+    return this.#run('nextQueuedSend', () => this.#queued.next(checkKey('workstreamId', workstreamId)));
+  }
+
+  takeQueuedSend(input: TakeQueuedSendInput): Promise<boolean> {
+    return this.#run('takeQueuedSend', () => {
+      const i = checkTake(input);
+      return this.#write(() => this.#queued.take(i, this.#clock()));
+    });
+  }
+
+  finishQueuedSend(id: number, token: number, outcome: string): Promise<boolean> {
+    return this.#run('finishQueuedSend', () => {
+      checkInteger('id', id, 1);
+      checkInteger('token', token, 1);
+      checkOutcome(outcome);
+      return this.#write(() => this.#queued.finish(id, token, outcome));
+    });
+  }
+
+  revokeQueuedSends(workstreamId: string, outcome: string): Promise<QueuedSend[]> {
+    return this.#run('revokeQueuedSends', () => {
+      checkKey('workstreamId', workstreamId);
+      checkOutcome(outcome);
+      return this.#write(() => this.#queued.revoke(workstreamId, outcome));
+    });
+  }
+
+  withdrawQueuedSend(id: number): Promise<boolean> {
+    return this.#run('withdrawQueuedSend', () => {
+      checkInteger('id', id, 1);
+      return this.#write(() => this.#queued.withdraw(id));
+    });
+  }
+
+  reclaimQueuedSends(workstreamId: string, token: number, outcome: string): Promise<QueuedSend[]> {
+    return this.#run('reclaimQueuedSends', () => {
+      checkKey('workstreamId', workstreamId);
+      checkInteger('token', token, 1);
+      checkOutcome(outcome);
+      return this.#write(() => this.#queued.reclaim(workstreamId, token, outcome));
+    });
+  }
+
+  readQueuedSends(ids: readonly number[]): Promise<QueuedSend[]> {
+    return this.#run('readQueuedSends', () => {
+      const checked = checkIds(ids);
+      return this.#read(() => this.#queued.read(checked));
+    });
+  }
+
+  dropQueuedSends(ids: readonly number[]): Promise<void> {
+    return this.#run('dropQueuedSends', () => {
+      const checked = checkIds(ids);
+      this.#write(() => this.#queued.drop(checked));
+    });
   }
 
   listWorkstreamsWithOpenToolCalls(): Promise<WorkstreamDebt[]> {

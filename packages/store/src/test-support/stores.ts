@@ -11,16 +11,18 @@ import type { HistoryRow } from '@turnwarden/protocol';
 import { afterAll, afterEach, beforeAll, describe } from 'vitest';
 import { type Postgres, postgresSkipReason, startPostgres } from '../pg-cluster.js';
 import { openPostgresStore } from '../postgres-store.js';
+import type { QueuedSends } from '../queued-sends.js';
 import { openSqliteStore } from '../sqlite-store.js';
 import type { Store } from '../types.js';
 import type { FakeClock } from './fixtures.js';
 import { Sandbox } from './fixtures.js';
 
 /** What both stores offer, `Store` and the follower's read. */
-export type TestStore = Store & {
-  appendMany: NonNullable<Store['appendMany']>;
-  readHistoryAfter(workstreamId: string, afterSeq: number): Promise<HistoryRow[]>;
-};
+export type TestStore = Store &
+  QueuedSends & {
+    appendMany: NonNullable<Store['appendMany']>;
+    readHistoryAfter(workstreamId: string, afterSeq: number): Promise<HistoryRow[]>;
+  };
 
 /** One database: every `open` is another connection (another "host") to it. */
 export interface TestDatabase {

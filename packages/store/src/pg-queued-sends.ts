@@ -1,0 +1,128 @@
+/**
+ * The PostgreSQL statements of the durable send queue (queued-sends.ts): each one statement, or
+ * one transaction under the workstream row's lock where a bound is counted.
+ */
+import { workstreamClosed, workstreamNotFound } from './errors.js';
+import { nowSql } from './pg-rows.js';
+import type { PgTx } from './pg-tx.js';
+import {
+  type EnqueueSendInput,
+  type QueuedSend,
+  type QueuedSendRow,
+  queueFull,
+  type TakeQueuedSendInput,
+  toQueuedSend,
+} from './queued-sends.js';
+
+/** Minimal query surface: a pool or a transaction. */
+interface Queryable {
+  query<R extends object>(
+    text: string,
+    values?: readonly unknown[],
+  ): Promise<{ rows: R[]; rowCount: number | null }>;
+}
+
+/** Counted and inserted under the workstream row's lock: every enqueuer of the id, on any host, in turn. */
+export async function pgEnqueue(tx: PgTx, i: EnqueueSendInput, now: number | null): Promise<QueuedSend> {
+  const { rows: ws } = await tx.query<{ status: string; waiting: string }>(
+    `SELECT w.status, (SELECT COUNT(*) FROM queued_sends q WHERE q.workstream_id = w.id AND q.state = 'waiting') AS waiting
+     FROM workstreams w WHERE w.id = $1 FOR UPDATE OF w`,
+    [i.workstreamId],
+  );
+  const row = ws[0];
+  if (row === undefined) throw workstreamNotFound(i.workstreamId);
+  if (row.status !== 'open') throw workstreamClosed(i.workstreamId);
+  const waiting = Number(row.waiting);
+  if (waiting >= i.max) throw queueFull(i, waiting);
+  const { rows } = await tx.query<QueuedSendRow>(
+    `INSERT INTO queued_sends (workstream_id, principal, body, origin, state, created_at)
+     VALUES ($1, $2, $3, $4, 'waiting', ${nowSql(5)}) RETURNING *`,
+    [i.workstreamId, i.principal, i.body, i.origin, now],
+  );
+  return toQueuedSend(rows[0]!);
+}
+
+export async function pgNext(db: Queryable, workstreamId: string): Promise<QueuedSend | undefined> {
+  const { rows } = await db.query<QueuedSendRow>(
+    "SELECT * FROM queued_sends WHERE workstream_id = $1 AND state = 'waiting' ORDER BY id LIMIT 1",
+    [workstreamId],
+  );
+  return rows[0] === undefined ? undefined : toQueuedSend(rows[0]);
+}
+
+/** One statement: the lease is read as the update runs, so a lapsed or released lease takes nothing. */
+export async function pgTake(db: Queryable, i: TakeQueuedSendInput, now: number | null): Promise<boolean> {
+  const { rowCount } = await db.query(
+    `UPDATE queued_sends SET state = 'taken', token = $4, generation = $5
+     WHERE id = $1 AND workstream_id = $2 AND state = 'waiting'
+       AND EXISTS (SELECT 1 FROM turn_leases l WHERE l.workstream_id = $2 AND l.holder = $3
+                   AND l.token = $4 AND NOT l.released AND l.expires_at > ${nowSql(6)})`,
+    [i.id, i.workstreamId, i.holder, i.token, i.generation, now],
+  );
+  return rowCount === 1;
+}
+
+export async function pgFinish(db: Queryable, id: number, token: number, outcome: string): Promise<boolean> {
+  const { rowCount } = await db.query(
+    "UPDATE queued_sends SET state = 'done', outcome = $3 WHERE id = $1 AND token = $2 AND state = 'taken'",
+    [id, token, outcome],
+  );
+  return rowCount === 1;
+}
+
+export async function pgRevoke(db: Queryable, workstreamId: string, outcome: string): Promise<QueuedSend[]> {
+  const { rows } = await db.query<QueuedSendRow>(
+    `UPDATE queued_sends SET state = 'revoked', outcome = $2
+     WHERE workstream_id = $1 AND state = 'waiting' RETURNING *`,
+    [workstreamId, outcome],
+  );
+  return rows.map(toQueuedSend).sort((a, b) => a.id - b.id);
+}
+
+export async function pgWithdraw(db: Queryable, id: number): Promise<boolean> {
+  const { rowCount } = await db.query(
+    "UPDATE queued_sends SET state = 'withdrawn' WHERE id = $1 AND state = 'waiting'",
+    [id],
+  );
+  return rowCount === 1;
+}
+
+/** In one transaction: the started ones answered first, the rest waiting again. */
+export async function pgReclaim(
+  tx: PgTx,
+  workstreamId: string,
+  token: number,
+  outcome: string,
+): Promise<QueuedSend[]> {
+  const done = await tx.query<QueuedSendRow>(
+    `UPDATE queued_sends q SET state = 'done', outcome = $3
+     WHERE q.workstream_id = $1 AND q.state = 'taken' AND q.token <= $2
+       AND EXISTS (SELECT 1 FROM messages m WHERE m.workstream_id = q.workstream_id
+                   AND m.commit_key = 'q' || q.id || ':u')
+     RETURNING *`,
+    [workstreamId, token, outcome],
+  );
+  const waiting = await tx.query<QueuedSendRow>(
+    `UPDATE queued_sends SET state = 'waiting', token = NULL, generation = NULL
+     WHERE workstream_id = $1 AND state = 'taken' AND token <= $2 RETURNING *`,
+    [workstreamId, token],
+  );
+  return [...done.rows, ...waiting.rows].map(toQueuedSend);
+}
+
+export async function pgRead(db: Queryable, ids: readonly number[]): Promise<QueuedSend[]> {
+  if (ids.length === 0) return [];
+  const { rows } = await db.query<QueuedSendRow>(
+    'SELECT * FROM queued_sends WHERE id = ANY($1::bigint[]) ORDER BY id',
+    [ids],
+  );
+  return rows.map(toQueuedSend);
+}
+
+export async function pgDrop(db: Queryable, ids: readonly number[]): Promise<void> {
+  if (ids.length === 0) return;
+  await db.query(
+    "DELETE FROM queued_sends WHERE id = ANY($1::bigint[]) AND state IN ('done', 'revoked', 'withdrawn')",
+    [ids],
+  );
+}
