@@ -79,10 +79,10 @@ export async function pgRevoke(db: Queryable, workstreamId: string, outcome: str
   return rows.map(toQueuedSend).sort((a, b) => a.id - b.id);
 }
 
-export async function pgWithdraw(db: Queryable, id: number): Promise<boolean> {
+export async function pgWithdraw(db: Queryable, id: number, outcome: string | null): Promise<boolean> {
   const { rowCount } = await db.query(
-    "UPDATE queued_sends SET state = 'withdrawn' WHERE id = $1 AND state = 'waiting'",
-    [id],
+    "UPDATE queued_sends SET state = 'withdrawn', outcome = $2 WHERE id = $1 AND state = 'waiting'",
+    [id, outcome],
   );
   return rowCount === 1;
 }

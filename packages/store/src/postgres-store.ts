@@ -535,8 +535,10 @@ export class PostgresStore implements Store, QueuedSends {
     );
   }
 
-  withdrawQueuedSend(id: number): Promise<boolean> {
-    return this.#run('withdrawQueuedSend', () => pgWithdraw(this.#pool, checkInteger('id', id, 1)));
+  withdrawQueuedSend(id: number, outcome?: string): Promise<boolean> {
+    return this.#run('withdrawQueuedSend', () =>
+      pgWithdraw(this.#pool, checkInteger('id', id, 1), outcome === undefined ? null : checkOutcome(outcome)),
+    );
   }
 
   reclaimQueuedSends(workstreamId: string, token: number, outcome: string): Promise<QueuedSend[]> {

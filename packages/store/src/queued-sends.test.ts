@@ -96,7 +96,13 @@ forEachStore((backend) => {
         }),
       ).toBe(true);
       expect(await store.withdrawQueuedSend(c.id)).toBe(true);
-      expect(await store.withdrawQueuedSend(c.id)).toBe(false);
+      expect(await store.withdrawQueuedSend(c.id, '{"error":1}')).toBe(false);
+      const d = await store.enqueueSend(send());
+      expect(await store.withdrawQueuedSend(d.id, '{"error":1}')).toBe(true);
+      expect((await store.readQueuedSends([d.id]))[0]).toMatchObject({
+        state: 'withdrawn',
+        outcome: '{"error":1}',
+      });
       expect(await store.withdrawQueuedSend(a.id)).toBe(false);
       const revoked = await store.revokeQueuedSends('t/w', '{"reason":"cancel"}');
       expect(revoked.map((r) => [r.id, r.state, r.outcome])).toEqual([

@@ -68,8 +68,11 @@ export interface QueuedSends {
   finishQueuedSend(id: number, token: number, outcome: string): Promise<boolean>;
   /** Every waiting send of the workstream → revoked with `outcome` (C7); the rows revoked. */
   revokeQueuedSends(workstreamId: string, outcome: string): Promise<QueuedSend[]>;
-  /** Waiting → withdrawn (its sender gave up); false when it was taken or answered first. */
-  withdrawQueuedSend(id: number): Promise<boolean>;
+  /**
+   * Waiting → withdrawn: its sender gave up, or (with `outcome`) a holder refused it alone; false
+   * when it was taken or answered first.
+   */
+  withdrawQueuedSend(id: number, outcome?: string): Promise<boolean>;
   /**
    * The sends a dead holder took, under `token` or an earlier one: whose turn began (its user
    * row is written) → done with `outcome`; the others → waiting again. The rows changed.
@@ -91,7 +94,7 @@ export function queuedSendsOf(store: object): QueuedSends | undefined {
 export const queuedCommitKey = (id: number): string => `q${id}:u`;
 
 /** Ids per call of `readQueuedSends` / `dropQueuedSends`. */
-export const MAX_QUEUED_IDS = 1_000;
+const MAX_QUEUED_IDS = 1_000;
 const MAX_BODY_LENGTH = 1_048_576;
 const MAX_OUTCOME_LENGTH = 1_048_576;
 
@@ -206,8 +209,8 @@ export class QueuedSendTable {
       `UPDATE queued_sends SET state = 'revoked', outcome = ?
        WHERE workstream_id = ? AND state = 'waiting' RETURNING *`,
     );
-    this.#withdraw = db.prepare<[number]>(
-      "UPDATE queued_sends SET state = 'withdrawn' WHERE id = ? AND state = 'waiting'",
+    this.#withdraw = db.prepare<[string | null, number]>(
+      "UPDATE queued_sends SET state = 'withdrawn', outcome = ? WHERE id = ? AND state = 'waiting'",
     );
     this.#reclaimStarted = db.prepare<[string, string, number], QueuedSendRow>(
       `UPDATE queued_sends SET state = 'done', outcome = ?
@@ -247,8 +250,8 @@ export class QueuedSendTable {
     return this.#revoke.all(outcome, workstreamId).map(toQueuedSend);
   }
 
-  withdraw(id: number): boolean {
-    return this.#withdraw.run(id).changes === 1;
+  withdraw(id: number, outcome: string | undefined): boolean {
+    return this.#withdraw.run(outcome ?? null, id).changes === 1;
   }
 
   reclaim(workstreamId: string, token: number, outcome: string): QueuedSend[] {

@@ -452,10 +452,11 @@ export class SqliteStore implements Store, QueuedSends {
     });
   }
 
-  withdrawQueuedSend(id: number): Promise<boolean> {
+  withdrawQueuedSend(id: number, outcome?: string): Promise<boolean> {
     return this.#run('withdrawQueuedSend', () => {
       checkInteger('id', id, 1);
-      return this.#write(() => this.#queued.withdraw(id));
+      if (outcome !== undefined) checkOutcome(outcome);
+      return this.#write(() => this.#queued.withdraw(id, outcome));
     });
   }
 

@@ -20,7 +20,7 @@ import type {
 } from '@turnwarden/protocol';
 import { errors, workstreamKey } from '@turnwarden/protocol';
 import { modelThreadUrl, sessionWorkerUrl } from '@turnwarden/session';
-import type { Store } from '@turnwarden/store';
+import { type QueuedSends, queuedSendsOf, type Store } from '@turnwarden/store';
 import type { Logger } from 'pino';
 import { Admission } from './capacity/admission.js';
 import { WorkerPool } from './capacity/pool.js';
@@ -28,6 +28,7 @@ import { Cluster, channelOf, type RoutedOp } from './cluster/cluster.js';
 import { Cancels } from './commands/cancels.js';
 import { Closes } from './commands/closes.js';
 import { Deletes, type Tombstone } from './commands/deletes.js';
+import { DurableSends } from './commands/durable-sends.js';
 import type { Commands } from './commands/index.js';
 import { Rewrites, type Summary } from './commands/rewrites.js';
 import { type Announced, type SendClaim, SendQueue } from './commands/send-queue.js';
@@ -252,6 +253,8 @@ export class TurnEngine implements Commands {
   private readonly admission: Admission;
   private readonly recovery: Recovery;
   private readonly cluster: Cluster | undefined;
+  /** Cluster mode: sends queued durably in the store (durable-sends.ts). */
+  private readonly durable: DurableSends | undefined;
   private readonly sends: Sends;
   private readonly cancels: Cancels;
   private readonly closes: Closes;
@@ -353,10 +356,30 @@ export class TurnEngine implements Commands {
               runsHere: (workstreamId) => turnOf(workstreamId) !== undefined,
               runLocally: (workstreamId, op) => this.runRouted(workstreamId, op),
               repairIfLeft: (workstreamId) => this.repairIfLeft(workstreamId),
+              reclaimQueued: (workstreamId, token) =>
+                this.durable?.reclaim(workstreamId, token) ?? Promise.resolve(),
+              queuedChanged: (ids) => this.durable?.changed(ids),
             },
             channel,
           );
-    const { cluster, gate, watchdog, isolation, queue } = this;
+    const queued = queuedSendsOf(store);
+    const clustered = this.cluster;
+    this.durable =
+      clustered === undefined || queued === undefined
+        ? undefined
+        : new DurableSends({
+            store: store as Store & QueuedSends,
+            holder,
+            logger,
+            timers,
+            pollMs: config.lease.renewMs,
+            maxQueued: config.limits.maxQueuedSends,
+            retryAfterMs: () => this.admission.oneTurnRetryAfterMs(),
+            tell: (origin, ids) => clustered.tellQueued(origin, ids),
+            cancelTurn: (workstreamId, generation) => this.cancelGeneration(workstreamId, generation),
+            pump: (workstreamId) => this.sends.pump(workstreamId),
+          });
+    const { cluster, gate, watchdog, isolation, queue, durable } = this;
     // The shared model threads read a turn's context through the store's own read-only view
     // (off this thread); where the store has none, each call carries it.
     this.modelThreads?.setReader(store.historyReader?.());
@@ -404,8 +427,8 @@ export class TurnEngine implements Commands {
       repairIfLeft: (workstreamId) => this.repairIfLeft(workstreamId),
     });
     const { admission } = this;
-    this.sends = new Sends({ config, logger, sessions, queue, admission, claims });
-    this.cancels = new Cancels({ logger, sessions, queue, cluster, maintenance: claims });
+    this.sends = new Sends({ config, logger, sessions, queue, admission, claims, durable });
+    this.cancels = new Cancels({ logger, sessions, queue, cluster, durable, maintenance: claims });
     this.closes = new Closes({
       logger,
       timers,
@@ -415,8 +438,9 @@ export class TurnEngine implements Commands {
       events,
       lifecycle,
       maintenance: claims,
+      durable,
     });
-    this.deletes = new Deletes({ logger, store, events, lifecycle, sessions, queue, cluster });
+    this.deletes = new Deletes({ logger, store, events, lifecycle, sessions, queue, cluster, durable });
     this.rewrites = new Rewrites({
       sessions,
       events,
@@ -483,6 +507,7 @@ export class TurnEngine implements Commands {
     const down = () => errors.shuttingDown('turnwarden shut down before the send could start');
     this.queue.rejectAll(down);
     this.admission.rejectAll(down);
+    await this.durable?.stop();
     // Sends already on their way finish their admission (or are refused) before turns are aborted.
     await inFlight();
     await this.abortAll('shutdown');
@@ -684,12 +709,34 @@ export class TurnEngine implements Commands {
     });
   }
 
+  /**
+   * Cancels the workstream's turn of `generation` — here, or routed to the host running it — and
+   * not a later one (C4): the handle of a send queued durably, whose turn may run anywhere.
+   */
+  private cancelGeneration(workstreamId: string, generation: number): void {
+    const running = this.sessions.peek(workstreamId)?.turn;
+    if (running?.generation === generation) {
+      this.cancels.cancelTurn(workstreamId, running.done);
+      return;
+    }
+    this.cluster?.route(workstreamId, { op: 'cancel', generation }).catch((err: unknown) => {
+      this.logger.warn({ err, workstreamId, generation }, 'cancel of a turn on another host failed');
+    });
+  }
+
   /** A call another host routed here (cluster.ts): run as if called on this host. */
-  private runRouted(workstreamId: string, op: RoutedOp): Promise<unknown> {
+  private async runRouted(workstreamId: string, op: RoutedOp): Promise<unknown> {
     const fence = this.queue.announce(workstreamId);
     switch (op.op) {
-      case 'cancel':
-        return this.cancels.cancel(workstreamId, fence, true);
+      case 'cancel': {
+        if (op.generation === undefined) return this.cancels.cancel(workstreamId, fence, true);
+        fence.done();
+        const running = this.sessions.peek(workstreamId)?.turn;
+        if (running?.generation !== op.generation) return false;
+        this.cancels.cancelTurn(workstreamId, running.done);
+        await running.done;
+        return true;
+      }
       case 'close':
         return this.closes.close(workstreamId, { waitMs: op.waitMs, fence, routed: true });
       case 'delete':

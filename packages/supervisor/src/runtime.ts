@@ -756,7 +756,9 @@ export class Turnwarden {
       }),
     );
     const cancel = (): Promise<TurnResult> => {
-      this.commands.cancelTurn(key, claimed.done);
+      // A turn on another host (a send queued durably) is cancelled there.
+      if (claimed.cancel !== undefined) claimed.cancel();
+      else this.commands.cancelTurn(key, claimed.done);
       return done;
     };
     if (signal) {

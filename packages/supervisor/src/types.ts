@@ -191,8 +191,11 @@ export interface TurnResult {
   readonly workerTerminated: boolean;
 }
 
-/** A claimed turn, before the facade adds `cancel` (engine side). */
-export type ClaimedTurn = Omit<TurnHandle, 'cancel'>;
+/**
+ * A claimed turn, before the facade adds `cancel` (engine side). One that runs on another host
+ * (a send queued durably) brings its own `cancel`.
+ */
+export type ClaimedTurn = Omit<TurnHandle, 'cancel'> & { readonly cancel?: () => void };
 
 export interface TurnHandle {
   readonly workstreamId: string;

@@ -24,11 +24,11 @@ afterEach(async () => {
 const ref = { tenantId: 'tenant-a', principal: 'user-a', workstreamId: 'ws-1' };
 const LONG_TOOL = script({ tools: [{ name: 'heartbeat', args: { ms: 60_000, everyMs: 20 } }] });
 
-async function twoHosts() {
+async function twoHosts(options: Parameters<typeof startRuntime>[0] = {}) {
   store = openSqliteStore({ path: ':memory:' });
   const bus = new MemoryChannelBus();
-  const a = await startRuntime({ store: bus.view(store), hostId: 'host-a' });
-  const b = await startRuntime({ store: bus.view(store), hostId: 'host-b' }, { existing: true });
+  const a = await startRuntime({ ...options, store: bus.view(store), hostId: 'host-a' });
+  const b = await startRuntime({ ...options, store: bus.view(store), hostId: 'host-b' }, { existing: true });
   running.push(a, b);
   return { a, b, bus, store };
 }
@@ -37,8 +37,9 @@ const messages = (events: readonly TurnwardenEvent[]) =>
   events.flatMap((e) => (e.type === 'message' ? [e.data.seq] : []));
 
 describe('several hosts on one store', () => {
-  it('a send to a host whose workstream runs on another is refused with LEASED_ELSEWHERE naming that host; nothing is written', async () => {
-    const { a, b } = await twoHosts();
+  it('with queueing off (limits.maxQueuedSends 0), a send to a host whose workstream runs on another is refused with LEASED_ELSEWHERE naming that host; nothing is written', async () => {
+    // With queueing on, it is queued durably instead (queued-sends.test.ts).
+    const { a, b } = await twoHosts({ limits: { maxQueuedSends: 0 } });
     const turn = await a.send(LONG_TOOL);
     await nextEvent(a.tw, ref.workstreamId, 'tool_started');
     const rowsBefore = (await b.history()).length;

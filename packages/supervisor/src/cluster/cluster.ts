@@ -63,7 +63,8 @@ const CONTROL_CHANNEL = 'turnwarden_control';
 const JOURNAL_CHANNEL = 'turnwarden_journal';
 
 export type RoutedOp =
-  | { readonly op: 'cancel' }
+  /** With `generation`: that turn only, not a later one (a queued send's handle, C4). */
+  | { readonly op: 'cancel'; readonly generation?: number }
   | { readonly op: 'close'; readonly waitMs: number }
   | { readonly op: 'delete'; readonly tenantId: string; readonly incarnation: string };
 
@@ -95,7 +96,9 @@ type ControlMessage =
       readonly ws: string;
       readonly reason: 'closed' | 'deleted';
     }
-  | { readonly k: 'resync'; readonly from: string; readonly ws: string };
+  | { readonly k: 'resync'; readonly from: string; readonly ws: string }
+  /** Rows of sends the host `to` queued durably changed (durable-sends.ts). */
+  | { readonly k: 'sendq'; readonly to: string; readonly ids: readonly number[] };
 
 const shuttingDown = () => errors.shuttingDown('turnwarden is shutting down');
 
@@ -117,7 +120,10 @@ function parseControl(payload: string): ControlMessage | undefined {
     case 'req':
       if (!isText(r.id) || !isText(r.to) || !isText(r.from) || !isText(r.ws)) return undefined;
       if (typeof r.token !== 'number') return undefined;
-      if (r.op === 'cancel') return m as ControlMessage;
+      if (r.op === 'cancel')
+        return r.generation === undefined || Number.isSafeInteger(r.generation)
+          ? (m as ControlMessage)
+          : undefined;
       if (r.op === 'close') return typeof r.waitMs === 'number' ? (m as ControlMessage) : undefined;
       if (r.op === 'delete')
         return isText(r.tenantId) && isText(r.incarnation) ? (m as ControlMessage) : undefined;
@@ -128,6 +134,13 @@ function parseControl(payload: string): ControlMessage | undefined {
         : undefined;
     case 'resync':
       return isText(r.from) && isText(r.ws) ? (m as ControlMessage) : undefined;
+    case 'sendq':
+      return isText(r.to) &&
+        Array.isArray(r.ids) &&
+        r.ids.length <= 500 &&
+        r.ids.every((id) => Number.isSafeInteger(id) && (id as number) > 0)
+        ? (m as ControlMessage)
+        : undefined;
     default:
       return undefined;
   }
@@ -175,6 +188,10 @@ export interface ClusterHost {
   runLocally(workstreamId: string, op: RoutedOp): Promise<unknown>;
   /** Repairs a session left with debt (S7); true when it did. LEASED_ELSEWHERE when another holds it. */
   repairIfLeft(workstreamId: string): Promise<boolean>;
+  /** Sends a dead holder took off the durable queue (under `token` or before) are answered or wait again. */
+  reclaimQueued?(workstreamId: string, token: number): Promise<void>;
+  /** Rows of sends this host queued durably changed. */
+  queuedChanged?(ids: readonly number[]): void;
 }
 
 export interface ClusterStats {
@@ -412,6 +429,12 @@ export class Cluster {
     void this.send({ k: 'ended', from: this.host.holder, ws: workstreamId, reason });
   }
 
+  /** Tells the host whose holder is `origin` that rows of sends it queued changed (durable-sends.ts). */
+  tellQueued(origin: string, ids: readonly number[]): void {
+    for (let i = 0; i < ids.length; i += 500)
+      void this.send({ k: 'sendq', to: origin, ids: ids.slice(i, i + 500) });
+  }
+
   /** The history was rewritten here (compaction, rewind): other hosts' listeners re-read it. */
   rewritten(workstreamId: string): void {
     void this.send({ k: 'resync', from: this.host.holder, ws: workstreamId });
@@ -487,6 +510,9 @@ export class Cluster {
         if (m.from === this.host.holder || this.host.events.listenerCount(m.ws) === 0) return;
         this.cursors.delete(m.ws);
         this.host.events.emit(m.ws, 'history_resync', undefined, { reason: 'rewritten' });
+        return;
+      case 'sendq':
+        if (m.to === this.host.holder) this.host.queuedChanged?.(m.ids);
         return;
     }
   }
@@ -590,6 +616,8 @@ export class Cluster {
               'expired lease of another host: its session holds nothing to repair',
             );
           }
+          // Sends it took off the durable queue: answered if their turn began, else waiting again.
+          await this.host.reclaimQueued?.(lease.workstreamId, lease.token);
         } catch (err) {
           // Another host won the lease, or the workstream is gone: nothing for this one to do.
           if (

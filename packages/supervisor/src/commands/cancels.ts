@@ -7,6 +7,7 @@ import type { Logger } from 'pino';
 import type { Cluster } from '../cluster/cluster.js';
 import { leftover, type MaintenanceHost, repairLeftover } from '../sessions/maintenance.js';
 import type { SessionRecord, Sessions } from '../sessions/sessions.js';
+import type { DurableSends } from './durable-sends.js';
 import { revoke } from './revoke.js';
 import type { Announced, SendQueue } from './send-queue.js';
 
@@ -15,6 +16,7 @@ export interface CancelsDeps {
   readonly sessions: Sessions;
   readonly queue: Pick<SendQueue, 'fence' | 'ticket'>;
   readonly cluster: Pick<Cluster, 'route'> | undefined;
+  readonly durable?: Pick<DurableSends, 'revoke'> | undefined;
   /** Repairs of sessions without a running turn (maintenance.ts). */
   readonly maintenance: MaintenanceHost;
 }
@@ -43,7 +45,7 @@ export class Cancels {
   cancelTurn(workstreamId: string, turn: Promise<unknown>): void {
     const running = this.deps.sessions.peek(workstreamId)?.turn;
     if (running && running.done === turn) {
-      revoke(this.deps, workstreamId, this.deps.queue.ticket(), 'cancel');
+      void revoke(this.deps, workstreamId, this.deps.queue.ticket(), 'cancel');
       running.abort('cancel');
     }
   }
@@ -58,7 +60,8 @@ export class Cancels {
     }
     // C7: sends captured before the call cannot start after it, whatever the cancel finds — a
     // turn, a rewrite, debt, or nothing (another call may have ended the turn meanwhile).
-    revoke(this.deps, workstreamId, ticket, 'cancel');
+    // Durably queued ones first: the aborted turn's end must not take one this call revokes.
+    await revoke(this.deps, workstreamId, ticket, 'cancel');
     const running = sessions.peek(workstreamId)?.turn;
     if (running) {
       running.abort('cancel');

@@ -10,7 +10,7 @@ import type { Timers } from '../liveness/timers.js';
 import { closeSession, type MaintenanceHost } from '../sessions/maintenance.js';
 import type { Sessions } from '../sessions/sessions.js';
 import { type EndsDeps, workstreamEnded } from './ends.js';
-import { revoke } from './revoke.js';
+import { type Revoker, revoke } from './revoke.js';
 import type { Announced, SendQueue } from './send-queue.js';
 
 export interface ClosesDeps extends EndsDeps {
@@ -20,6 +20,7 @@ export interface ClosesDeps extends EndsDeps {
   readonly queue: Pick<SendQueue, 'fence'>;
   readonly cluster: (Pick<Cluster, 'route'> & EndsDeps['cluster']) | undefined;
   readonly maintenance: MaintenanceHost;
+  readonly durable?: Revoker['durable'];
 }
 
 export interface CloseCall {
@@ -70,7 +71,7 @@ export class Closes {
     if (!call.routed && cluster) {
       const r = await cluster.route(workstreamId, { op: 'close', waitMs });
       if (r.ran) {
-        revoke(this.deps, workstreamId, ticket, 'close');
+        await revoke(this.deps, workstreamId, ticket, 'close');
         // Joined a close there: that one told the listeners.
         if (r.result === false) return false;
         workstreamEnded(this.deps, workstreamId, 'closed', { tenantId, tellHosts: false });
@@ -84,7 +85,7 @@ export class Closes {
     if (running !== undefined ? waitMs === 0 : latch === undefined) {
       await sessions.idle(workstreamId, async (rec) => {
         await closeSession(maintenance, rec);
-        revoke(this.deps, workstreamId, ticket, 'close');
+        await revoke(this.deps, workstreamId, ticket, 'close');
       });
     } else {
       if (latch === undefined) {
@@ -94,7 +95,7 @@ export class Closes {
       const mine = latch;
       mine.waiting++;
       // Latched: sends captured before the close never start, even if the close times out (C7).
-      revoke(this.deps, workstreamId, ticket, 'close');
+      await revoke(this.deps, workstreamId, ticket, 'close');
       // A soft close waits for the turn — whose dispatch may be waiting on this call (C7).
       fence.done();
       logger.info({ workstreamId, waitMs }, 'soft close waiting for the running turn');

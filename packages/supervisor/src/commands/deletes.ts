@@ -11,7 +11,7 @@ import type { Cluster } from '../cluster/cluster.js';
 import type { Sessions } from '../sessions/sessions.js';
 import type { EventHub } from '../streams/events.js';
 import { type EndsDeps, workstreamEnded } from './ends.js';
-import { revoke } from './revoke.js';
+import { type Revoker, revoke } from './revoke.js';
 import type { Announced, SendQueue } from './send-queue.js';
 
 export interface DeletesDeps extends EndsDeps {
@@ -21,6 +21,7 @@ export interface DeletesDeps extends EndsDeps {
   readonly sessions: Sessions;
   readonly queue: Pick<SendQueue, 'fence' | 'ticket'>;
   readonly cluster: (Pick<Cluster, 'route'> & EndsDeps['cluster']) | undefined;
+  readonly durable?: Revoker['durable'];
 }
 
 export interface Tombstone {
@@ -114,7 +115,7 @@ export class Deletes {
       this.tombstones.set(workstreamId, { tenantId, incarnation });
       logger.info({ workstreamId, incarnation }, 'workstream deleting');
     }
-    revoke(this.deps, workstreamId, fence.ticket, 'gone');
+    await revoke(this.deps, workstreamId, fence.ticket, 'gone');
     if (!routed && cluster) {
       // Its turn runs on another host, which aborts it and deletes; an error leaves the tombstone (D2).
       const r = await cluster.route(workstreamId, { op: 'delete', tenantId, incarnation });

@@ -310,7 +310,7 @@ export class SendQueue {
   }
 }
 
-function revokedError(workstreamId: string, reason: FenceReason): TurnwardenError {
+export function revokedError(workstreamId: string, reason: FenceReason): TurnwardenError {
   return errors.sendRevoked(
     `the send to ${workstreamId} did not start: ${WHY[reason]}; nothing was written`,
     { reason },

@@ -3,14 +3,15 @@
  * in the fair admission queue, or queues behind the running turn of its own principal; a turn's
  * end pumps the next waiting send. The claim itself is claim.ts; the turn, turn/turn.ts.
  */
-import { SeamName, seam } from '@turnwarden/protocol';
+import { ErrorCode, isTurnwardenError, SeamName, seam } from '@turnwarden/protocol';
 import type { Logger } from 'pino';
 import type { Admission, Permit } from '../capacity/admission.js';
 import type { SupervisorConfig } from '../config.js';
 import type { SessionRecord, Sessions } from '../sessions/sessions.js';
-import { admissionRefusal, type ClaimHost, type ClaimInput, claim } from '../turn/claim.js';
+import { admissionRefusal, type ClaimHost, type ClaimInput, claim, NotWaiting } from '../turn/claim.js';
 import type { Turn } from '../turn/turn.js';
 import type { ClaimedTurn } from '../types.js';
+import type { DurableSends } from './durable-sends.js';
 import type { SendClaim, SendQueue } from './send-queue.js';
 
 export interface SendsDeps {
@@ -21,9 +22,16 @@ export interface SendsDeps {
   readonly admission: Admission;
   /** What a claim needs (claim.ts, turn/). */
   readonly claims: ClaimHost;
+  /** Cluster mode: sends that meet a turn on another host wait in the store (durable-sends.ts). */
+  readonly durable?: DurableSends | undefined;
 }
 
 export class Sends {
+  /** Workstreams whose durable queue is being pumped here. */
+  private readonly pumping = new Set<string>();
+  /** Workstreams whose turn ended poisoned: their durable queue is revoked before it is pumped (C7). */
+  private readonly poisoned = new Set<string>();
+
   constructor(private readonly deps: SendsDeps) {}
 
   /**
@@ -52,6 +60,7 @@ export class Sends {
         const rec = sessions.record(workstreamId);
         type Step =
           | { readonly queued: Promise<ClaimedTurn> }
+          | { readonly durable: true }
           | { readonly turn: Turn }
           | { readonly wait: true };
         let step: Step;
@@ -68,6 +77,8 @@ export class Sends {
               // A turn started while this send waited for a permit: it queues, the permit goes back.
               permit?.release();
               permit = undefined;
+              // Cluster mode: behind the store's queue, the one every host's sends wait in, in order.
+              if (this.deps.durable !== undefined) return { durable: true };
               const queued = queue.enqueue(sent, input, signal);
               logger.debug(
                 { workstreamId, depth: queue.depth(workstreamId) },
@@ -84,6 +95,19 @@ export class Sends {
             );
             return turn === undefined ? { wait: true } : { turn };
           });
+        } catch (e) {
+          // The turn runs on another host: the send waits for it in the store, queued durably.
+          const { durable } = this.deps;
+          if (
+            durable === undefined ||
+            config.limits.maxQueuedSends === 0 ||
+            !isTurnwardenError(e, ErrorCode.LEASED_ELSEWHERE)
+          )
+            throw e;
+          permit?.release();
+          permit = undefined;
+          queue.check(sent);
+          return await durable.enqueue(input, signal);
         } finally {
           sessions.release(rec);
         }
@@ -92,6 +116,7 @@ export class Sends {
           continue;
         }
         if ('queued' in step) return await step.queued;
+        if ('durable' in step) return await this.deps.durable!.enqueue(input, signal);
         permit = undefined; // the turn holds it now; its end releases it
         return step.turn.run(sent, input.tools);
       }
@@ -111,7 +136,10 @@ export class Sends {
   pump(workstreamId: string): void {
     const { queue, admission, config } = this.deps;
     const head = queue.peek(workstreamId);
-    if (head === undefined) return;
+    if (head === undefined) {
+      if (this.deps.durable !== undefined) void this.pumpDurable(workstreamId);
+      return;
+    }
     const { tenantId } = head.input;
     // Its sends were accepted into the workstream's queue already: the wait is not capped again.
     admission.acquire(tenantId, { maxWaitMs: config.admission.maxWaitMs, accepted: true }).then(
@@ -130,12 +158,107 @@ export class Sends {
     const { queue, logger } = this.deps;
     const state = rec.state;
     if (state !== undefined && state !== 'idle' && state !== 'closed') {
+      // The durable queue's waiting sends too: its pump, at this turn's end, would find the debt.
+      if (this.deps.durable !== undefined) this.poisoned.add(rec.workstreamId);
       const revoked = queue.fence(rec.workstreamId, queue.ticket(), 'poison');
       if (revoked > 0)
         logger.warn(
           { workstreamId: rec.workstreamId, revoked },
           'queued sends revoked: the turn ended poisoned',
         );
+    }
+  }
+
+  /**
+   * The workstream's oldest send queued durably (cluster mode), started here: taken off the
+   * store's queue under this host's lease as its turn is claimed (claim.ts). Another host holding
+   * the lease takes it at its turn's end instead. One pump per workstream at a time on this host;
+   * a turn it starts pumps again at its end.
+   */
+  private async pumpDurable(workstreamId: string): Promise<void> {
+    const { durable } = this.deps;
+    if (durable === undefined || this.pumping.has(workstreamId)) return;
+    this.pumping.add(workstreamId);
+    let again = false;
+    try {
+      if (this.poisoned.delete(workstreamId)) await durable.revoke(workstreamId, 'poison');
+      // A turn runs here: its end pumps.
+      if (this.deps.sessions.peek(workstreamId)?.turn !== undefined) return;
+      const row = await durable.next(workstreamId);
+      if (row === undefined) return;
+      again = await this.startQueued(row);
+    } catch (err) {
+      this.deps.logger.warn(
+        { err, workstreamId },
+        'durably queued send not started; the next turn end or poll retries',
+      );
+    } finally {
+      this.pumping.delete(workstreamId);
+    }
+    if (again) this.pump(workstreamId);
+  }
+
+  /** Claims a queued send's turn here; true when the next one should be tried now. */
+  private async startQueued(row: Parameters<DurableSends['started']>[0]): Promise<boolean> {
+    const { durable, sessions, admission, queue, config } = this.deps;
+    const { workstreamId } = row;
+    let token: number | undefined;
+    const input = durable!.input(row, (t) => {
+      token = t;
+    });
+    const sent = queue.capture(workstreamId);
+    let permit: Permit | undefined;
+    try {
+      permit = await admission.acquire(input.tenantId, {
+        maxWaitMs: config.admission.maxWaitMs,
+        accepted: true,
+      });
+      const held = permit;
+      const rec = sessions.record(workstreamId);
+      let turn: Turn | undefined;
+      try {
+        // A turn started meanwhile: its end pumps again.
+        turn = await rec.run(async () =>
+          rec.turn !== undefined ? undefined : claim(this.deps.claims, rec, input, () => held),
+        );
+      } finally {
+        sessions.release(rec);
+      }
+      if (turn === undefined) {
+        permit.release();
+        return false;
+      }
+      permit = undefined; // the turn holds it now; its end releases it
+      durable!.started(row, token!, turn.run(sent, input.tools));
+      return false;
+    } catch (err) {
+      permit?.release();
+      if (token !== undefined) {
+        durable!.failed(row, token, err);
+        return true;
+      }
+      // Answered meanwhile: the next one.
+      if (err instanceof NotWaiting) return true;
+      // Another host holds it, or this one is stopping or full: the send waits on.
+      if (
+        isTurnwardenError(err, ErrorCode.LEASED_ELSEWHERE) ||
+        isTurnwardenError(err, ErrorCode.SHUTTING_DOWN) ||
+        isTurnwardenError(err, ErrorCode.CAPACITY_EXHAUSTED) ||
+        isTurnwardenError(err, ErrorCode.QUEUE_FULL) ||
+        isTurnwardenError(err, ErrorCode.TURN_IN_PROGRESS)
+      )
+        return false;
+      // Debt (C7's poison), closed, deleted: every waiting send is revoked; else this one is refused.
+      if (isTurnwardenError(err, ErrorCode.TOOL_CLEANUP_PENDING))
+        await durable!.revoke(workstreamId, 'poison');
+      else if (isTurnwardenError(err, ErrorCode.WORKSTREAM_CLOSED))
+        await durable!.revoke(workstreamId, 'close');
+      else if (isTurnwardenError(err, ErrorCode.WORKSTREAM_NOT_FOUND))
+        await durable!.revoke(workstreamId, 'gone');
+      else await durable!.refuse(row, err);
+      return true;
+    } finally {
+      queue.settled(sent);
     }
   }
 

@@ -38,6 +38,24 @@ export interface ClaimInput {
   readonly content: string;
   readonly principal: string;
   readonly tools?: readonly string[];
+  /**
+   * A send queued durably (cluster mode, commands/durable-sends.ts): taken off the store's queue
+   * under the turn's lease as the turn is claimed — false when it was answered meanwhile (the
+   * claim is then refused with `NotWaiting`, nothing written) — and its user row is written
+   * under `commitKey`, by which a host taking over tells a turn that began from one that did not.
+   */
+  readonly queued?: {
+    readonly commitKey: string;
+    take(token: number, generation: number): Promise<boolean>;
+  };
+}
+
+/** A queued send answered (revoked, withdrawn) before its claim could take it: nothing written. */
+export class NotWaiting extends Error {
+  constructor() {
+    super('the queued send was answered before its turn could be claimed');
+    this.name = 'NotWaiting';
+  }
 }
 
 /**
@@ -141,12 +159,14 @@ async function take(
       }
       const claimed = offer(rec.snapshot!, { type: 'CLAIM', generation });
       if (claimed === undefined) throw claimRefusal(workstreamId, rec.state!, false);
+      const { queued } = input;
+      if (queued !== undefined && !(await queued.take(lease.token, generation))) throw new NotWaiting();
       const user: UserMessage = { role: 'user', content: input.content, principal };
       await host.gate.append({
         workstreamId,
         generation,
         fencingToken: lease.token,
-        entries: [{ commitKey: `g${generation}:u`, message: user }],
+        entries: [{ commitKey: queued?.commitKey ?? `g${generation}:u`, message: user }],
         session: claimed,
       });
       // A group commit answers every claim of a burst at once: each arms its turn in a loop turn of its own (L12).

@@ -1,0 +1,438 @@
+/**
+ * Sends queued durably (issue 25): several hosts, any of them accepts any send.
+ *
+ * In cluster mode a send that meets a turn running on another host (LEASED_ELSEWHERE) does not
+ * fail and is not routed into that host's memory: it is queued in the store (`enqueueSend`,
+ * bounded by `limits.maxQueuedSends` under the workstream row's lock: QUEUE_FULL), and whichever
+ * host holds the workstream when a turn ends takes the oldest waiting one under its lease and
+ * runs it (Sends.pump, claim.ts). The order is the store's: sends start in the order they were
+ * queued, whichever hosts queued them. A send whose turn has not begun is never lost with a
+ * host: the next holder finds it waiting again (`reclaim`, from the failover sweep).
+ *
+ * The host that queued it — its *origin* — answers its caller: it is told over the cluster's
+ * channel when the row changes (`changed`) and re-reads its rows every lease period anyway, so
+ * no handle waits on a lost notification. Taken: the send resolves with the turn's generation;
+ * done: the turn's `done` resolves with its result; revoked (a cancel, close, delete or poisoned
+ * turn end, wherever called: C7) — SEND_REVOKED; withdrawn by its signal — TURN_ABORTED.
+ *
+ * C7 across hosts: a send is linearized when its enqueue commits, a cancel, close or delete when
+ * its revocation does (`revoke`, awaited before a running turn is aborted, so that turn's end
+ * cannot take a send the call revokes). T3: only the running turn's principal queues behind it,
+ * read from the history's last user row.
+ */
+import {
+  ErrorCode,
+  errors,
+  fromWire,
+  isTurnwardenError,
+  keyTenantId,
+  type RevokeReason,
+  toWire,
+  type WireError,
+} from '@turnwarden/protocol';
+import { type QueuedSend, type QueuedSends, queuedCommitKey, type Store } from '@turnwarden/store';
+import type { Logger } from 'pino';
+import type { CancelTimer, Timers } from '../liveness/timers.js';
+import type { ClaimInput } from '../turn/claim.js';
+import type { ClaimedTurn, TurnResult } from '../types.js';
+import { revokedError } from './send-queue.js';
+
+export interface DurableSendsDeps {
+  readonly store: QueuedSends & Pick<Store, 'getLease' | 'readHistory' | 'readHistoryTail'>;
+  /** This process's lease holder name: the origin its rows carry. */
+  readonly holder: string;
+  readonly logger: Logger;
+  readonly timers: Timers;
+  /** How often an origin re-reads its rows (`lease.renewMs`). */
+  readonly pollMs: number;
+  readonly maxQueued: number;
+  /** QUEUE_FULL's `retryAfterMs`. */
+  readonly retryAfterMs: () => number;
+  /** Tells the host `origin` that its rows `ids` changed (the cluster's channel). */
+  readonly tell: (origin: string, ids: readonly number[]) => void;
+  /** Cancels the workstream's turn of `generation`, wherever it runs (C4: not a later one). */
+  readonly cancelTurn: (workstreamId: string, generation: number) => void;
+  /** Starts the workstream's next waiting send here, unless a turn runs (Sends.pump). */
+  readonly pump: (workstreamId: string) => void;
+}
+
+/** What a queued send's body carries. */
+interface Body {
+  readonly content: string;
+  readonly tools?: readonly string[];
+}
+
+/** What its sender is answered. */
+type Outcome = { readonly result: TurnResult } | { readonly error: WireError };
+
+interface Waiter {
+  readonly id: number;
+  readonly workstreamId: string;
+  resolve(turn: ClaimedTurn): void;
+  reject(err: unknown): void;
+  /** Once taken: the turn's `done`. */
+  finished?: (result: TurnResult) => void;
+  detach(): void;
+}
+
+/** The result a sender gets for a turn whose host stopped mid-turn (its session was repaired: S7). */
+const lostTurn = (workstreamId: string, generation: number): TurnResult => ({
+  workstreamId,
+  generation,
+  status: 'interrupted',
+  abortReason: 'lease_lost',
+  synthesized: 0,
+  workerTerminated: true,
+});
+
+export class DurableSends {
+  private readonly waiters = new Map<number, Waiter>();
+  private stopPoll: CancelTimer | undefined;
+  private polling = false;
+  private closed = false;
+
+  constructor(private readonly deps: DurableSendsDeps) {}
+
+  /**
+   * Queues a send behind a turn another host runs; resolves once a host has taken it (its turn
+   * claimed), rejects as a local queued send would (QUEUE_FULL, TURN_IN_PROGRESS for another
+   * principal — T3 —, SEND_REVOKED, TURN_ABORTED by its signal).
+   */
+  async enqueue(input: ClaimInput, signal: AbortSignal | undefined): Promise<ClaimedTurn> {
+    const { store, holder, logger } = this.deps;
+    const { workstreamId, principal } = input;
+    if (this.closed) throw errors.shuttingDown('turnwarden is shutting down');
+    const running = await this.runningPrincipal(workstreamId);
+    if (running !== undefined && running !== principal) {
+      throw errors.turnInProgress(
+        `workstream ${workstreamId} is running another principal's turn; only its own messages queue behind it`,
+      );
+    }
+    const body: Body = {
+      content: input.content,
+      ...(input.tools === undefined ? {} : { tools: input.tools }),
+    };
+    const row = await store.enqueueSend({
+      workstreamId,
+      principal,
+      body: JSON.stringify(body),
+      origin: holder,
+      max: this.deps.maxQueued,
+      retryAfterMs: this.deps.retryAfterMs(),
+    });
+    logger.info({ workstreamId, queuedSend: row.id }, 'send queued durably behind a turn on another host');
+    const answered = this.wait(row, signal);
+    // The turn may have ended before the send was queued, leaving nobody to start it: try here.
+    this.deps.pump(workstreamId);
+    return answered;
+  }
+
+  /** The oldest waiting send, as a claim's input — unless another host holds the lease (its turn's end takes it). */
+  async next(workstreamId: string): Promise<QueuedSend | undefined> {
+    const { store, holder } = this.deps;
+    const lease = await store.getLease(workstreamId);
+    if (lease !== undefined && !lease.released && lease.holder !== holder && lease.expiresAt > Date.now()) {
+      return undefined;
+    }
+    return store.nextQueuedSend(workstreamId);
+  }
+
+  /** The claim input of a queued send, taken as the claim takes its lease (claim.ts). */
+  input(row: QueuedSend, took: (token: number) => void): ClaimInput {
+    const body = JSON.parse(row.body) as Body;
+    return {
+      tenantId: keyTenantId(row.workstreamId),
+      workstreamId: row.workstreamId,
+      content: body.content,
+      principal: row.principal,
+      ...(body.tools === undefined ? {} : { tools: body.tools }),
+      queued: {
+        commitKey: queuedCommitKey(row.id),
+        take: async (token, generation) => {
+          const ok = await this.deps.store.takeQueuedSend({
+            id: row.id,
+            workstreamId: row.workstreamId,
+            holder: this.deps.holder,
+            token,
+            generation,
+          });
+          if (ok) took(token);
+          return ok;
+        },
+      },
+    };
+  }
+
+  /** Its turn runs here: the origin is told now, and again with the result. */
+  started(row: QueuedSend, token: number, turn: ClaimedTurn): void {
+    this.tellOrigin(row);
+    void turn.done.then((result) => this.finish(row, token, { result }));
+  }
+
+  /** Taken, then its claim failed: its sender gets the error. */
+  failed(row: QueuedSend, token: number, err: unknown): void {
+    void this.finish(row, token, { error: toWire(err) });
+  }
+
+  /** Refused before it was taken, for itself alone (a malformed script, say): its sender gets the error. */
+  async refuse(row: QueuedSend, err: unknown): Promise<void> {
+    const answered = await this.deps.store.withdrawQueuedSend(row.id, JSON.stringify({ error: toWire(err) }));
+    if (answered) this.tellOrigin(row);
+  }
+
+  /**
+   * C7: every send waiting on the workstream is revoked — by a cancel, close or delete, on
+   * whichever host it runs, or a turn that ended poisoned. Resolves once the revocation is durable.
+   */
+  async revoke(workstreamId: string, reason: RevokeReason): Promise<void> {
+    const error = revokedError(workstreamId, reason);
+    const rows = await this.deps.store.revokeQueuedSends(
+      workstreamId,
+      JSON.stringify({ error: toWire(error) }),
+    );
+    if (rows.length === 0) return;
+    this.deps.logger.info({ workstreamId, revoked: rows.length, reason }, 'durably queued sends revoked');
+    this.tellOrigins(rows);
+  }
+
+  /**
+   * A dead holder's sends (the failover sweep, after its repair): a taken one whose turn began
+   * is answered as lost with its host, the others wait again; then the queue goes on here.
+   */
+  async reclaim(workstreamId: string, deadToken: number): Promise<void> {
+    const { store, logger } = this.deps;
+    const rows = await store.reclaimQueuedSends(
+      workstreamId,
+      deadToken,
+      // The generation is the row's own: each is answered with its turn (`answer`).
+      JSON.stringify({ lost: true }),
+    );
+    if (rows.length > 0) {
+      logger.warn(
+        { workstreamId, reclaimed: rows.map((r) => `${r.id}:${r.state}`) },
+        'durably queued sends of a host that stopped reclaimed',
+      );
+      this.tellOrigins(rows);
+    }
+    this.deps.pump(workstreamId);
+  }
+
+  /** The origin side: rows of its sends changed (a notification). */
+  changed(ids: readonly number[]): void {
+    const mine = ids.filter((id) => this.waiters.has(id));
+    if (mine.length > 0) void this.read(mine);
+  }
+
+  /** Shutdown: sends still waiting are withdrawn (best effort) and refused SHUTTING_DOWN. */
+  async stop(): Promise<void> {
+    this.closed = true;
+    this.stopPoll?.();
+    this.stopPoll = undefined;
+    const waiting = [...this.waiters.values()];
+    this.waiters.clear();
+    for (const w of waiting) {
+      w.detach();
+      await this.deps.store.withdrawQueuedSend(w.id).catch(() => false);
+      w.reject(errors.shuttingDown('turnwarden is shutting down'));
+      w.finished?.(lostTurn(w.workstreamId, 0));
+    }
+  }
+
+  /** How many sends this host waits on (status, leak checks). */
+  held(): number {
+    return this.waiters.size;
+  }
+
+  // ── internals ──────────────────────────────────────────────────────────────
+
+  /**
+   * T3: the principal of the turn the history says runs (its last user row) — from the tail
+   * where the store reads one and it holds that row, else from the whole history.
+   */
+  private async runningPrincipal(workstreamId: string): Promise<string | undefined> {
+    const { store } = this.deps;
+    const last = (
+      rows: readonly { readonly message: { readonly role: string; readonly principal?: string } }[],
+    ) => {
+      for (let i = rows.length - 1; i >= 0; i--) {
+        const m = rows[i]!.message;
+        if (m.role === 'user') return { principal: m.principal };
+      }
+      return undefined;
+    };
+    const tail =
+      store.readHistoryTail === undefined ? undefined : last(await store.readHistoryTail(workstreamId));
+    return (tail ?? last(await store.readHistory(workstreamId)))?.principal;
+  }
+
+  private wait(row: QueuedSend, signal: AbortSignal | undefined): Promise<ClaimedTurn> {
+    return new Promise<ClaimedTurn>((resolve, reject) => {
+      const onAbort = () => {
+        // Withdrawn if it still waits; once taken, the handle's signal cancels its turn.
+        void this.deps.store.withdrawQueuedSend(row.id).then(
+          (withdrawn) => {
+            if (withdrawn) void this.read([row.id]);
+          },
+          () => undefined,
+        );
+      };
+      const waiter: Waiter = {
+        id: row.id,
+        workstreamId: row.workstreamId,
+        resolve,
+        reject,
+        detach: () => signal?.removeEventListener('abort', onAbort),
+      };
+      this.waiters.set(row.id, waiter);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      if (signal?.aborted) onAbort();
+      this.startPoll();
+    });
+  }
+
+  /** Every lease period while sends wait: their rows re-read (a notification may be lost). */
+  private startPoll(): void {
+    if (this.stopPoll !== undefined) return;
+    this.stopPoll = this.deps.timers.every(this.deps.pollMs, () => {
+      if (this.polling || this.waiters.size === 0) return;
+      this.polling = true;
+      void this.read([...this.waiters.keys()]).finally(() => {
+        this.polling = false;
+      });
+    });
+  }
+
+  private async read(ids: readonly number[]): Promise<void> {
+    let rows: QueuedSend[];
+    try {
+      rows = await this.deps.store.readQueuedSends(ids.slice(0, 1_000));
+    } catch (err) {
+      this.deps.logger.warn({ err }, 'queued sends not read; will retry');
+      return;
+    }
+    const found = new Set(rows.map((r) => r.id));
+    const answered: number[] = [];
+    for (const id of ids) {
+      const w = this.waiters.get(id);
+      if (w === undefined) continue;
+      const row = rows.find((r) => r.id === id);
+      // Gone with its workstream (deleted: D1).
+      if (!found.has(id) || row === undefined) {
+        this.settle(w, { error: toWire(revokedError(w.workstreamId, 'gone')) });
+        continue;
+      }
+      if (this.answer(w, row)) answered.push(id);
+    }
+    if (answered.length > 0) {
+      await this.deps.store.dropQueuedSends(answered).catch(() => undefined);
+    }
+    if (this.waiters.size === 0) {
+      this.stopPoll?.();
+      this.stopPoll = undefined;
+    }
+    // Waiting ones whose workstream nobody holds: started here (a holder that stopped before
+    // its turn's end took them; the sweep's reclaim does it too, this is the origin's own net).
+    for (const r of rows) if (r.state === 'waiting') this.deps.pump(r.workstreamId);
+  }
+
+  /** Applies a row's state to its waiter; true once it is answered for good. */
+  private answer(w: Waiter, row: QueuedSend): boolean {
+    switch (row.state) {
+      case 'waiting':
+        return false;
+      case 'taken':
+        this.start(w, row);
+        return false;
+      case 'done': {
+        this.start(w, row);
+        const outcome = JSON.parse(row.outcome ?? '{}') as Outcome | { lost: true };
+        const generation = row.generation ?? 0;
+        if ('result' in outcome) w.finished?.(outcome.result);
+        else if ('error' in outcome)
+          // Taken, then its claim failed before the turn began: nothing of it was written.
+          w.finished?.({
+            workstreamId: row.workstreamId,
+            generation,
+            status: 'failed',
+            error: outcome.error,
+            synthesized: 0,
+            workerTerminated: false,
+          });
+        else w.finished?.(lostTurn(row.workstreamId, generation));
+        this.waiters.delete(w.id);
+        return true;
+      }
+      case 'revoked':
+      case 'withdrawn': {
+        const outcome = row.outcome === undefined ? undefined : (JSON.parse(row.outcome) as Outcome);
+        this.settle(
+          w,
+          outcome !== undefined && 'error' in outcome
+            ? outcome
+            : {
+                error: toWire(
+                  errors.turnAborted(
+                    'the send was withdrawn by its signal while it waited for the turn before it',
+                  ),
+                ),
+              },
+        );
+        return true;
+      }
+    }
+  }
+
+  /** Taken: the send resolves with its turn (once). */
+  private start(w: Waiter, row: QueuedSend): void {
+    if (w.finished !== undefined) return;
+    w.detach();
+    const generation = row.generation ?? 0;
+    let finished!: (r: TurnResult) => void;
+    const done = new Promise<TurnResult>((r) => {
+      finished = r;
+    });
+    w.finished = finished;
+    w.resolve({
+      workstreamId: row.workstreamId,
+      generation,
+      done,
+      cancel: () => this.deps.cancelTurn(row.workstreamId, generation),
+    });
+  }
+
+  /** Answered before it was taken: refused with its error. */
+  private settle(w: Waiter, outcome: { readonly error: WireError }): void {
+    this.waiters.delete(w.id);
+    w.detach();
+    if (w.finished !== undefined) {
+      // Taken, then gone with its workstream: the turn ended with it.
+      w.finished(lostTurn(w.workstreamId, 0));
+      return;
+    }
+    w.reject(fromWire(outcome.error));
+  }
+
+  private async finish(row: QueuedSend, token: number, outcome: Outcome): Promise<void> {
+    try {
+      if (await this.deps.store.finishQueuedSend(row.id, token, JSON.stringify(outcome)))
+        this.tellOrigin(row);
+    } catch (err) {
+      // Not recorded: the row stays taken until this host's lease expires and the sweep answers it.
+      if (!isTurnwardenError(err, ErrorCode.SHUTTING_DOWN))
+        this.deps.logger.warn({ err, queuedSend: row.id }, 'queued send outcome not recorded');
+    }
+  }
+
+  private tellOrigin(row: QueuedSend): void {
+    this.tellOrigins([row]);
+  }
+
+  private tellOrigins(rows: readonly QueuedSend[]): void {
+    const by = new Map<string, number[]>();
+    for (const r of rows) by.set(r.origin, [...(by.get(r.origin) ?? []), r.id]);
+    for (const [origin, ids] of by) {
+      if (origin === this.deps.holder) this.changed(ids);
+      else this.deps.tell(origin, ids);
+    }
+  }
+}
