@@ -194,19 +194,55 @@ describe.skipIf(skip !== undefined)('several hosts on PostgreSQL', () => {
     expect(rows[2]?.message).toMatchObject({ role: 'tool', synthesized: true, effect: 'unknown' });
   }, 60_000);
 
-  it('a send to the host not running the turn is 409 LEASED_ELSEWHERE naming the holder; a cancel there reaches the turn', async () => {
+  it('S7: a send queued behind a host that is killed is not lost — another host repairs the session, then starts it; its request answers on the host it was sent to', async () => {
     const { cluster, store } = await hosts(2);
     await cluster.api(0, 'POST', '/workstreams', { workstreamId: 'w1' });
     await cluster.api(0, 'POST', '/workstreams/w1/messages', { content: sleepTool(600_000) });
     await until('the tool call is durable', 10_000, async () =>
       (await store.readHistory('acme/w1')).some((r) => r.message.role === 'assistant') ? true : undefined,
     );
-    const refused = await cluster.api(1, 'POST', '/workstreams/w1/messages', { content: 'hello' });
-    expect(refused.status).toBe(409);
-    expect(refused.body.error).toMatchObject({ code: 'LEASED_ELSEWHERE', retryable: true });
-    expect(refused.body.error.details).toMatchObject({ hostId: 'h1' });
+    const queued = cluster.api(1, 'POST', '/workstreams/w1/messages', {
+      content: script({ text: 'typed during the turn' }),
+      wait: true,
+    });
+    const row = await until('the send waits in the store', 10_000, () => store.nextQueuedSend('acme/w1'));
+    await cluster.kill(0);
+    const answered = await queued;
+    expect(answered.status).toBe(200);
+    expect(answered.body).toMatchObject({
+      workstreamId: 'w1',
+      generation: 2,
+      status: 'completed',
+      finalText: 'typed during the turn',
+    });
+    const rows = await store.readHistory('acme/w1');
+    // The killed turn's call repaired first, then the queued send's turn, under its queue key.
+    expect(rows.map((r) => r.message.role)).toEqual(['user', 'assistant', 'tool', 'user', 'assistant']);
+    expect(rows[2]?.message).toMatchObject({ role: 'tool', synthesized: true });
+    expect(rows[3]?.commitKey).toBe(`q${row.id}:u`);
+    expect(openToolCalls(rows)).toEqual([]);
+  }, 60_000);
+
+  it('C7: a send to the host not running the turn is queued durably, not refused; a cancel there reaches the turn and revokes it (409 SEND_REVOKED, nothing of it written)', async () => {
+    const { cluster, store } = await hosts(2);
+    await cluster.api(0, 'POST', '/workstreams', { workstreamId: 'w1' });
+    await cluster.api(0, 'POST', '/workstreams/w1/messages', { content: sleepTool(600_000) });
+    await until('the tool call is durable', 10_000, async () =>
+      (await store.readHistory('acme/w1')).some((r) => r.message.role === 'assistant') ? true : undefined,
+    );
+    // Answered once its turn starts — or, here, once it is revoked.
+    const queued = cluster.api(1, 'POST', '/workstreams/w1/messages', { content: 'hello' });
+    const row = await until('the send waits in the store', 10_000, () => store.nextQueuedSend('acme/w1'));
+    expect(row).toMatchObject({
+      state: 'waiting',
+      principal: expect.any(String),
+      origin: expect.stringMatching(/^h2:/),
+    });
     const cancelled = await cluster.api(1, 'POST', '/workstreams/w1/cancel');
     expect(cancelled.status).toBe(200);
+    const revoked = await queued;
+    expect(revoked.status).toBe(409);
+    expect(revoked.body.error).toMatchObject({ code: 'SEND_REVOKED', details: { reason: 'cancel' } });
     const rows = await store.readHistory('acme/w1');
     expect(rows.map((r) => r.message.role)).toEqual(['user', 'assistant', 'tool']);
     expect(rows[2]?.message).toMatchObject({ synthesized: true });
