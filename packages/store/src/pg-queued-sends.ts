@@ -42,6 +42,14 @@ export async function pgEnqueue(tx: PgTx, i: EnqueueSendInput, now: number | nul
   return toQueuedSend(rows[0]!);
 }
 
+export async function pgCount(db: Queryable, workstreamId: string): Promise<number> {
+  const { rows } = await db.query<{ n: string }>(
+    "SELECT COUNT(*) AS n FROM queued_sends WHERE workstream_id = $1 AND state = 'waiting'",
+    [workstreamId],
+  );
+  return Number(rows[0]!.n);
+}
+
 export async function pgNext(db: Queryable, workstreamId: string): Promise<QueuedSend | undefined> {
   const { rows } = await db.query<QueuedSendRow>(
     "SELECT * FROM queued_sends WHERE workstream_id = $1 AND state = 'waiting' ORDER BY id LIMIT 1",

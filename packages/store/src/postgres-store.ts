@@ -30,6 +30,7 @@ import {
   resolvePostgresOptions,
 } from './pg-options.js';
 import {
+  pgCount,
   pgDrop,
   pgEnqueue,
   pgFinish,
@@ -517,6 +518,10 @@ export class PostgresStore implements Store, QueuedSends {
 
   nextQueuedSend(workstreamId: string): Promise<QueuedSend | undefined> {
     return this.#run('nextQueuedSend', () => pgNext(this.#pool, checkKey('workstreamId', workstreamId)));
+  }
+
+  countQueuedSends(workstreamId: string): Promise<number> {
+    return this.#run('countQueuedSends', () => pgCount(this.#pool, checkKey('workstreamId', workstreamId)));
   }
 
   takeQueuedSend(input: TakeQueuedSendInput): Promise<boolean> {

@@ -46,6 +46,7 @@ forEachStore((backend) => {
         '{"content":"3"}',
       ]);
       expect((await store.nextQueuedSend('t/w'))?.id).toBe(a.id);
+      expect(await store.countQueuedSends('t/w')).toBe(3);
       await expect(store.enqueueSend(send({ workstreamId: 't/none' }))).rejects.toMatchObject({
         code: 'WORKSTREAM_NOT_FOUND',
       });

@@ -62,6 +62,8 @@ export interface QueuedSends {
   enqueueSend(input: EnqueueSendInput): Promise<QueuedSend>;
   /** The oldest waiting send of the workstream. */
   nextQueuedSend(workstreamId: string): Promise<QueuedSend | undefined>;
+  /** How many sends wait on the workstream. */
+  countQueuedSends(workstreamId: string): Promise<number>;
   /** Waiting → taken, only under the workstream's live lease `holder`/`token`; false otherwise. */
   takeQueuedSend(input: TakeQueuedSendInput): Promise<boolean>;
   /** Taken under `token` → done with `outcome`; false when it is no longer so (reclaimed). */
@@ -230,6 +232,10 @@ export class QueuedSendTable {
     const waiting = this.#count.get(i.workstreamId)!.n;
     if (waiting >= i.max) throw queueFull(i, waiting);
     return toQueuedSend(this.#insert.get(i.workstreamId, i.principal, i.body, i.origin, now)!);
+  }
+
+  count(workstreamId: string): number {
+    return this.#count.get(workstreamId)!.n;
   }
 
   next(workstreamId: string): QueuedSend | undefined {

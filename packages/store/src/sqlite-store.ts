@@ -428,6 +428,10 @@ export class SqliteStore implements Store, QueuedSends {
     return this.#run('nextQueuedSend', () => this.#queued.next(checkKey('workstreamId', workstreamId)));
   }
 
+  countQueuedSends(workstreamId: string): Promise<number> {
+    return this.#run('countQueuedSends', () => this.#queued.count(checkKey('workstreamId', workstreamId)));
+  }
+
   takeQueuedSend(input: TakeQueuedSendInput): Promise<boolean> {
     return this.#run('takeQueuedSend', () => {
       const i = checkTake(input);

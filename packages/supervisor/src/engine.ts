@@ -629,6 +629,10 @@ export class TurnEngine implements Commands {
     return this.sends.send(claim, input, signal, maxWaitMs);
   }
 
+  queuedDurably(workstreamId: string): Promise<number> | undefined {
+    return this.durable?.count(workstreamId);
+  }
+
   cancel(workstreamId: string, fence: Announced): Promise<boolean> {
     return this.cancels.cancel(workstreamId, fence);
   }

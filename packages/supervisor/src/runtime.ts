@@ -584,11 +584,14 @@ export class Turnwarden {
     checkRef(input, 'status');
     const { tenantId, workstreamId } = input;
     const ws = await this.owned(tenantId, workstreamId);
+    // Cluster mode: the sends waiting are the store's, queued on any host.
+    const queued = await this.commands.queuedDurably(ws.id);
     return {
       workstreamId,
       tenantId,
       generation: ws.generation,
       ...this.commands.status(ws.id, ws.session),
+      ...(queued === undefined ? {} : { queuedSends: queued }),
     };
   }
 

@@ -92,8 +92,9 @@ describe('sends to a workstream running on another host (issue 25)', () => {
     const one = (await queueOn(b, 'one')).sent;
     const two = (await queueOn(c, 'two')).sent;
     const three = (await queueOn(a, 'three')).sent;
-    // Nothing starts while the turn runs.
+    // Nothing starts while the turn runs; every host's status counts the three.
     expect((await userTexts(a)).length).toBe(1);
+    for (const rt of [a, b, c]) expect((await rt.tw.status(ref)).queuedSends).toBe(3);
     g.open();
     expect((await within(turn.done, 10_000, 'the first turn')).status).toBe('completed');
     const handles = await within(Promise.all([one, two, three]), 20_000, 'the queued sends start');

@@ -238,6 +238,11 @@ export class DurableSends {
     }
   }
 
+  /** How many sends wait on the workstream, queued on any host (its status). */
+  count(workstreamId: string): Promise<number> {
+    return this.deps.store.countQueuedSends(workstreamId);
+  }
+
   /** How many sends this host waits on (status, leak checks). */
   held(): number {
     return this.waiters.size;

@@ -54,6 +54,8 @@ export interface Commands {
     workstreamId: string,
     durable: SessionSnapshotData | undefined,
   ): Pick<WorkstreamStatus, 'state' | 'cleanupPending' | 'persistence' | 'queuedSends' | 'activeTurn'>;
+  /** Cluster mode: how many sends wait on the workstream in the store's queue (any host's); else undefined. */
+  queuedDurably(workstreamId: string): Promise<number> | undefined;
   /** Closes; true when this call closed it, false when it joined another soft close (C1). */
   close(workstreamId: string, tenantId: string, waitMs: number, fence: Announced): Promise<boolean>;
 
