@@ -10,6 +10,7 @@ import { openSqliteStore, type Store } from '@turnwarden/store';
 import { afterEach, describe, expect, it } from 'vitest';
 import { refusal, within } from '../test-support/bounded.js';
 import { type Gate, gate } from '../test-support/gate.js';
+import { gatedStore } from '../test-support/gated-store.js';
 import { MemoryChannelBus } from '../test-support/memory-channel.js';
 import { script, startRuntime } from '../test-support/runtime.js';
 
@@ -30,11 +31,18 @@ afterEach(async () => {
 const ref = { tenantId: 'tenant-a', principal: 'user-a', workstreamId: 'ws-1' };
 const QUEUED = 'send queued durably behind a turn on another host';
 
-async function threeHosts(options: Parameters<typeof startRuntime>[0] = {}) {
+async function threeHosts(
+  options: Parameters<typeof startRuntime>[0] = {},
+  /** Host B's view of the store, wrapped (a gate on one of its methods). */
+  wrapB: (view: Store) => Store = (view) => view,
+) {
   store = openSqliteStore({ path: ':memory:' });
   const bus = new MemoryChannelBus();
   const a = await startRuntime({ ...options, store: bus.view(store), hostId: 'host-a' });
-  const b = await startRuntime({ ...options, store: bus.view(store), hostId: 'host-b' }, { existing: true });
+  const b = await startRuntime(
+    { ...options, store: wrapB(bus.view(store)), hostId: 'host-b' },
+    { existing: true },
+  );
   const c = await startRuntime({ ...options, store: bus.view(store), hostId: 'host-c' }, { existing: true });
   running.push(a, b, c);
   return { a, b, c, bus };
@@ -128,6 +136,39 @@ describe('sends to a workstream running on another host (issue 25)', () => {
     // A send after the cancel starts, on any host.
     const after = await c.tw.send({ ...ref, content: script({ text: 'after' }) });
     expect((await within(after.done, 10_000, 'the next turn')).finalText).toBe('after');
+  });
+
+  it('C7: a send called on a host before a cancel called there cannot start after it, even while its enqueue is on its way', async () => {
+    let held!: ReturnType<typeof gatedStore>;
+    const { a, b } = await threeHosts({}, (view) => {
+      held = gatedStore(view, 'enqueueSend');
+      return held.store;
+    });
+    const { turn } = await gatedTurn(a);
+    // Called in this order on host B: the send's enqueue is held before it writes, and the
+    // cancel, routed to host A, has revoked what waited there and ended the turn.
+    const sent = b.tw.send({ ...ref, content: script({ text: 'before the cancel' }) });
+    sent.catch(() => undefined);
+    await within(held.atGate, 10_000, 'the enqueue is on its way');
+    const waits = b.waitForLog('revocation waits for sends queued before it');
+    const cancelled = b.tw.cancel(ref);
+    expect((await within(turn.done, 10_000, 'the cancelled turn')).abortReason).toBe('cancel');
+    // Host A is done; host B's cancel waits for the send it was called with before.
+    const first = await within(
+      Promise.race([waits.then(() => 'waits'), cancelled.then(() => 'returned')]),
+      10_000,
+      'the cancel on host B',
+    );
+    expect(first).toBe('waits');
+    // Only now the send is queued: it must not start.
+    held.open();
+    expect(await within(cancelled, 10_000, 'the cancel')).toBe(true);
+    const e = await refusal(within(sent, 10_000, 'the send is answered'));
+    expect(e).toMatchObject({ code: ErrorCode.SEND_REVOKED, details: { reason: 'cancel' } });
+    // A send called after the cancel returned starts.
+    const after = await b.tw.send({ ...ref, content: script({ text: 'after' }) });
+    expect((await within(after.done, 10_000, 'the next turn')).finalText).toBe('after');
+    expect((await userTexts(a)).map((t) => t.text)).toEqual([undefined, 'after']);
   });
 
   it('T3: another principal’s message is refused TURN_IN_PROGRESS on any host, nothing queued', async () => {

@@ -56,7 +56,12 @@ export class Cancels {
     if (!routed && cluster) {
       // The turn runs on another host: the cancel is its to carry out (cluster.ts).
       const r = await cluster.route(workstreamId, { op: 'cancel' });
-      if (r.ran) return r.result === true;
+      if (r.ran) {
+        // The holder revoked what waited there; sends this host was called with before this
+        // cancel may have been queued durably only since: revoked too (C7).
+        await revoke(this.deps, workstreamId, ticket, 'cancel');
+        return r.result === true;
+      }
     }
     // C7: sends captured before the call cannot start after it, whatever the cancel finds — a
     // turn, a rewrite, debt, or nothing (another call may have ended the turn meanwhile).

@@ -87,6 +87,11 @@ const lostTurn = (workstreamId: string, generation: number): TurnResult => ({
 
 export class DurableSends {
   private readonly waiters = new Map<number, Waiter>();
+  /** Enqueues on their way, per workstream, by the ticket their send was captured at (C7). */
+  private readonly enqueuing = new Map<
+    string,
+    Set<{ readonly ticket: number; readonly settled: Promise<unknown> }>
+  >();
   private stopPoll: CancelTimer | undefined;
   private polling = false;
   private closed = false;
@@ -98,7 +103,28 @@ export class DurableSends {
    * claimed), rejects as a local queued send would (QUEUE_FULL, TURN_IN_PROGRESS for another
    * principal — T3 —, SEND_REVOKED, TURN_ABORTED by its signal).
    */
-  async enqueue(input: ClaimInput, signal: AbortSignal | undefined): Promise<ClaimedTurn> {
+  enqueue(input: ClaimInput, signal: AbortSignal | undefined, ticket: number): Promise<ClaimedTurn> {
+    const { workstreamId } = input;
+    const queued = this.queue(input);
+    // C7: a cancel, close or delete called on this host after the send waits for its enqueue to
+    // commit before it revokes, so it revokes this send too (`revoke`).
+    const set = this.enqueuing.get(workstreamId) ?? new Set();
+    const entry = { ticket, settled: queued.catch(() => undefined) };
+    set.add(entry);
+    this.enqueuing.set(workstreamId, set);
+    void entry.settled.then(() => {
+      set.delete(entry);
+      if (set.size === 0 && this.enqueuing.get(workstreamId) === set) this.enqueuing.delete(workstreamId);
+    });
+    return queued.then(({ row }) => {
+      const answered = this.wait(row, signal);
+      // The turn may have ended before the send was queued, leaving nobody to start it: try here.
+      this.deps.pump(workstreamId);
+      return answered;
+    });
+  }
+
+  private async queue(input: ClaimInput): Promise<{ readonly row: QueuedSend }> {
     const { store, holder, logger } = this.deps;
     const { workstreamId, principal } = input;
     if (this.closed) throw errors.shuttingDown('turnwarden is shutting down');
@@ -121,10 +147,7 @@ export class DurableSends {
       retryAfterMs: this.deps.retryAfterMs(),
     });
     logger.info({ workstreamId, queuedSend: row.id }, 'send queued durably behind a turn on another host');
-    const answered = this.wait(row, signal);
-    // The turn may have ended before the send was queued, leaving nobody to start it: try here.
-    this.deps.pump(workstreamId);
-    return answered;
+    return { row };
   }
 
   /** The oldest waiting send, as a claim's input — unless another host holds the lease (its turn's end takes it). */
@@ -184,7 +207,18 @@ export class DurableSends {
    * C7: every send waiting on the workstream is revoked — by a cancel, close or delete, on
    * whichever host it runs, or a turn that ended poisoned. Resolves once the revocation is durable.
    */
-  async revoke(workstreamId: string, reason: RevokeReason): Promise<void> {
+  async revoke(workstreamId: string, reason: RevokeReason, ticket?: number): Promise<void> {
+    // Sends this host was called with before the call that revokes (all, for a poisoned end).
+    const earlier = [...(this.enqueuing.get(workstreamId) ?? [])].filter(
+      (e) => ticket === undefined || e.ticket < ticket,
+    );
+    if (earlier.length > 0) {
+      this.deps.logger.debug(
+        { workstreamId, reason, sends: earlier.length },
+        'revocation waits for sends queued before it',
+      );
+      await Promise.all(earlier.map((e) => e.settled));
+    }
     const error = revokedError(workstreamId, reason);
     const rows = await this.deps.store.revokeQueuedSends(
       workstreamId,

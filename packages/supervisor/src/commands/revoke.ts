@@ -23,7 +23,7 @@ export function revoke(
   const revoked = deps.queue.fence(workstreamId, ticket, reason);
   if (revoked > 0) deps.logger.info({ workstreamId, revoked, reason }, 'queued sends revoked');
   if (deps.durable === undefined) return Promise.resolve();
-  return deps.durable.revoke(workstreamId, reason).catch((err: unknown) => {
+  return deps.durable.revoke(workstreamId, reason, ticket).catch((err: unknown) => {
     deps.logger.warn({ err, workstreamId, reason }, 'durably queued sends not revoked');
   });
 }

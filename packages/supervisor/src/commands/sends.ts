@@ -107,7 +107,7 @@ export class Sends {
           permit?.release();
           permit = undefined;
           queue.check(sent);
-          return await durable.enqueue(input, signal);
+          return await durable.enqueue(input, signal, sent.ticket);
         } finally {
           sessions.release(rec);
         }
@@ -116,7 +116,7 @@ export class Sends {
           continue;
         }
         if ('queued' in step) return await step.queued;
-        if ('durable' in step) return await this.deps.durable!.enqueue(input, signal);
+        if ('durable' in step) return await this.deps.durable!.enqueue(input, signal, sent.ticket);
         permit = undefined; // the turn holds it now; its end releases it
         return step.turn.run(sent, input.tools);
       }

@@ -5,7 +5,12 @@ import type { Store } from '@turnwarden/store';
  * can hold a history rewrite in flight; every call is recorded in order. With `armed: false`
  * the method passes until `arm()` is called.
  */
-export function gatedStore(inner: Store, method: keyof Store = 'compactHistory', { armed = true } = {}) {
+export function gatedStore(
+  inner: Store,
+  /** A `Store` method, or another the store offers (`enqueueSend`). */
+  method: keyof Store | (string & {}) = 'compactHistory',
+  { armed = true } = {},
+) {
   const calls: string[] = [];
   let gating = armed;
   const arm = () => {
