@@ -52,6 +52,15 @@ async function hosts(n: number): Promise<{ cluster: HostCluster; store: Postgres
 }
 
 /** Waits for a condition the processes bring about, checking every 20 ms, failing after `ms`. */
+/** Workstream w1 on the first host, running a ten-minute tool whose call is durable. */
+async function longTurnOnFirstHost(c: HostCluster, db: PostgresStore): Promise<void> {
+  await c.api(0, 'POST', '/workstreams', { workstreamId: 'w1' });
+  await c.api(0, 'POST', '/workstreams/w1/messages', { content: sleepTool(600_000) });
+  await until('the tool call is durable', 10_000, async () =>
+    (await db.readHistory('acme/w1')).some((r) => r.message.role === 'assistant') ? true : undefined,
+  );
+}
+
 async function until<T>(what: string, ms: number, probe: () => Promise<T | undefined>): Promise<T> {
   const deadline = Date.now() + ms;
   for (;;) {
@@ -165,11 +174,7 @@ describe.skipIf(skip !== undefined)('several hosts on PostgreSQL', () => {
 
   it('S2 S7: a host killed mid-turn is taken over after its lease expires; the call is repaired and another host serves the next turn', async () => {
     const { cluster, store } = await hosts(2);
-    await cluster.api(0, 'POST', '/workstreams', { workstreamId: 'w1' });
-    await cluster.api(0, 'POST', '/workstreams/w1/messages', { content: sleepTool(600_000) });
-    await until('the tool call is durable', 10_000, async () =>
-      (await store.readHistory('acme/w1')).some((r) => r.message.role === 'assistant') ? true : undefined,
-    );
+    await longTurnOnFirstHost(cluster, store);
     const killedAt = Date.now();
     await cluster.kill(0);
     await until('the dangling call is repaired by h2', 10_000, async () => {
@@ -196,11 +201,7 @@ describe.skipIf(skip !== undefined)('several hosts on PostgreSQL', () => {
 
   it('S7: a send queued behind a host that is killed is not lost — another host repairs the session, then starts it; its request answers on the host it was sent to', async () => {
     const { cluster, store } = await hosts(2);
-    await cluster.api(0, 'POST', '/workstreams', { workstreamId: 'w1' });
-    await cluster.api(0, 'POST', '/workstreams/w1/messages', { content: sleepTool(600_000) });
-    await until('the tool call is durable', 10_000, async () =>
-      (await store.readHistory('acme/w1')).some((r) => r.message.role === 'assistant') ? true : undefined,
-    );
+    await longTurnOnFirstHost(cluster, store);
     const queued = cluster.api(1, 'POST', '/workstreams/w1/messages', {
       content: script({ text: 'typed during the turn' }),
       wait: true,
@@ -225,11 +226,7 @@ describe.skipIf(skip !== undefined)('several hosts on PostgreSQL', () => {
 
   it('C7: a send to the host not running the turn is queued durably, not refused; a cancel there reaches the turn and revokes it (409 SEND_REVOKED, nothing of it written)', async () => {
     const { cluster, store } = await hosts(2);
-    await cluster.api(0, 'POST', '/workstreams', { workstreamId: 'w1' });
-    await cluster.api(0, 'POST', '/workstreams/w1/messages', { content: sleepTool(600_000) });
-    await until('the tool call is durable', 10_000, async () =>
-      (await store.readHistory('acme/w1')).some((r) => r.message.role === 'assistant') ? true : undefined,
-    );
+    await longTurnOnFirstHost(cluster, store);
     // Answered once its turn starts — or, here, once it is revoked.
     const queued = cluster.api(1, 'POST', '/workstreams/w1/messages', { content: 'hello' });
     const row = await until('the send waits in the store', 10_000, () => store.nextQueuedSend('acme/w1'));
