@@ -7,8 +7,11 @@
  *   acknowledgement before its next row as a turn does — against a raw `pg` loop of single-row
  *   INSERTs from 8 writers on the same server (target ≥ 1.5×);
  * - failover: from a host's SIGKILL mid-turn to the next turn of that workstream started by
- *   another host, which retries while the send is refused LEASED_ELSEWHERE (target ≤ lease TTL
- *   + one renewal period);
+ *   another host — the send waits in the database's queue until the dead host's lease expires
+ *   and the session is repaired (target ≤ lease TTL + one renewal period);
+ * - queued sends across hosts (issue 25): sends queued behind a turn on host 1 from host 2,
+ *   against the same sends queued on host 1 itself — the gap from one turn's last row to the
+ *   next turn's user row, and how many queued turns a second run one after another;
  * - cancel latency: a cancel called on the host that does not run the turn (routed through
  *   LISTEN/NOTIFY) against one called where the turn runs;
  * - the notification channel's saturation point (notify.ts): notifications a second every one of
@@ -158,6 +161,75 @@ async function failover(url: string, round: number) {
   }
 }
 
+const HANDOFF_SENDS = 8; // limits.maxQueuedSends' default: every one queues
+
+/**
+ * `n` sends queued behind a turn running on host 1 (index 0), from host `from`: each queued turn
+ * is a text answer. From the journal's own timestamps (the database's clock): the gap from each
+ * turn's last row to the next turn's user row, and the queued turns a second.
+ */
+async function handoffs(cluster: HostCluster, store: PostgresStore, from: number, n: number, id: string) {
+  const key = workstreamKey(TENANT, id);
+  await cluster.api(0, 'POST', '/workstreams', { workstreamId: id });
+  const first = await cluster.api(0, 'POST', `/workstreams/${id}/messages`, {
+    content: script({ tools: [{ name: 'sleep', args: { ms: 300 } }] }, { text: 'first' }),
+  });
+  if (first.status !== 202) throw new Error(`handoff bench: HTTP ${first.status}`);
+  await until(10_000, inTool(store, key));
+  const sent = await Promise.all(
+    Array.from({ length: n }, (_, i) =>
+      cluster.api(from, 'POST', `/workstreams/${id}/messages`, { content: script({ text: `queued ${i}` }) }),
+    ),
+  );
+  const refused = sent.filter((r) => r.status !== 202);
+  if (refused.length > 0)
+    throw new Error(`handoff bench: HTTP ${refused[0]!.status} ${JSON.stringify(refused[0]!.body)}`);
+  const rows = await until(20_000, async () => {
+    const all = await store.readHistory(key);
+    const users = all.filter((r) => r.message.role === 'user').length;
+    return users === n + 1 && all.at(-1)?.message.role === 'assistant' ? all : undefined;
+  });
+  const gaps: number[] = [];
+  for (let i = 1; i < rows.length; i++) {
+    if (rows[i]!.message.role === 'user') gaps.push(rows[i]!.createdAt - rows[i - 1]!.createdAt);
+  }
+  const firstEnd = rows[rows.findIndex((r, i) => i > 0 && r.message.role === 'user') - 1]!.createdAt;
+  const spanMs = Math.max(1, rows.at(-1)!.createdAt - firstEnd);
+  return { gaps, perSec: (n * 1000) / spanMs };
+}
+
+async function queuedAcrossHosts(url: string, rounds: number) {
+  const schema = 'bench_queued';
+  const store = await openPostgresStore({ connectionString: url, schema });
+  const cluster = await HostCluster.start({
+    postgres: url,
+    schema,
+    hosts: 2,
+    token: TOKEN,
+    tenantId: TENANT,
+    runtime: RUNTIME,
+    logLevel: 'warn',
+  });
+  const cross = { gaps: [] as number[], perSec: [] as number[] };
+  const same = { gaps: [] as number[], perSec: [] as number[] };
+  try {
+    for (let r = 0; r < rounds; r++) {
+      for (const [from, into] of [
+        [0, same],
+        [1, cross],
+      ] as const) {
+        const h = await handoffs(cluster, store, from, HANDOFF_SENDS, `q-${r}-${from}`);
+        into.gaps.push(...h.gaps);
+        into.perSec.push(h.perSec);
+      }
+    }
+    return { cross, same };
+  } finally {
+    await cluster.stop();
+    await store.close();
+  }
+}
+
 /** Cancels of a turn in a tool call: from the other host (routed), then from the one running it. */
 async function cancels(url: string, n: number) {
   const schema = 'bench_cancel';
@@ -217,6 +289,7 @@ export async function benchPostgres(ctx: BenchContext): Promise<Omit<SectionResu
     const failovers: { ms: number; refusals: number }[] = [];
     for (let r = 0; r < rounds; r++) failovers.push(await failover(server.url, r));
     const c = await cancels(server.url, ctx.quick ? 6 : 20);
+    const q = await queuedAcrossHosts(server.url, ctx.quick ? 1 : 3);
     const channel = await notifyChannel(server.url, ctx.quick ? 1_000 : 2_000);
     const bound = LEASE.ttlMs + LEASE.renewMs;
     const worst = Math.max(...failovers.map((f) => f.ms));
@@ -224,7 +297,7 @@ export async function benchPostgres(ctx: BenchContext): Promise<Omit<SectionResu
       name: 'postgres',
       title: 'several hosts on PostgreSQL',
       ours: `JournalGate over PostgresStore, ${WRITERS} workstreams at once, each awaiting its acknowledgement (${windowMs / 1000} s); hosts are 'turnwarden serve' processes (lease ${LEASE.ttlMs} ms, renewal every ${LEASE.renewMs} ms)`,
-      baseline: `a raw pg loop of single-row INSERTs (autocommit; one connection, then ${WRITERS} at once), same server, same table shape (both unique keys); failover's bound is lease TTL + one renewal period; cancels called on the host running the turn`,
+      baseline: `a raw pg loop of single-row INSERTs (autocommit; one connection, then ${WRITERS} at once), same server, same table shape (both unique keys); failover's bound is lease TTL + one renewal period; cancels called, and sends queued, on the host running the turn`,
       rows: [
         row('journal rows per second (8 workstreams) vs a raw loop', 'rows/s', ours.rowsPerSec, {
           baseline: raw,
@@ -238,6 +311,23 @@ export async function benchPostgres(ctx: BenchContext): Promise<Omit<SectionResu
           target: target(`≤ TTL + renewal (${bound} ms)`, worst <= bound),
         }),
         row('failover p50', 'ms', median(failovers.map((f) => f.ms))),
+        row(
+          'queued send across hosts: one turn’s end → the next one’s user row p50',
+          'ms',
+          median(q.cross.gaps),
+          {
+            baseline: median(q.same.gaps),
+          },
+        ),
+        row('… p99', 'ms', quantile(q.cross.gaps, 0.99), { baseline: quantile(q.same.gaps, 0.99) }),
+        row(
+          `queued turns a second, ${HANDOFF_SENDS} queued on the other host`,
+          'turns/s',
+          median(q.cross.perSec),
+          {
+            baseline: median(q.same.perSec),
+          },
+        ),
         row('cross-host cancel p50', 'ms', median(c.routed), { baseline: median(c.local) }),
         row('cross-host cancel p99', 'ms', quantile(c.routed, 0.99), { baseline: quantile(c.local, 0.99) }),
         ...channel.ours.flatMap((o, i) => {
@@ -259,7 +349,8 @@ export async function benchPostgres(ctx: BenchContext): Promise<Omit<SectionResu
       ],
       notes: [
         `group commit: ${ours.batches} batches in ${ours.groups} transactions (${(ours.batches / Math.max(1, ours.groups)).toFixed(1)} per commit)`,
-        `failover rounds: ${failovers.map((f) => `${f.ms.toFixed(0)} ms (${f.refusals} sends refused LEASED_ELSEWHERE first)`).join(', ')}`,
+        `failover rounds: ${failovers.map((f) => `${f.ms.toFixed(0)} ms (${f.refusals} sends refused LEASED_ELSEWHERE first)`).join(', ')}; the send waits in the database's queue until the session is repaired`,
+        `queued sends: ${HANDOFF_SENDS} sends behind a 300 ms turn on one host, sent to the other host (ours) or to that host itself (baseline, queued in the same table: every queued send of a cluster is), ${q.cross.perSec.length} rounds; gaps from the journal's timestamps (the database's clock, 1 ms)`,
         `cancels: ${c.routed.length} routed, ${c.local.length} local; a cancel returns once the turn ended with its call's result synthesized, on either host`,
         'the cluster runs with fsync on; both sides write to the same server',
         ...channel.ours.map((o, i) => {
