@@ -144,6 +144,8 @@ export type LeaseRefusal = 'no_lease' | 'superseded' | 'unknown_token' | 'releas
 export type CapacityReason =
   | 'queue_full'
   | 'tenant_queue_full'
+  /** The tenant runs its most turns across a cluster's hosts (`admission.maxActivePerTenantInCluster`). */
+  | 'tenant_active'
   | 'wait_timeout'
   | 'workers_busy'
   | 'worker_exiting';

@@ -44,6 +44,40 @@ forEachStore((backend) => {
       expect(await store.releaseLease('w', 'host-a:old', dead.token)).toBe(false);
     });
 
+    it('T4: tenantLimit bounds the live leases of a tenant (its key prefix) across holders: CAPACITY_EXHAUSTED, nothing taken', async () => {
+      for (const id of ['t/a', 't/b', 't/c', 'u/a', 'tt/a'])
+        await store.createWorkstream({ id, tenantId: id.split('/')[0]! });
+      const a = (await store.acquireLease('t/a', 'host-a:1', 1_000, { tenantLimit: 2 }))!;
+      clock.advance(100);
+      expect(await store.acquireLease('t/b', 'host-b:1', 1_000, { tenantLimit: 2 })).toBeDefined();
+      const refused = await store
+        .acquireLease('t/c', 'host-c:1', 1_000, { tenantLimit: 2 })
+        .catch((e: unknown) => e);
+      // retryAfterMs: until the first of them ends unless renewed (t/a's, 900 ms from now).
+      expect(refused).toMatchObject({
+        code: 'CAPACITY_EXHAUSTED',
+        retryable: true,
+        details: { reason: 'tenant_active', tenantId: 't', retryAfterMs: 900 },
+      });
+      expect(await store.getLease('t/c')).toBeUndefined();
+      // Other tenants (a tenant whose id starts with this one's included) are not counted.
+      expect(await store.acquireLease('u/a', 'host-c:1', 1_000, { tenantLimit: 1 })).toBeDefined();
+      expect(await store.acquireLease('tt/a', 'host-c:1', 1_000, { tenantLimit: 1 })).toBeDefined();
+      // Its own lease taken again is not counted against itself; without a limit nothing is counted.
+      expect(await store.acquireLease('t/a', 'host-a:1', 1_000, { tenantLimit: 2 })).toBeDefined();
+      expect(await store.acquireLease('t/c', 'host-c:1', 1_000)).toBeDefined();
+      await store.releaseLease('t/c', 'host-c:1', (await store.getLease('t/c'))!.token);
+      // A released lease frees its place; so does an expired one.
+      await store.releaseLease('t/a', 'host-a:1', (await store.getLease('t/a'))!.token);
+      expect(await store.acquireLease('t/c', 'host-c:1', 1_000, { tenantLimit: 2 })).toBeDefined();
+      clock.advance(1_000);
+      expect(await store.acquireLease('t/a', 'host-a:1', 1_000, { tenantLimit: 1 })).toBeDefined();
+      expect(a.token).toBe(1);
+      await expect(store.acquireLease('t/a', 'host-a:1', 1_000, { tenantLimit: 0 })).rejects.toMatchObject({
+        code: 'INVALID_INPUT',
+      });
+    });
+
     it('T5: replacing must be a prefix of the holder: a host cannot take over another host’s leases', async () => {
       await expect(
         store.acquireLease('w', 'host-b:new', 1_000, { replacing: 'host-a:' }),

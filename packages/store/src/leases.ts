@@ -28,6 +28,24 @@ function toLease(r: LeaseRow): Lease {
   };
 }
 
+/** The key range of a tenant's workstreams: `<tenant>/` ≤ key < `<tenant>0` (`0` follows `/`). */
+export function tenantRange(
+  workstreamId: string,
+): { readonly tenantId: string; readonly from: string; readonly to: string } | undefined {
+  const at = workstreamId.indexOf('/');
+  if (at <= 0) return undefined;
+  const tenantId = workstreamId.slice(0, at);
+  return { tenantId, from: `${tenantId}/`, to: `${tenantId}0` };
+}
+
+/** CAPACITY_EXHAUSTED: the tenant holds `limit` live leases across the hosts (AcquireLeaseOptions.tenantLimit). */
+export function tenantActive(tenantId: string, limit: number, retryAfterMs: number): TurnwardenError {
+  return errors.capacityExhausted(
+    `tenant ${tenantId} runs ${limit} turns across the cluster's hosts already (admission.maxActivePerTenantInCluster)`,
+    { reason: 'tenant_active', tenantId, retryAfterMs: Math.max(1, retryAfterMs) },
+  );
+}
+
 /** Why a fenced write was refused (FENCED's `details.reason`). */
 export type FenceReason = LeaseRefusal;
 
@@ -38,6 +56,7 @@ export class LeaseTable {
   readonly #release;
   readonly #expired;
   readonly #live;
+  readonly #tenantLive;
 
   constructor(db: Database.Database) {
     this.#get = db.prepare<[string], LeaseRow>('SELECT * FROM turn_leases WHERE workstream_id = ?');
@@ -57,6 +76,10 @@ export class LeaseTable {
     );
     this.#expired = db.prepare<[number], LeaseRow>(
       'SELECT * FROM turn_leases WHERE released = 0 AND expires_at <= ? ORDER BY workstream_id',
+    );
+    this.#tenantLive = db.prepare<[string, string, string, number], { n: number; soonest: number | null }>(
+      `SELECT COUNT(*) AS n, MIN(expires_at) AS soonest FROM turn_leases
+       WHERE workstream_id >= ? AND workstream_id < ? AND workstream_id <> ? AND released = 0 AND expires_at > ?`,
     );
     this.#live = db.prepare<[number], { n: number }>(
       'SELECT COUNT(*) AS n FROM turn_leases WHERE released = 0 AND expires_at > ?',
@@ -92,6 +115,14 @@ export class LeaseTable {
     const token = (current?.token ?? 0) + 1;
     this.#upsert.run({ ws: workstreamId, holder, token, now, expires: now + ttlMs });
     return this.get(workstreamId);
+  }
+
+  /** Throws CAPACITY_EXHAUSTED when the tenant of `workstreamId` holds `limit` other live leases. */
+  assertTenantRoom(workstreamId: string, limit: number, now: number): void {
+    const range = tenantRange(workstreamId);
+    if (range === undefined) return;
+    const { n, soonest } = this.#tenantLive.get(range.from, range.to, workstreamId, now)!;
+    if (n >= limit) throw tenantActive(range.tenantId, limit, (soonest ?? now) - now);
   }
 
   /** Only the live lease of this holder and token; an expired one must be re-acquired. */

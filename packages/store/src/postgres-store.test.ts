@@ -134,6 +134,31 @@ describe.skipIf(skip !== undefined)('PostgresStore', () => {
     expect(tokens).toEqual(Array.from({ length: 50 }, (_, i) => i + 1));
   });
 
+  it('T4: hosts racing for leases of one tenant under tenantLimit never hold more than it, 30 rounds', async () => {
+    const clock = new FakeClock();
+    const hostA = await open({ now: clock.now });
+    const hostB = await open({ now: clock.now }, true);
+    const ids = ['t/a', 't/b', 't/c', 't/d'];
+    for (const id of ids) await hostA.createWorkstream({ id, tenantId: 't' });
+    for (let round = 0; round < 30; round++) {
+      const results = await Promise.allSettled(
+        ids.map((id, i) =>
+          (i % 2 === 0 ? hostA : hostB).acquireLease(id, `host-${i}:1`, 1_000, { tenantLimit: 2 }),
+        ),
+      );
+      const won = results.flatMap((r, i) =>
+        r.status === 'fulfilled' && r.value !== undefined ? [ids[i]!] : [],
+      );
+      expect(won).toHaveLength(2);
+      for (const r of results)
+        if (r.status === 'rejected') expect(r.reason).toMatchObject({ code: 'CAPACITY_EXHAUSTED' });
+      for (const id of won) {
+        const lease = (await hostA.getLease(id))!;
+        expect(await hostB.releaseLease(id, lease.holder, lease.token)).toBe(true);
+      }
+    }
+  });
+
   it('P6: a superseded holder’s append writes nothing while the new holder’s append succeeds', async () => {
     const clock = new FakeClock();
     const hostA = await open({ now: clock.now });

@@ -19,7 +19,7 @@ import {
 import pg from 'pg';
 import { type CheckedAppend, checkAppend, checkEntries, MAX_COMMIT_KEY_LENGTH } from './entries.js';
 import { invalidConfig, invalidInput, workstreamClosed, workstreamNotFound } from './errors.js';
-import { fenceRefusal } from './leases.js';
+import { fenceRefusal, tenantActive, tenantRange } from './leases.js';
 import { appendBatches } from './pg-append.js';
 import { storeClosed, toPgStoreError } from './pg-errors.js';
 import { isChannelName, PgListener } from './pg-listener.js';
@@ -427,7 +427,17 @@ export class PostgresStore implements Store, QueuedSends {
           throw errors.invalidInput('replacing must be a prefix of holder', { field: 'replacing' });
         }
       }
+      const { tenantLimit } = options;
+      if (tenantLimit !== undefined) checkInteger('tenantLimit', tenantLimit, 1);
+      const range = tenantLimit === undefined ? undefined : tenantRange(workstreamId);
       return this.#tx(async (tx) => {
+        // A tenant's limit is counted under a lock of the tenant's own, taken before any row lock
+        // (the order every such transaction takes them): two hosts acquiring at once count in turn.
+        if (range !== undefined) {
+          void tx.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [
+            `turnwarden tenant ${range.tenantId}`,
+          ]);
+        }
         // The workstream row lock serializes every acquirer of this id on every host; the lease
         // row lock is taken after it, in the order every transaction takes them.
         const { locked, now } = await this.#lock(tx, workstreamId, true);
@@ -440,6 +450,16 @@ export class PostgresStore implements Store, QueuedSends {
           !(replacing !== undefined && current.holder.startsWith(replacing))
         ) {
           return undefined;
+        }
+        if (range !== undefined && tenantLimit !== undefined) {
+          const { rows } = await tx.query<{ n: string; soonest: string | null }>(
+            `SELECT COUNT(*) AS n, MIN(expires_at) AS soonest FROM turn_leases
+             WHERE workstream_id >= $1 AND workstream_id < $2 AND workstream_id <> $3 AND NOT released AND expires_at > $4`,
+            [range.from, range.to, workstreamId, now],
+          );
+          const n = Number(rows[0]!.n);
+          if (n >= tenantLimit)
+            throw tenantActive(range.tenantId, tenantLimit, Number(rows[0]!.soonest ?? now) - now);
         }
         // The token is the stored one + 1, computed by the database on the locked row: never reused.
         const { rows } = await tx.query<LeaseRow>(

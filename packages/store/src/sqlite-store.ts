@@ -378,9 +378,22 @@ export class SqliteStore implements Store, QueuedSends {
           throw errors.invalidInput('replacing must be a prefix of holder', { field: 'replacing' });
         }
       }
+      const { tenantLimit } = options;
+      if (tenantLimit !== undefined) checkInteger('tenantLimit', tenantLimit, 1);
       return this.#write(() => {
         this.#workstreams.requireOpen(workstreamId);
-        return this.#leases.acquire(workstreamId, holder, ttlMs, this.#clock(), replacing);
+        const now = this.#clock();
+        const current = this.#leases.get(workstreamId);
+        const heldElsewhere =
+          current !== undefined &&
+          !current.released &&
+          now < current.expiresAt &&
+          current.holder !== holder &&
+          !(replacing !== undefined && current.holder.startsWith(replacing));
+        // One writer at a time (the immediate transaction): the count cannot be overtaken.
+        if (!heldElsewhere && tenantLimit !== undefined)
+          this.#leases.assertTenantRoom(workstreamId, tenantLimit, now);
+        return this.#leases.acquire(workstreamId, holder, ttlMs, now, replacing);
       });
     });
   }

@@ -231,6 +231,13 @@ export type AppendOutcome = { readonly seqs: number[] } | { readonly error: Turn
 export interface AcquireLeaseOptions {
   /** A holder prefix (`<hostId>:`) whose live leases belong to a dead earlier process of this host. */
   readonly replacing?: string;
+  /**
+   * At most this many live leases of the workstream's tenant (its key's `<tenant>/` prefix) on
+   * every host together, this one included: beyond, CAPACITY_EXHAUSTED (`reason: 'tenant_active'`,
+   * `retryAfterMs` the least time until one of them ends unless renewed), nothing written.
+   * Counted under a lock of the tenant's own, so hosts acquiring at once never exceed it.
+   */
+  readonly tenantLimit?: number;
 }
 
 /** Workstream administration, recovery scans and the connection itself. Same error rules. */
