@@ -127,6 +127,13 @@ export interface AdmissionConfig {
   readonly maxWaitingPerTenant: number;
   /** The longest a send waits for a worker, unless the send gives its own `maxWaitMs`. */
   readonly maxWaitMs: number;
+  /**
+   * Cluster mode (several hosts on one database): turns one tenant may run at once on all the
+   * hosts together (T4 across hosts), counted by the database as the turns' leases are taken. A
+   * send over it waits — as for a worker, `maxWaitMs` — until a turn of its tenant ends on any
+   * host. Unset: each host bounds a tenant by `maxActivePerTenant` alone.
+   */
+  readonly maxActivePerTenantInCluster?: number;
 }
 
 /**
@@ -449,6 +456,7 @@ export function resolveConfig(input: unknown): SupervisorConfig {
     'maxWaiting',
     'maxWaitingPerTenant',
     'maxWaitMs',
+    'maxActivePerTenantInCluster',
   ]);
   const maxWaiting = int('admission.maxWaiting', ad.maxWaiting ?? d.admission.maxWaiting, 0, 1_000_000);
   const admission: AdmissionConfig = {
@@ -466,6 +474,16 @@ export function resolveConfig(input: unknown): SupervisorConfig {
       maxWaiting,
     ),
     maxWaitMs: int('admission.maxWaitMs', ad.maxWaitMs ?? d.admission.maxWaitMs, 0, DAY_MS),
+    ...(ad.maxActivePerTenantInCluster === undefined
+      ? {}
+      : {
+          maxActivePerTenantInCluster: int(
+            'admission.maxActivePerTenantInCluster',
+            ad.maxActivePerTenantInCluster,
+            1,
+            1_000_000,
+          ),
+        }),
   };
 
   const iso = section('isolation', top.isolation, ['maxThreads', 'idleTimeoutMs', 'maxOldGenerationSizeMb']);

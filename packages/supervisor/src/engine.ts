@@ -18,12 +18,13 @@ import type {
   ModelStepResult,
   SessionSnapshotData,
 } from '@turnwarden/protocol';
-import { errors, workstreamKey } from '@turnwarden/protocol';
+import { errors, keyTenantId, workstreamKey } from '@turnwarden/protocol';
 import { modelThreadUrl, sessionWorkerUrl } from '@turnwarden/session';
 import { type QueuedSends, queuedSendsOf, type Store } from '@turnwarden/store';
 import type { Logger } from 'pino';
 import { Admission } from './capacity/admission.js';
 import { WorkerPool } from './capacity/pool.js';
+import { TenantSlots } from './capacity/tenant-slots.js';
 import { Cluster, channelOf, type RoutedOp } from './cluster/cluster.js';
 import { Cancels } from './commands/cancels.js';
 import { Closes } from './commands/closes.js';
@@ -255,6 +256,8 @@ export class TurnEngine implements Commands {
   private readonly cluster: Cluster | undefined;
   /** Cluster mode: sends queued durably in the store (durable-sends.ts). */
   private readonly durable: DurableSends | undefined;
+  /** Cluster mode with `admission.maxActivePerTenantInCluster`: sends over it wait here (T4 across hosts). */
+  private readonly tenantSlots: TenantSlots | undefined;
   private readonly sends: Sends;
   private readonly cancels: Cancels;
   private readonly closes: Closes;
@@ -359,6 +362,7 @@ export class TurnEngine implements Commands {
               reclaimQueued: (workstreamId, token) =>
                 this.durable?.reclaim(workstreamId, token) ?? Promise.resolve(),
               queuedChanged: (ids) => this.durable?.changed(ids),
+              tenantsFreed: (tenantIds) => this.tenantSlots?.freed(tenantIds),
             },
             channel,
           );
@@ -379,7 +383,9 @@ export class TurnEngine implements Commands {
             cancelTurn: (workstreamId, generation) => this.cancelGeneration(workstreamId, generation),
             pump: (workstreamId) => this.sends.pump(workstreamId),
           });
-    const { cluster, gate, watchdog, isolation, queue, durable } = this;
+    const tenantLimit = clustered === undefined ? undefined : config.admission.maxActivePerTenantInCluster;
+    this.tenantSlots = tenantLimit === undefined ? undefined : new TenantSlots(timers, config.lease.renewMs);
+    const { cluster, gate, watchdog, isolation, queue, durable, tenantSlots } = this;
     // The shared model threads read a turn's context through the store's own read-only view
     // (off this thread); where the store has none, each call carries it.
     this.modelThreads?.setReader(store.historyReader?.());
@@ -416,7 +422,16 @@ export class TurnEngine implements Commands {
       },
       closeLatched: (workstreamId) => this.closes.latched(workstreamId),
       turnEnded: (rec) => this.sends.turnEnded(rec),
-      pump: (workstreamId) => this.sends.pump(workstreamId),
+      pump: (workstreamId) => {
+        // A turn ended (its lease released): sends waiting on its tenant's limit claim again.
+        if (tenantSlots !== undefined) {
+          const tenantId = keyTenantId(workstreamId);
+          tenantSlots.freed([tenantId]);
+          cluster?.freed(tenantId);
+        }
+        this.sends.pump(workstreamId);
+      },
+      ...(tenantLimit === undefined ? {} : { tenantLimit }),
     };
     this.maintenance = claims;
     this.recovery = new Recovery({
@@ -427,7 +442,16 @@ export class TurnEngine implements Commands {
       repairIfLeft: (workstreamId) => this.repairIfLeft(workstreamId),
     });
     const { admission } = this;
-    this.sends = new Sends({ config, logger, sessions, queue, admission, claims, durable });
+    this.sends = new Sends({
+      config,
+      logger,
+      sessions,
+      queue,
+      admission,
+      claims,
+      durable,
+      slots: tenantSlots,
+    });
     this.cancels = new Cancels({ logger, sessions, queue, cluster, durable, maintenance: claims });
     this.closes = new Closes({
       logger,
@@ -507,6 +531,7 @@ export class TurnEngine implements Commands {
     const down = () => errors.shuttingDown('turnwarden shut down before the send could start');
     this.queue.rejectAll(down);
     this.admission.rejectAll(down);
+    this.tenantSlots?.rejectAll(down);
     await this.durable?.stop();
     // Sends already on their way finish their admission (or are refused) before turns are aborted.
     await inFlight();

@@ -98,7 +98,9 @@ type ControlMessage =
     }
   | { readonly k: 'resync'; readonly from: string; readonly ws: string }
   /** Rows of sends the host `to` queued durably changed (durable-sends.ts). */
-  | { readonly k: 'sendq'; readonly to: string; readonly ids: readonly number[] };
+  | { readonly k: 'sendq'; readonly to: string; readonly ids: readonly number[] }
+  /** Turns of these tenants ended on host `from` (T4 across hosts: sends waiting on them claim again). */
+  | { readonly k: 'freed'; readonly from: string; readonly tenants: readonly string[] };
 
 const shuttingDown = () => errors.shuttingDown('turnwarden is shutting down');
 
@@ -134,6 +136,10 @@ function parseControl(payload: string): ControlMessage | undefined {
         : undefined;
     case 'resync':
       return isText(r.from) && isText(r.ws) ? (m as ControlMessage) : undefined;
+    case 'freed':
+      return isText(r.from) && Array.isArray(r.tenants) && r.tenants.length <= 500 && r.tenants.every(isText)
+        ? (m as ControlMessage)
+        : undefined;
     case 'sendq':
       return isText(r.to) &&
         Array.isArray(r.ids) &&
@@ -192,6 +198,8 @@ export interface ClusterHost {
   reclaimQueued?(workstreamId: string, token: number): Promise<void>;
   /** Rows of sends this host queued durably changed. */
   queuedChanged?(ids: readonly number[]): void;
+  /** Turns of these tenants ended on another host. */
+  tenantsFreed?(tenantIds: readonly string[]): void;
 }
 
 export interface ClusterStats {
@@ -224,6 +232,8 @@ export class Cluster {
   /** Journal notices queued for the next tick (one notification per workstream per tick). */
   private readonly outgoing = new Map<string, { first: number; last: number }>();
   private flushScheduled = false;
+  private readonly freedTenants = new Set<string>();
+  private freedScheduled = false;
   /** How many unanswered, unrenewed periods a routed call waits before it fails with TIMEOUT. */
   readonly maxRounds = 4;
 
@@ -429,6 +439,20 @@ export class Cluster {
     void this.send({ k: 'ended', from: this.host.holder, ws: workstreamId, reason });
   }
 
+  /** A turn of the tenant ended here: other hosts' sends waiting on its limit claim again (coalesced per tick). */
+  freed(tenantId: string): void {
+    this.freedTenants.add(tenantId);
+    if (this.freedScheduled) return;
+    this.freedScheduled = true;
+    setImmediate(() => {
+      this.freedScheduled = false;
+      const tenants = [...this.freedTenants];
+      this.freedTenants.clear();
+      for (let i = 0; i < tenants.length; i += 500)
+        void this.send({ k: 'freed', from: this.host.holder, tenants: tenants.slice(i, i + 500) });
+    });
+  }
+
   /** Tells the host whose holder is `origin` that rows of sends it queued changed (durable-sends.ts). */
   tellQueued(origin: string, ids: readonly number[]): void {
     for (let i = 0; i < ids.length; i += 500)
@@ -513,6 +537,9 @@ export class Cluster {
         return;
       case 'sendq':
         if (m.to === this.host.holder) this.host.queuedChanged?.(m.ids);
+        return;
+      case 'freed':
+        if (m.from !== this.host.holder) this.host.tenantsFreed?.(m.tenants);
         return;
     }
   }

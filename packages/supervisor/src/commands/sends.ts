@@ -3,9 +3,10 @@
  * in the fair admission queue, or queues behind the running turn of its own principal; a turn's
  * end pumps the next waiting send. The claim itself is claim.ts; the turn, turn/turn.ts.
  */
-import { ErrorCode, isTurnwardenError, SeamName, seam } from '@turnwarden/protocol';
+import { ErrorCode, errors, isTurnwardenError, SeamName, seam } from '@turnwarden/protocol';
 import type { Logger } from 'pino';
 import type { Admission, Permit } from '../capacity/admission.js';
+import type { TenantSlots } from '../capacity/tenant-slots.js';
 import type { SupervisorConfig } from '../config.js';
 import type { SessionRecord, Sessions } from '../sessions/sessions.js';
 import { admissionRefusal, type ClaimHost, type ClaimInput, claim, NotWaiting } from '../turn/claim.js';
@@ -24,6 +25,8 @@ export interface SendsDeps {
   readonly claims: ClaimHost;
   /** Cluster mode: sends that meet a turn on another host wait in the store (durable-sends.ts). */
   readonly durable?: DurableSends | undefined;
+  /** Cluster mode with a tenant limit across hosts: where sends over it wait (tenant-slots.ts). */
+  readonly slots?: TenantSlots | undefined;
 }
 
 export class Sends {
@@ -52,6 +55,8 @@ export class Sends {
     const { sessions, queue, admission, logger, config } = this.deps;
     const { workstreamId, tenantId } = input;
     let permit: Permit | undefined;
+    /** When the send first found its tenant at its limit across hosts: its wait is bounded from there. */
+    let tenantSince: number | undefined;
     try {
       const held = seam(SeamName.sendCaptureToEnqueue, { workstreamId });
       if (held !== undefined) await held;
@@ -61,6 +66,7 @@ export class Sends {
         type Step =
           | { readonly queued: Promise<ClaimedTurn> }
           | { readonly durable: true }
+          | { readonly tenantFull: true }
           | { readonly turn: Turn }
           | { readonly wait: true };
         let step: Step;
@@ -96,20 +102,36 @@ export class Sends {
             return turn === undefined ? { wait: true } : { turn };
           });
         } catch (e) {
-          // The turn runs on another host: the send waits for it in the store, queued durably.
-          const { durable } = this.deps;
+          // Its tenant runs its most turns on the hosts together (T4 across hosts): it waits.
           if (
-            durable === undefined ||
-            config.limits.maxQueuedSends === 0 ||
-            !isTurnwardenError(e, ErrorCode.LEASED_ELSEWHERE)
-          )
-            throw e;
-          permit?.release();
-          permit = undefined;
-          queue.check(sent);
-          return await durable.enqueue(input, signal, sent.ticket);
+            this.deps.slots !== undefined &&
+            isTurnwardenError(e, ErrorCode.CAPACITY_EXHAUSTED) &&
+            e.details?.reason === 'tenant_active'
+          ) {
+            step = { tenantFull: true };
+          } else {
+            // The turn runs on another host: the send waits for it in the store, queued durably.
+            const { durable } = this.deps;
+            if (
+              durable === undefined ||
+              config.limits.maxQueuedSends === 0 ||
+              !isTurnwardenError(e, ErrorCode.LEASED_ELSEWHERE)
+            )
+              throw e;
+            permit?.release();
+            permit = undefined;
+            queue.check(sent);
+            return await durable.enqueue(input, signal, sent.ticket);
+          }
         } finally {
           sessions.release(rec);
+        }
+        if ('tenantFull' in step) {
+          permit?.release();
+          permit = undefined;
+          tenantSince ??= performance.now();
+          await this.waitForTenant(sent, tenantId, signal, maxWaitMs - (performance.now() - tenantSince));
+          continue;
         }
         if ('wait' in step) {
           permit = await this.waitForPermit(sent, tenantId, signal, maxWaitMs);
@@ -288,6 +310,31 @@ export class Sends {
         },
       )
       .finally(() => sessions.release(rec));
+  }
+
+  /**
+   * T4 across hosts: waits until a turn of the tenant ends on some host, or a lease period passes;
+   * past `remainingMs` of waiting in all, CAPACITY_EXHAUSTED (`wait_timeout`). A fence revokes the
+   * wait (C7), the signal ends it.
+   */
+  private async waitForTenant(
+    sent: SendClaim,
+    tenantId: string,
+    signal: AbortSignal | undefined,
+    remainingMs: number,
+  ): Promise<void> {
+    const { slots, queue, logger, admission } = this.deps;
+    if (remainingMs <= 0) {
+      throw errors.capacityExhausted(
+        `tenant ${tenantId} ran its most turns across the cluster's hosts for as long as the send could wait`,
+        { reason: 'wait_timeout', tenantId, retryAfterMs: admission.oneTurnRetryAfterMs() },
+      );
+    }
+    logger.debug(
+      { workstreamId: sent.workstreamId, tenantId },
+      'send waits for a turn of its tenant to end in the cluster',
+    );
+    await slots!.wait(tenantId, remainingMs, signal, (revoke) => queue.park(sent, revoke));
   }
 
   /** T4: waits in the fair admission queue; a fence revokes the wait as it would a queued send (C7). */

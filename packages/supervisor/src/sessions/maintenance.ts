@@ -37,13 +37,13 @@ export async function acquireLease(
   host: MaintenanceHost,
   workstreamId: string,
   rec?: SessionRecord,
+  /** A turn's claim: at most this many of its tenant's turns on all the hosts (T4 across hosts). */
+  tenantLimit?: number,
 ): Promise<Lease> {
-  const lease = await host.store.acquireLease(
-    workstreamId,
-    host.holder,
-    host.leaseTtlMs,
-    host.predecessors === undefined ? {} : { replacing: host.predecessors },
-  );
+  const lease = await host.store.acquireLease(workstreamId, host.holder, host.leaseTtlMs, {
+    ...(host.predecessors === undefined ? {} : { replacing: host.predecessors }),
+    ...(tenantLimit === undefined ? {} : { tenantLimit }),
+  });
   if (lease) return lease;
   // What refused it (a failed read is the store's error, thrown as it is). A lease that ended
   // since is refused all the same, with the least retryAfterMs: the retry takes it.

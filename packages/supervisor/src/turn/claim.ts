@@ -30,6 +30,8 @@ export interface ClaimHost extends MaintenanceHost, TurnHost {
   readonly closing: boolean;
   /** A soft close waits on this workstream's running turn: no new turn is admitted (C1). */
   closeLatched(workstreamId: string): boolean;
+  /** Cluster mode: a tenant's turns on all the hosts together (`admission.maxActivePerTenantInCluster`). */
+  readonly tenantLimit?: number | undefined;
 }
 
 export interface ClaimInput {
@@ -141,7 +143,7 @@ async function take(
     // The answer came from another thread, with those of every claim of a burst: go on in a loop
     // turn of our own (L12).
     await host.sessions.nextTurn();
-    const lease = await acquireLease(host, workstreamId, rec);
+    const lease = await acquireLease(host, workstreamId, rec, host.tenantLimit);
     try {
       const generation = await host.store.nextGeneration(workstreamId);
       // With shared model threads the worker needs no history (the threads read the context

@@ -1,0 +1,101 @@
+/**
+ * T4 across hosts (issue 25): with `admission.maxActivePerTenantInCluster`, a tenant's turns on
+ * all the hosts together are bounded — counted by the database as their leases are taken — and a
+ * send over the bound waits until a turn of its tenant ends on any host; other tenants are not
+ * held back. Three runtimes share a store and an in-memory notification channel.
+ */
+import { ErrorCode } from '@turnwarden/protocol';
+import { openSqliteStore, type Store } from '@turnwarden/store';
+import { afterEach, describe, expect, it } from 'vitest';
+import { refusal, within } from '../test-support/bounded.js';
+import { type Gate, gate } from '../test-support/gate.js';
+import { MemoryChannelBus } from '../test-support/memory-channel.js';
+import { script, startRuntime } from '../test-support/runtime.js';
+
+type Rt = Awaited<ReturnType<typeof startRuntime>>;
+const running: Rt[] = [];
+const gates: Gate[] = [];
+let store: Store | undefined;
+afterEach(async () => {
+  for (const g of gates.splice(0)) {
+    g.open();
+    g.close();
+  }
+  for (const rt of running.splice(0)) await rt.tw.shutdown();
+  await store?.close();
+  store = undefined;
+});
+
+const WAITS = 'send waits for a turn of its tenant to end in the cluster';
+const tenantA = { tenantId: 'tenant-a', principal: 'user-a' };
+const tenantB = { tenantId: 'tenant-b', principal: 'user-b' };
+
+async function threeHosts(limit: number) {
+  store = openSqliteStore({ path: ':memory:' });
+  const bus = new MemoryChannelBus();
+  const options = { admission: { maxActivePerTenantInCluster: limit } };
+  const a = await startRuntime({ ...options, store: bus.view(store), hostId: 'host-a' });
+  const b = await startRuntime({ ...options, store: bus.view(store), hostId: 'host-b' }, { existing: true });
+  const c = await startRuntime({ ...options, store: bus.view(store), hostId: 'host-c' }, { existing: true });
+  running.push(a, b, c);
+  await a.tw.createWorkstream({ ...tenantA, workstreamId: 'ws-2' });
+  await a.tw.createWorkstream({ ...tenantA, workstreamId: 'ws-3' });
+  await a.tw.createWorkstream({ ...tenantB, workstreamId: 'ws-b' });
+  return { a, b, c };
+}
+
+describe('a tenant’s turns across hosts (T4, issue 25)', () => {
+  it('T4: a tenant at its bound on all the hosts together waits on any host — other tenants do not — and starts once its turn ends elsewhere', async () => {
+    const { a, b, c } = await threeHosts(1);
+    const g = gate();
+    gates.push(g);
+    const first = await a.send(script({ tools: [{ name: 'gated', args: g.args }] }, { text: 'first' }));
+    await within(g.waiting, 10_000, 'the gated tool runs on host A');
+    // Another workstream of the same tenant, on host B: it waits (neither refused nor started).
+    const waits = b.waitForLog(WAITS);
+    const second = b.tw.send({ ...tenantA, workstreamId: 'ws-2', content: script({ text: 'second' }) });
+    const outcome = await within(
+      Promise.race([
+        waits.then(() => 'waits'),
+        second.then(
+          () => 'started',
+          (e: unknown) => e,
+        ),
+      ]),
+      10_000,
+      'the second send',
+    );
+    expect(outcome).toBe('waits');
+    // Another tenant, on host C, is not held back.
+    const other = await within(
+      c.tw.send({ ...tenantB, workstreamId: 'ws-b', content: script({ text: 'other tenant' }) }),
+      10_000,
+      'the other tenant’s send',
+    );
+    expect((await within(other.done, 10_000, 'its turn')).status).toBe('completed');
+    // The first turn ends on host A: host B's send starts (told over the channel).
+    g.open();
+    expect((await within(first.done, 10_000, 'the first turn')).status).toBe('completed');
+    const started = await within(second, 10_000, 'the waiting send starts');
+    expect((await within(started.done, 10_000, 'its turn')).finalText).toBe('second');
+  });
+
+  it('T4: the wait is bounded by maxWaitMs — CAPACITY_EXHAUSTED (wait_timeout, retryable), nothing written', async () => {
+    const { a, c } = await threeHosts(1);
+    const g = gate();
+    gates.push(g);
+    const first = await a.send(script({ tools: [{ name: 'gated', args: g.args }] }, { text: 'first' }));
+    await within(g.waiting, 10_000, 'the gated tool runs on host A');
+    const e = await refusal(
+      c.tw.send({ ...tenantA, workstreamId: 'ws-3', content: script({ text: 'late' }), maxWaitMs: 20 }),
+    );
+    expect(e).toMatchObject({
+      code: ErrorCode.CAPACITY_EXHAUSTED,
+      retryable: true,
+      details: { reason: 'wait_timeout', tenantId: 'tenant-a' },
+    });
+    expect((await c.tw.history({ ...tenantA, workstreamId: 'ws-3' })).rows).toEqual([]);
+    g.open();
+    await within(first.done, 10_000, 'the first turn');
+  });
+});
