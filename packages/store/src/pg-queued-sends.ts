@@ -3,7 +3,7 @@
  * one transaction under the workstream row's lock where a bound is counted.
  */
 import { workstreamClosed, workstreamNotFound } from './errors.js';
-import { nowSql } from './pg-rows.js';
+import { LOCK_SQL, nowSql } from './pg-rows.js';
 import type { PgTx } from './pg-tx.js';
 import {
   type EnqueueSendInput,
@@ -24,15 +24,19 @@ interface Queryable {
 
 /** Counted and inserted under the workstream row's lock: every enqueuer of the id, on any host, in turn. */
 export async function pgEnqueue(tx: PgTx, i: EnqueueSendInput, now: number | null): Promise<QueuedSend> {
-  const { rows: ws } = await tx.query<{ status: string; waiting: string }>(
-    `SELECT w.status, (SELECT COUNT(*) FROM queued_sends q WHERE q.workstream_id = w.id AND q.state = 'waiting') AS waiting
-     FROM workstreams w WHERE w.id = $1 FOR UPDATE OF w`,
+  // The count is a statement of its own, sent behind the lock: its snapshot is taken once the lock
+  // is held, so it sees every send queued by a transaction that held it before.
+  const lockP = tx.query<{ status: string }>('SELECT status FROM workstreams WHERE id = $1 FOR UPDATE', [
+    i.workstreamId,
+  ]);
+  const countP = tx.query<{ n: string }>(
+    "SELECT COUNT(*) AS n FROM queued_sends WHERE workstream_id = $1 AND state = 'waiting'",
     [i.workstreamId],
   );
-  const row = ws[0];
+  const row = (await lockP).rows[0];
   if (row === undefined) throw workstreamNotFound(i.workstreamId);
   if (row.status !== 'open') throw workstreamClosed(i.workstreamId);
-  const waiting = Number(row.waiting);
+  const waiting = Number((await countP).rows[0]!.n);
   if (waiting >= i.max) throw queueFull(i, waiting);
   const { rows } = await tx.query<QueuedSendRow>(
     `INSERT INTO queued_sends (workstream_id, principal, body, origin, state, created_at)
@@ -95,26 +99,57 @@ export async function pgWithdraw(db: Queryable, id: number, outcome: string | nu
   return rowCount === 1;
 }
 
-/** In one transaction: the started ones answered first, the rest waiting again. */
+/**
+ * In one transaction, under the workstream's and its lease's row locks (an append of the holder
+ * that took them holds the same: it has committed, or it never will): nothing while the lease
+ * is live under `token` or before; else the started ones answered, the rest waiting again.
+ */
 export async function pgReclaim(
   tx: PgTx,
   workstreamId: string,
   token: number,
   outcome: string,
+  now: number | null,
 ): Promise<QueuedSend[]> {
-  const done = await tx.query<QueuedSendRow>(
-    `UPDATE queued_sends q SET state = 'done', outcome = $3
+  void tx.query(LOCK_SQL, [[workstreamId]]);
+  const { rows: leases } = await tx.query<{ token: string; released: boolean; live: boolean }>(
+    `SELECT token, released, expires_at > ${nowSql(2)} AS live FROM turn_leases WHERE workstream_id = $1 FOR UPDATE`,
+    [workstreamId, now],
+  );
+  const lease = leases[0];
+  if (lease !== undefined && !lease.released && lease.live && Number(lease.token) <= token) return [];
+  return reclaimRows(tx, workstreamId, token, outcome);
+}
+
+const RECLAIM_STARTED = `UPDATE queued_sends q SET state = 'done', outcome = $3
      WHERE q.workstream_id = $1 AND q.state = 'taken' AND q.token <= $2
        AND EXISTS (SELECT 1 FROM messages m WHERE m.workstream_id = q.workstream_id
-                   AND m.commit_key = 'q' || q.id || ':u')
-     RETURNING *`,
-    [workstreamId, token, outcome],
-  );
-  const waiting = await tx.query<QueuedSendRow>(
-    `UPDATE queued_sends SET state = 'waiting', token = NULL, generation = NULL
-     WHERE workstream_id = $1 AND state = 'taken' AND token <= $2 RETURNING *`,
-    [workstreamId, token],
-  );
+                   AND m.commit_key = 'q' || q.id || ':u')`;
+const RECLAIM_WAITING = `UPDATE queued_sends SET state = 'waiting', token = NULL, generation = NULL
+     WHERE workstream_id = $1 AND state = 'taken' AND token <= $2`;
+
+/**
+ * A reclaim sent without waiting for its answers (a lease acquisition's: nobody to tell, the
+ * senders re-read their rows): it runs before the transaction commits, and fails it if it fails.
+ */
+export function sendReclaim(tx: PgTx, workstreamId: string, token: number, outcome: string): void {
+  tx.send(RECLAIM_STARTED, [workstreamId, token, outcome]);
+  tx.send(RECLAIM_WAITING, [workstreamId, token]);
+}
+
+/** The updates of a reclaim (the caller holds the locks). */
+async function reclaimRows(
+  tx: PgTx,
+  workstreamId: string,
+  token: number,
+  outcome: string,
+): Promise<QueuedSend[]> {
+  const done = await tx.query<QueuedSendRow>(`${RECLAIM_STARTED} RETURNING *`, [
+    workstreamId,
+    token,
+    outcome,
+  ]);
+  const waiting = await tx.query<QueuedSendRow>(`${RECLAIM_WAITING} RETURNING *`, [workstreamId, token]);
   return [...done.rows, ...waiting.rows].map(toQueuedSend);
 }
 

@@ -40,6 +40,7 @@ import {
   pgRevoke,
   pgTake,
   pgWithdraw,
+  sendReclaim,
 } from './pg-queued-sends.js';
 import { compactRows, truncateRows } from './pg-rewrite.js';
 import {
@@ -61,6 +62,7 @@ import {
   checkOutcome,
   checkTake,
   type EnqueueSendInput,
+  LOST_OUTCOME,
   type QueuedSend,
   type QueuedSends,
   type TakeQueuedSendInput,
@@ -471,7 +473,11 @@ export class PostgresStore implements Store, QueuedSends {
            RETURNING *`,
           [workstreamId, holder, now, now + ttlMs],
         );
-        return toLease(rows[0]!);
+        const lease = toLease(rows[0]!);
+        // Sends an earlier holder took and did not answer: it stopped (queued-sends.ts). Under
+        // the locks its appends take: its user row has committed, or it never will.
+        sendReclaim(tx, workstreamId, lease.token - 1, LOST_OUTCOME);
+        return lease;
       });
     });
   }
@@ -571,7 +577,7 @@ export class PostgresStore implements Store, QueuedSends {
       const ws = checkKey('workstreamId', workstreamId);
       checkInteger('token', token, 1);
       checkOutcome(outcome);
-      return this.#tx((tx) => pgReclaim(tx, ws, token, outcome));
+      return this.#tx((tx) => pgReclaim(tx, ws, token, outcome, this.#clock()));
     });
   }
 

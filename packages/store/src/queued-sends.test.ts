@@ -137,10 +137,10 @@ forEachStore((backend) => {
         entries: [user(queuedCommitKey(a.id), 'one')],
       });
       expect(await take(b.id, 2)).toBe(true);
-      // The holder dies; another host takes the lease once it lapsed and reclaims.
+      // While the holder's lease is live, nobody reclaims them.
+      expect(await store.reclaimQueuedSends('t/w', lease.token, '{"lost":true}')).toEqual([]);
+      // The holder dies; once its lease lapsed, the sweep reclaims: a's turn began, b's did not.
       clock.advance(1_000);
-      const next = (await store.acquireLease('t/w', 'host-c:1', 1_000))!;
-      // A later token's sends are not a dead holder's.
       const changed = await store.reclaimQueuedSends('t/w', lease.token, '{"lost":true}');
       expect(changed.map((r) => [r.id, r.state]).sort()).toEqual(
         [
@@ -152,6 +152,7 @@ forEachStore((backend) => {
       // b waits again ahead of c; the late holder can no longer finish it.
       expect((await store.nextQueuedSend('t/w'))?.id).toBe(b.id);
       expect(await store.finishQueuedSend(b.id, lease.token, '{}')).toBe(false);
+      const next = (await store.acquireLease('t/w', 'host-c:1', 1_000))!;
       expect(
         await store.takeQueuedSend({
           id: b.id,
@@ -163,6 +164,31 @@ forEachStore((backend) => {
       ).toBe(true);
       expect(await store.reclaimQueuedSends('t/w', lease.token, '{}')).toEqual([]);
       expect((await store.readQueuedSends([c.id]))[0]?.state).toBe('waiting');
+    });
+
+    it('S7: every lease acquisition answers the sends an earlier holder took and left unanswered (it finishes them before it releases)', async () => {
+      const a = await store.enqueueSend(send());
+      const b = await store.enqueueSend(send());
+      const first = (await store.acquireLease('t/w', 'host-a:1', 1_000))!;
+      const take = (id: number, generation: number) =>
+        store.takeQueuedSend({ id, workstreamId: 't/w', holder: 'host-a:1', token: first.token, generation });
+      expect(await store.nextGeneration('t/w')).toBe(1);
+      expect(await take(a.id, 1)).toBe(true);
+      await store.appendMessages({
+        workstreamId: 't/w',
+        generation: 1,
+        fencingToken: first.token,
+        entries: [user(queuedCommitKey(a.id), 'one')],
+      });
+      expect(await take(b.id, 2)).toBe(true);
+      // Released without answering them (it stopped between its release and its answer, say).
+      expect(await store.releaseLease('t/w', 'host-a:1', first.token)).toBe(true);
+      // The next acquisition, by any holder, answers them in the same transaction.
+      await store.acquireLease('t/w', 'host-b:1', 1_000);
+      expect((await store.readQueuedSends([a.id, b.id])).map((r) => [r.state, r.outcome ?? null])).toEqual([
+        ['done', '{"lost":true}'],
+        ['waiting', null],
+      ]);
     });
 
     it('D1: deleting the workstream deletes its queued sends', async () => {

@@ -77,7 +77,11 @@ export interface QueuedSends {
   withdrawQueuedSend(id: number, outcome?: string): Promise<boolean>;
   /**
    * The sends a dead holder took, under `token` or an earlier one: whose turn began (its user
-   * row is written) → done with `outcome`; the others → waiting again. The rows changed.
+   * row is written) → done with `outcome`; the others → waiting again. Nothing while the
+   * workstream's lease is live under `token` or an earlier one (its holder is not dead). The
+   * rows changed. Every lease acquisition does the same for the tokens before its own: a holder
+   * records its send's outcome before it releases its lease, so a send still taken then was
+   * left by a holder that stopped.
    */
   reclaimQueuedSends(workstreamId: string, token: number, outcome: string): Promise<QueuedSend[]>;
   readQueuedSends(ids: readonly number[]): Promise<QueuedSend[]>;
@@ -91,6 +95,12 @@ export function queuedSendsOf(store: object): QueuedSends | undefined {
     ? (store as QueuedSends)
     : undefined;
 }
+
+/**
+ * The outcome a send taken by a holder that stopped is answered with when its turn had begun
+ * (`reclaimQueuedSends`, and every lease acquisition: see `acquireLease`).
+ */
+export const LOST_OUTCOME = '{"lost":true}';
 
 /** The commit key of the user row a taken send's turn begins with. */
 export const queuedCommitKey = (id: number): string => `q${id}:u`;

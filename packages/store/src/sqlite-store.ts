@@ -28,6 +28,7 @@ import {
   checkOutcome,
   checkTake,
   type EnqueueSendInput,
+  LOST_OUTCOME,
   type QueuedSend,
   type QueuedSends,
   QueuedSendTable,
@@ -393,7 +394,10 @@ export class SqliteStore implements Store, QueuedSends {
         // One writer at a time (the immediate transaction): the count cannot be overtaken.
         if (!heldElsewhere && tenantLimit !== undefined)
           this.#leases.assertTenantRoom(workstreamId, tenantLimit, now);
-        return this.#leases.acquire(workstreamId, holder, ttlMs, now, replacing);
+        const lease = this.#leases.acquire(workstreamId, holder, ttlMs, now, replacing);
+        // Sends an earlier holder took and did not answer: it stopped (queued-sends.ts).
+        if (lease !== undefined) this.#queued.reclaim(workstreamId, lease.token - 1, LOST_OUTCOME);
+        return lease;
       });
     });
   }
@@ -482,7 +486,13 @@ export class SqliteStore implements Store, QueuedSends {
       checkKey('workstreamId', workstreamId);
       checkInteger('token', token, 1);
       checkOutcome(outcome);
-      return this.#write(() => this.#queued.reclaim(workstreamId, token, outcome));
+      return this.#write(() => {
+        const lease = this.#leases.get(workstreamId);
+        const now = this.#clock();
+        if (lease !== undefined && !lease.released && lease.expiresAt > now && lease.token <= token)
+          return [];
+        return this.#queued.reclaim(workstreamId, token, outcome);
+      });
     });
   }
 

@@ -748,9 +748,12 @@ export class TurnEngine implements Commands {
       this.cancels.cancelTurn(workstreamId, running.done);
       return;
     }
-    this.cluster?.route(workstreamId, { op: 'cancel', generation }).catch((err: unknown) => {
-      this.logger.warn({ err, workstreamId, generation }, 'cancel of a turn on another host failed');
-    });
+    void this.cancels
+      .revokeHere(workstreamId)
+      .then(() => this.cluster?.route(workstreamId, { op: 'cancel', generation }))
+      .catch((err: unknown) => {
+        this.logger.warn({ err, workstreamId, generation }, 'cancel of a turn on another host failed');
+      });
   }
 
   /** A call another host routed here (cluster.ts): run as if called on this host. */

@@ -145,15 +145,14 @@ describe('sends to a workstream running on another host (issue 25)', () => {
       return held.store;
     });
     const { turn } = await gatedTurn(a);
-    // Called in this order on host B: the send's enqueue is held before it writes, and the
-    // cancel, routed to host A, has revoked what waited there and ended the turn.
+    // Called in this order on host B: the send's enqueue is held before it writes when the
+    // cancel is called.
     const sent = b.tw.send({ ...ref, content: script({ text: 'before the cancel' }) });
     sent.catch(() => undefined);
     await within(held.atGate, 10_000, 'the enqueue is on its way');
     const waits = b.waitForLog('revocation waits for sends queued before it');
     const cancelled = b.tw.cancel(ref);
-    expect((await within(turn.done, 10_000, 'the cancelled turn')).abortReason).toBe('cancel');
-    // Host A is done; host B's cancel waits for the send it was called with before.
+    // Host B's cancel waits for the send it was called with before, then revokes and routes.
     const first = await within(
       Promise.race([waits.then(() => 'waits'), cancelled.then(() => 'returned')]),
       10_000,
@@ -163,6 +162,7 @@ describe('sends to a workstream running on another host (issue 25)', () => {
     // Only now the send is queued: it must not start.
     held.open();
     expect(await within(cancelled, 10_000, 'the cancel')).toBe(true);
+    expect((await within(turn.done, 10_000, 'the cancelled turn')).abortReason).toBe('cancel');
     const e = await refusal(within(sent, 10_000, 'the send is answered'));
     expect(e).toMatchObject({ code: ErrorCode.SEND_REVOKED, details: { reason: 'cancel' } });
     // A send called after the cancel returned starts.

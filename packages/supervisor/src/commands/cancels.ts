@@ -45,23 +45,27 @@ export class Cancels {
   cancelTurn(workstreamId: string, turn: Promise<unknown>): void {
     const running = this.deps.sessions.peek(workstreamId)?.turn;
     if (running && running.done === turn) {
+      // The turn's end waits for this revocation before it takes a queued send (Sends.pump).
       void revoke(this.deps, workstreamId, this.deps.queue.ticket(), 'cancel');
       running.abort('cancel');
     }
+  }
+
+  /** A turn on another host is cancelled through its handle: what this host queued before is revoked (C7). */
+  revokeHere(workstreamId: string): Promise<void> {
+    return revoke(this.deps, workstreamId, this.deps.queue.ticket(), 'cancel');
   }
 
   private async cancelFenced(workstreamId: string, fence: Announced, routed: boolean): Promise<boolean> {
     const { sessions, cluster, logger } = this.deps;
     const { ticket } = fence;
     if (!routed && cluster) {
+      // Sends this host was called with before this cancel are queued (or refused) and revoked
+      // first, so the aborted turn's end cannot take one of them (C7).
+      await revoke(this.deps, workstreamId, ticket, 'cancel');
       // The turn runs on another host: the cancel is its to carry out (cluster.ts).
       const r = await cluster.route(workstreamId, { op: 'cancel' });
-      if (r.ran) {
-        // The holder revoked what waited there; sends this host was called with before this
-        // cancel may have been queued durably only since: revoked too (C7).
-        await revoke(this.deps, workstreamId, ticket, 'cancel');
-        return r.result === true;
-      }
+      if (r.ran) return r.result === true;
     }
     // C7: sends captured before the call cannot start after it, whatever the cancel finds — a
     // turn, a rewrite, debt, or nothing (another call may have ended the turn meanwhile).

@@ -70,10 +70,14 @@ interface Waiter {
   readonly workstreamId: string;
   resolve(turn: ClaimedTurn): void;
   reject(err: unknown): void;
-  /** Once taken: the turn's `done`. */
+  /** Once taken: the turn's `done`, and its generation. */
   finished?: (result: TurnResult) => void;
+  generation?: number;
   detach(): void;
 }
+
+/** Rows read per store call (the store's bound is 1,000). */
+const READ_CHUNK = 500;
 
 /** The result a sender gets for a turn whose host stopped mid-turn (its session was repaired: S7). */
 const lostTurn = (workstreamId: string, generation: number): TurnResult => ({
@@ -87,6 +91,8 @@ const lostTurn = (workstreamId: string, generation: number): TurnResult => ({
 
 export class DurableSends {
   private readonly waiters = new Map<number, Waiter>();
+  /** Revocations on their way, per workstream: a pump waits for them before it takes a send (C7). */
+  private readonly revoking = new Map<string, Set<Promise<void>>>();
   /** Enqueues on their way, per workstream, by the ticket their send was captured at (C7). */
   private readonly enqueuing = new Map<
     string,
@@ -116,7 +122,12 @@ export class DurableSends {
       set.delete(entry);
       if (set.size === 0 && this.enqueuing.get(workstreamId) === set) this.enqueuing.delete(workstreamId);
     });
-    return queued.then(({ row }) => {
+    return queued.then(async ({ row }) => {
+      if (this.closed) {
+        // Shutdown began while it was on its way: it never waits here.
+        await this.deps.store.withdrawQueuedSend(row.id).catch(() => false);
+        throw errors.shuttingDown('turnwarden shut down before the send could start');
+      }
       const answered = this.wait(row, signal);
       // The turn may have ended before the send was queued, leaving nobody to start it: try here.
       this.deps.pump(workstreamId);
@@ -128,7 +139,10 @@ export class DurableSends {
     const { store, holder, logger } = this.deps;
     const { workstreamId, principal } = input;
     if (this.closed) throw errors.shuttingDown('turnwarden is shutting down');
-    const running = await this.runningPrincipal(workstreamId);
+    // T3, while a turn runs (somebody holds the lease): its principal is its last user row's.
+    const lease = await store.getLease(workstreamId);
+    const held = lease !== undefined && !lease.released && lease.expiresAt > Date.now();
+    const running = held ? await this.runningPrincipal(workstreamId) : undefined;
     if (running !== undefined && running !== principal) {
       throw errors.turnInProgress(
         `workstream ${workstreamId} is running another principal's turn; only its own messages queue behind it`,
@@ -163,6 +177,7 @@ export class DurableSends {
   /** The claim input of a queued send, taken as the claim takes its lease (claim.ts). */
   input(row: QueuedSend, took: (token: number) => void): ClaimInput {
     const body = JSON.parse(row.body) as Body;
+    let taken: number | undefined;
     return {
       tenantId: keyTenantId(row.workstreamId),
       workstreamId: row.workstreamId,
@@ -179,17 +194,21 @@ export class DurableSends {
             token,
             generation,
           });
-          if (ok) took(token);
+          if (ok) {
+            taken = token;
+            took(token);
+          }
           return ok;
         },
+        // Under the turn's lease: a host that takes the workstream next finds it answered.
+        ending: (result) => (taken === undefined ? Promise.resolve() : this.finish(row, taken, { result })),
       },
     };
   }
 
-  /** Its turn runs here: the origin is told now, and again with the result. */
-  started(row: QueuedSend, token: number, turn: ClaimedTurn): void {
+  /** Its turn runs here: the origin is told now (and with the result, as the turn ends: `input`). */
+  started(row: QueuedSend): void {
     this.tellOrigin(row);
-    void turn.done.then((result) => this.finish(row, token, { result }));
   }
 
   /** Taken, then its claim failed: its sender gets the error. */
@@ -207,7 +226,31 @@ export class DurableSends {
    * C7: every send waiting on the workstream is revoked — by a cancel, close or delete, on
    * whichever host it runs, or a turn that ended poisoned. Resolves once the revocation is durable.
    */
-  async revoke(workstreamId: string, reason: RevokeReason, ticket?: number): Promise<void> {
+  revoke(workstreamId: string, reason: RevokeReason, ticket?: number): Promise<void> {
+    const p = this.revokeNow(workstreamId, reason, ticket);
+    const set = this.revoking.get(workstreamId) ?? new Set();
+    set.add(p);
+    this.revoking.set(workstreamId, set);
+    const done = () => {
+      set.delete(p);
+      if (set.size === 0 && this.revoking.get(workstreamId) === set) this.revoking.delete(workstreamId);
+    };
+    p.then(done, done);
+    return p;
+  }
+
+  /** Resolves once the revocations of the workstream on their way are durable (or failed). */
+  revoked(workstreamId: string): Promise<void> | undefined {
+    const set = this.revoking.get(workstreamId);
+    return set === undefined ? undefined : Promise.allSettled([...set]).then(() => undefined);
+  }
+
+  /** Whether sends wait on the workstream in the store's queue (a new send goes behind them). */
+  async waiting(workstreamId: string): Promise<boolean> {
+    return (await this.deps.store.countQueuedSends(workstreamId)) > 0;
+  }
+
+  private async revokeNow(workstreamId: string, reason: RevokeReason, ticket?: number): Promise<void> {
     // Sends this host was called with before the call that revokes (all, for a poisoned end).
     const earlier = [...(this.enqueuing.get(workstreamId) ?? [])].filter(
       (e) => ticket === undefined || e.ticket < ticket,
@@ -260,6 +303,8 @@ export class DurableSends {
   /** Shutdown: sends still waiting are withdrawn (best effort) and refused SHUTTING_DOWN. */
   async stop(): Promise<void> {
     this.closed = true;
+    // Enqueues on their way land first (each is then withdrawn and refused below or as it lands).
+    await Promise.all([...this.enqueuing.values()].flatMap((set) => [...set].map((e) => e.settled)));
     this.stopPoll?.();
     this.stopPoll = undefined;
     const waiting = [...this.waiters.values()];
@@ -268,7 +313,7 @@ export class DurableSends {
       w.detach();
       await this.deps.store.withdrawQueuedSend(w.id).catch(() => false);
       w.reject(errors.shuttingDown('turnwarden is shutting down'));
-      w.finished?.(lostTurn(w.workstreamId, 0));
+      w.finished?.(lostTurn(w.workstreamId, w.generation ?? 0));
     }
   }
 
@@ -341,10 +386,14 @@ export class DurableSends {
     });
   }
 
-  private async read(ids: readonly number[]): Promise<void> {
+  private async read(all: readonly number[]): Promise<void> {
+    for (let i = 0; i < all.length; i += READ_CHUNK) await this.readChunk(all.slice(i, i + READ_CHUNK));
+  }
+
+  private async readChunk(ids: readonly number[]): Promise<void> {
     let rows: QueuedSend[];
     try {
-      rows = await this.deps.store.readQueuedSends(ids.slice(0, 1_000));
+      rows = await this.deps.store.readQueuedSends(ids);
     } catch (err) {
       this.deps.logger.warn({ err }, 'queued sends not read; will retry');
       return;
@@ -431,6 +480,7 @@ export class DurableSends {
       finished = r;
     });
     w.finished = finished;
+    w.generation = generation;
     w.resolve({
       workstreamId: row.workstreamId,
       generation,
@@ -445,7 +495,7 @@ export class DurableSends {
     w.detach();
     if (w.finished !== undefined) {
       // Taken, then gone with its workstream: the turn ended with it.
-      w.finished(lostTurn(w.workstreamId, 0));
+      w.finished(lostTurn(w.workstreamId, w.generation ?? 0));
       return;
     }
     w.reject(fromWire(outcome.error));

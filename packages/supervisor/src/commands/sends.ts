@@ -32,6 +32,8 @@ export interface SendsDeps {
 export class Sends {
   /** Workstreams whose durable queue is being pumped here. */
   private readonly pumping = new Set<string>();
+  /** Pumps asked for while one ran: it pumps again. */
+  private readonly pumpAgain = new Set<string>();
   /** Workstreams whose turn ended poisoned: their durable queue is revoked before it is pumped (C7). */
   private readonly poisoned = new Set<string>();
 
@@ -73,7 +75,13 @@ export class Sends {
         try {
           step = await rec.run(async (): Promise<Step> => {
             queue.check(sent);
-            const busy = rec.turn !== undefined || queue.depth(workstreamId) > 0;
+            // Cluster mode: sends waiting in the store's queue go first, whichever host they came to.
+            const behindDurable =
+              this.deps.durable !== undefined &&
+              rec.turn === undefined &&
+              config.limits.maxQueuedSends > 0 &&
+              (await this.deps.durable.waiting(workstreamId));
+            const busy = rec.turn !== undefined || queue.depth(workstreamId) > 0 || behindDurable;
             // T3: only the running turn's own principal queues behind it; another's message is an
             // interjection, refused (TURN_IN_PROGRESS) by the claim — as is any send while queueing is off.
             const own = rec.turn === undefined || rec.turn.principal === input.principal;
@@ -199,11 +207,18 @@ export class Sends {
    */
   private async pumpDurable(workstreamId: string): Promise<void> {
     const { durable } = this.deps;
-    if (durable === undefined || this.pumping.has(workstreamId)) return;
+    if (durable === undefined) return;
+    if (this.pumping.has(workstreamId)) {
+      // One runs: it looks again when it is done (this call may have come for a send it missed).
+      this.pumpAgain.add(workstreamId);
+      return;
+    }
     this.pumping.add(workstreamId);
     let again = false;
     try {
       if (this.poisoned.delete(workstreamId)) await durable.revoke(workstreamId, 'poison');
+      // A cancel's revocation on its way is durable before a send is taken (C7).
+      await durable.revoked(workstreamId);
       // A turn runs here: its end pumps.
       if (this.deps.sessions.peek(workstreamId)?.turn !== undefined) return;
       const row = await durable.next(workstreamId);
@@ -217,6 +232,7 @@ export class Sends {
     } finally {
       this.pumping.delete(workstreamId);
     }
+    if (this.pumpAgain.delete(workstreamId)) again = true;
     if (again) this.pump(workstreamId);
   }
 
@@ -251,7 +267,8 @@ export class Sends {
         return false;
       }
       permit = undefined; // the turn holds it now; its end releases it
-      durable!.started(row, token!, turn.run(sent, input.tools));
+      turn.run(sent, input.tools);
+      durable!.started(row);
       return false;
     } catch (err) {
       permit?.release();

@@ -16,6 +16,7 @@ import type { WorkerPool } from '../capacity/pool.js';
 import type { ModelThreads } from '../models/threads.js';
 import { acquireLease, leftover, type MaintenanceHost, repairLeftover } from '../sessions/maintenance.js';
 import { claimRefusal, type SessionRecord } from '../sessions/sessions.js';
+import type { TurnResult } from '../types.js';
 import { Turn } from './turn.js';
 import type { TurnHost } from './types.js';
 
@@ -49,6 +50,8 @@ export interface ClaimInput {
   readonly queued?: {
     readonly commitKey: string;
     take(token: number, generation: number): Promise<boolean>;
+    /** The turn's result, recorded while the turn still holds its lease (TurnInit.ending). */
+    ending(result: TurnResult): Promise<void>;
   };
 }
 
@@ -187,6 +190,7 @@ async function take(
         history,
         user,
         claimed,
+        ...(queued === undefined ? {} : { ending: (result: TurnResult) => queued.ending(result) }),
       });
     } catch (e) {
       await host.store.releaseLease(workstreamId, host.holder, lease.token).catch(() => false);

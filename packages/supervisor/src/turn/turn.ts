@@ -301,6 +301,21 @@ export class Turn {
     this.modelCall?.abort('ended');
     this.unwatch();
     const { status, synthesized } = await settle(host, this.rec, this, outcome);
+    const error = outcome?.error ?? (err === undefined ? undefined : toWire(err));
+    const abortReason = this.abortRecord?.reason ?? outcome?.abortReason;
+    const workerTerminated = this.terminated || workerGone;
+    const end: Omit<TurnResult, 'workstreamId' | 'generation'> = {
+      status,
+      ...(outcome?.finalText === undefined ? {} : { finalText: outcome.finalText }),
+      ...(abortReason === undefined ? {} : { abortReason }),
+      ...(error === undefined ? {} : { error }),
+      synthesized,
+      workerTerminated,
+    };
+    // Told under the lease, before it goes (a durably queued send's outcome: P6 fences it).
+    await this.init
+      .ending?.({ workstreamId: this.workstreamId, generation: this.generation, ...end })
+      .catch((e: unknown) => log.warn({ err: e }, 'turn result not recorded for its queued send'));
     await host.store.releaseLease(this.workstreamId, host.holder, this.lease.token).catch((e: unknown) => {
       log.warn({ err: e }, 'lease release failed; it will expire');
       return false;
@@ -321,18 +336,8 @@ export class Turn {
     // C3: stream_end then idle, before any successor turn can publish.
     host.events.emit(this.workstreamId, 'stream_end', this.generation, { status });
     host.events.emit(this.workstreamId, 'idle', this.generation, {});
-    const error = outcome?.error ?? (err === undefined ? undefined : toWire(err));
-    const abortReason = this.abortRecord?.reason ?? outcome?.abortReason;
-    const workerTerminated = this.terminated || workerGone;
     log.info({ status, synthesized, workerTerminated }, 'turn finished');
-    this.finish({
-      status,
-      ...(outcome?.finalText === undefined ? {} : { finalText: outcome.finalText }),
-      ...(abortReason === undefined ? {} : { abortReason }),
-      ...(error === undefined ? {} : { error }),
-      synthesized,
-      workerTerminated,
-    });
+    this.finish(end);
   }
 
   /** The turn's end failed unexpectedly: it is ended all the same — `done` never hangs, nor its permit. */

@@ -98,6 +98,11 @@ export interface TurnInit {
   readonly history: readonly HistoryMessage[];
   readonly user: UserMessage;
   readonly claimed: SessionSnapshotData;
+  /**
+   * Told the turn's result while it still holds its lease, before the lease is released (a send
+   * queued durably records its outcome under the lease: commands/durable-sends.ts).
+   */
+  readonly ending?: (result: TurnResult) => Promise<void>;
 }
 
 /** The outcome of a turn's result; `crashed`: its worker died (T7). */
