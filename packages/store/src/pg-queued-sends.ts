@@ -3,6 +3,7 @@
  * one transaction under the workstream row's lock where a bound is counted.
  */
 import { workstreamClosed, workstreamNotFound } from './errors.js';
+import { tenantRange } from './leases.js';
 import { LOCK_SQL, nowSql } from './pg-rows.js';
 import type { PgTx } from './pg-tx.js';
 import {
@@ -11,6 +12,7 @@ import {
   type QueuedSendRow,
   queueFull,
   type TakeQueuedSendInput,
+  tenantQueueFull,
   toQueuedSend,
 } from './queued-sends.js';
 
@@ -24,6 +26,12 @@ interface Queryable {
 
 /** Counted and inserted under the workstream row's lock: every enqueuer of the id, on any host, in turn. */
 export async function pgEnqueue(tx: PgTx, i: EnqueueSendInput, now: number | null): Promise<QueuedSend> {
+  // A tenant's bound is counted under a lock of the tenant's own, taken before the row lock.
+  const range = i.maxPerTenant === undefined ? undefined : tenantRange(i.workstreamId);
+  if (range !== undefined)
+    void tx.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [
+      `turnwarden queue ${range.tenantId}`,
+    ]);
   // The count is a statement of its own, sent behind the lock: its snapshot is taken once the lock
   // is held, so it sees every send queued by a transaction that held it before.
   const lockP = tx.query<{ status: string }>('SELECT status FROM workstreams WHERE id = $1 FOR UPDATE', [
@@ -38,6 +46,14 @@ export async function pgEnqueue(tx: PgTx, i: EnqueueSendInput, now: number | nul
   if (row.status !== 'open') throw workstreamClosed(i.workstreamId);
   const waiting = Number((await countP).rows[0]!.n);
   if (waiting >= i.max) throw queueFull(i, waiting);
+  if (range !== undefined) {
+    const { rows } = await tx.query<{ n: string }>(
+      "SELECT COUNT(*) AS n FROM queued_sends WHERE workstream_id >= $1 AND workstream_id < $2 AND state = 'waiting'",
+      [range.from, range.to],
+    );
+    const n = Number(rows[0]!.n);
+    if (n >= i.maxPerTenant!) throw tenantQueueFull(i, range.tenantId, n);
+  }
   const { rows } = await tx.query<QueuedSendRow>(
     `INSERT INTO queued_sends (workstream_id, principal, body, origin, state, created_at)
      VALUES ($1, $2, $3, $4, 'waiting', ${nowSql(5)}) RETURNING *`,

@@ -159,6 +159,32 @@ describe.skipIf(skip !== undefined)('PostgresStore', () => {
     }
   });
 
+  it('T4: hosts queueing sends of one tenant at once never exceed maxPerTenant, 20 rounds', async () => {
+    const clock = new FakeClock();
+    const hostA = await open({ now: clock.now });
+    const hostB = await open({ now: clock.now }, true);
+    const ids = ['t/a', 't/b', 't/c', 't/d'];
+    for (const id of ids) await hostA.createWorkstream({ id, tenantId: 't' });
+    for (let round = 0; round < 20; round++) {
+      const results = await Promise.allSettled(
+        ids.map((workstreamId, i) =>
+          (i % 2 === 0 ? hostA : hostB).enqueueSend({
+            workstreamId,
+            principal: 'p',
+            body: '{}',
+            origin: 'h',
+            max: 8,
+            retryAfterMs: 1,
+            maxPerTenant: 2,
+          }),
+        ),
+      );
+      const queued = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value.workstreamId] : []));
+      expect(queued).toHaveLength(2);
+      for (const id of queued) await hostA.revokeQueuedSends(id, '{}');
+    }
+  });
+
   it('P6: a superseded holder’s append writes nothing while the new holder’s append succeeds', async () => {
     const clock = new FakeClock();
     const hostA = await open({ now: clock.now });

@@ -197,6 +197,27 @@ forEachStore((backend) => {
       expect(await store.readQueuedSends([a.id])).toEqual([]);
     });
 
+    it('T4: maxPerTenant bounds the sends of a tenant waiting on all its workstreams together (QUEUE_FULL, nothing written)', async () => {
+      await store.createWorkstream({ id: 't/x', tenantId: 't' });
+      await store.createWorkstream({ id: 'tt/y', tenantId: 'tt' });
+      await store.enqueueSend(send({ maxPerTenant: 2 }));
+      await store.enqueueSend(send({ workstreamId: 't/x', maxPerTenant: 2 }));
+      await expect(store.enqueueSend(send({ workstreamId: 't/x', maxPerTenant: 2 }))).rejects.toMatchObject({
+        code: 'QUEUE_FULL',
+        retryable: true,
+        details: { limit: 2, retryAfterMs: 50 },
+      });
+      expect(await store.countQueuedSends('t/x')).toBe(1);
+      // Another tenant (whose id begins with this one's) is counted apart; without the bound, none.
+      expect(await store.enqueueSend(send({ workstreamId: 'tt/y', maxPerTenant: 1 }))).toMatchObject({
+        state: 'waiting',
+      });
+      expect(await store.enqueueSend(send({ workstreamId: 't/x' }))).toMatchObject({ state: 'waiting' });
+      // An answered send frees its place.
+      await store.revokeQueuedSends('t/w', '{}');
+      expect(await store.enqueueSend(send({ maxPerTenant: 3 }))).toMatchObject({ state: 'waiting' });
+    });
+
     it('T5: bad input is INVALID_INPUT and writes nothing', async () => {
       await expect(store.enqueueSend(send({ max: 0 }))).rejects.toMatchObject({ code: 'INVALID_INPUT' });
       await expect(store.enqueueSend(send({ body: '' }))).rejects.toMatchObject({ code: 'INVALID_INPUT' });

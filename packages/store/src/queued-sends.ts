@@ -12,6 +12,7 @@
  */
 import { errors } from '@turnwarden/protocol';
 import type Database from 'better-sqlite3';
+import { tenantRange } from './leases.js';
 import { checkInteger, checkKey, checkText } from './validate.js';
 
 export type QueuedSendState = 'waiting' | 'taken' | 'done' | 'revoked' | 'withdrawn';
@@ -44,6 +45,11 @@ export interface EnqueueSendInput {
   readonly max: number;
   /** QUEUE_FULL's `retryAfterMs`. */
   readonly retryAfterMs: number;
+  /**
+   * At most this many sends of the workstream's tenant (its key's prefix) wait on all its
+   * workstreams together (QUEUE_FULL beyond), counted under a lock of the tenant's own.
+   */
+  readonly maxPerTenant?: number;
 }
 
 export interface TakeQueuedSendInput {
@@ -118,6 +124,7 @@ export function checkEnqueue(i: EnqueueSendInput): EnqueueSendInput {
   checkText('origin', i.origin, 512);
   checkInteger('max', i.max, 1);
   checkInteger('retryAfterMs', i.retryAfterMs, 0);
+  if (i.maxPerTenant !== undefined) checkInteger('maxPerTenant', i.maxPerTenant, 1);
   return i;
 }
 
@@ -145,6 +152,14 @@ export function queueFull(i: EnqueueSendInput, waiting: number) {
   return errors.queueFull(
     `${waiting} sends already wait on ${i.workstreamId} (limits.maxQueuedSends); retry when its turn ends`,
     { limit: i.max, retryAfterMs: i.retryAfterMs },
+  );
+}
+
+/** QUEUE_FULL: the tenant's sends waiting on all its workstreams reached `maxPerTenant`. */
+export function tenantQueueFull(i: EnqueueSendInput, tenantId: string, waiting: number) {
+  return errors.queueFull(
+    `${waiting} sends of tenant ${tenantId} already wait across its workstreams (limits.maxQueuedSendsPerTenant); retry when a turn ends`,
+    { limit: i.maxPerTenant ?? 0, retryAfterMs: i.retryAfterMs },
   );
 }
 
@@ -180,6 +195,7 @@ export function toQueuedSend(r: QueuedSendRow): QueuedSend {
 /** The SQLite statements; each method runs inside the store's write or read transaction. */
 export class QueuedSendTable {
   readonly #count;
+  readonly #countTenant;
   readonly #insert;
   readonly #next;
   readonly #take;
@@ -193,6 +209,9 @@ export class QueuedSendTable {
   constructor(private readonly db: Database.Database) {
     this.#count = db.prepare<[string], { n: number }>(
       "SELECT COUNT(*) AS n FROM queued_sends WHERE workstream_id = ? AND state = 'waiting'",
+    );
+    this.#countTenant = db.prepare<[string, string], { n: number }>(
+      "SELECT COUNT(*) AS n FROM queued_sends WHERE workstream_id >= ? AND workstream_id < ? AND state = 'waiting'",
     );
     this.#insert = db.prepare<[string, string, string, string, number], QueuedSendRow>(
       `INSERT INTO queued_sends (workstream_id, principal, body, origin, state, created_at)
@@ -241,6 +260,11 @@ export class QueuedSendTable {
   enqueue(i: EnqueueSendInput, now: number): QueuedSend {
     const waiting = this.#count.get(i.workstreamId)!.n;
     if (waiting >= i.max) throw queueFull(i, waiting);
+    const range = i.maxPerTenant === undefined ? undefined : tenantRange(i.workstreamId);
+    if (range !== undefined) {
+      const n = this.#countTenant.get(range.from, range.to)!.n;
+      if (n >= i.maxPerTenant!) throw tenantQueueFull(i, range.tenantId, n);
+    }
     return toQueuedSend(this.#insert.get(i.workstreamId, i.principal, i.body, i.origin, now)!);
   }
 

@@ -88,6 +88,12 @@ export interface LimitsConfig {
    * QUEUE_FULL. 0 turns queueing off: a send during a turn is refused with TURN_IN_PROGRESS.
    */
   readonly maxQueuedSends: number;
+  /**
+   * Cluster mode: sends of one tenant that may wait behind turns on all its workstreams and all
+   * the hosts together (the database's queue); one more is refused with QUEUE_FULL. Unset: only
+   * `maxQueuedSends` per workstream bounds them.
+   */
+  readonly maxQueuedSendsPerTenant?: number;
 }
 
 /** Retries of journal writes the store reports as transient (P3, P4). */
@@ -393,6 +399,7 @@ export function resolveConfig(input: unknown): SupervisorConfig {
     'maxToolArgBytes',
     'maxMessageBytes',
     'maxQueuedSends',
+    'maxQueuedSendsPerTenant',
   ]);
   const limits: LimitsConfig = {
     maxModelSteps: int('limits.maxModelSteps', lim.maxModelSteps ?? d.limits.maxModelSteps, 1, 10_000),
@@ -409,6 +416,16 @@ export function resolveConfig(input: unknown): SupervisorConfig {
       64 << 20,
     ),
     maxQueuedSends: int('limits.maxQueuedSends', lim.maxQueuedSends ?? d.limits.maxQueuedSends, 0, 1_000),
+    ...(lim.maxQueuedSendsPerTenant === undefined
+      ? {}
+      : {
+          maxQueuedSendsPerTenant: int(
+            'limits.maxQueuedSendsPerTenant',
+            lim.maxQueuedSendsPerTenant,
+            1,
+            1_000_000,
+          ),
+        }),
   };
 
   const model = top.model;

@@ -378,6 +378,7 @@ export class TurnEngine implements Commands {
             timers,
             pollMs: config.lease.renewMs,
             maxQueued: config.limits.maxQueuedSends,
+            maxQueuedPerTenant: config.limits.maxQueuedSendsPerTenant,
             retryAfterMs: () => this.admission.oneTurnRetryAfterMs(),
             tell: (origin, ids) => clustered.tellQueued(origin, ids),
             cancelTurn: (workstreamId, generation) => this.cancelGeneration(workstreamId, generation),

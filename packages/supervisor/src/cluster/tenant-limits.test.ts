@@ -29,11 +29,12 @@ afterEach(async () => {
 const WAITS = 'send waits for a turn of its tenant to end in the cluster';
 const tenantA = { tenantId: 'tenant-a', principal: 'user-a' };
 const tenantB = { tenantId: 'tenant-b', principal: 'user-b' };
+const ref1 = { ...tenantA, workstreamId: 'ws-1' };
 
-async function threeHosts(limit: number) {
+async function threeHosts(limit: number, limits: { maxQueuedSendsPerTenant?: number } = {}) {
   store = openSqliteStore({ path: ':memory:' });
   const bus = new MemoryChannelBus();
-  const options = { admission: { maxActivePerTenantInCluster: limit } };
+  const options = { admission: { maxActivePerTenantInCluster: limit }, limits };
   const a = await startRuntime({ ...options, store: bus.view(store), hostId: 'host-a' });
   const b = await startRuntime({ ...options, store: bus.view(store), hostId: 'host-b' }, { existing: true });
   const c = await startRuntime({ ...options, store: bus.view(store), hostId: 'host-c' }, { existing: true });
@@ -78,6 +79,47 @@ describe('a tenant’s turns across hosts (T4, issue 25)', () => {
     expect((await within(first.done, 10_000, 'the first turn')).status).toBe('completed');
     const started = await within(second, 10_000, 'the waiting send starts');
     expect((await within(started.done, 10_000, 'its turn')).finalText).toBe('second');
+  });
+
+  it('T4: a tenant’s sends waiting behind turns on all its workstreams and hosts are bounded (limits.maxQueuedSendsPerTenant): QUEUE_FULL, retryable, nothing written', async () => {
+    const { a, b, c } = await threeHosts(2, { maxQueuedSendsPerTenant: 1 });
+    const [g1, g2] = [gate(), gate()];
+    gates.push(g1, g2);
+    const t1 = await a.send(script({ tools: [{ name: 'gated', args: g1.args }] }, { text: 'one' }));
+    const t2 = await c.tw.send({
+      ...tenantA,
+      workstreamId: 'ws-2',
+      content: script({ tools: [{ name: 'gated', args: g2.args }] }, { text: 'two' }),
+    });
+    await within(Promise.all([g1.waiting, g2.waiting]), 10_000, 'both tools run');
+    // One send of the tenant waits (behind ws-1's turn, queued on host B) …
+    const queued = b.waitForLog('send queued durably behind a turn on another host');
+    const first = b.tw.send({ ...ref1, content: script({ text: 'behind one' }) });
+    first.catch(() => undefined);
+    await within(queued, 10_000, 'the first send is queued');
+    // … so another behind ws-2's turn, on host C, is one too many.
+    const queuedAgain = c.waitForLog('send queued durably behind a turn on another host');
+    const second = c.tw.send({ ...tenantA, workstreamId: 'ws-2', content: script({ text: 'behind two' }) });
+    const outcome = await within(
+      Promise.race([
+        queuedAgain.then(() => 'queued'),
+        second.then(
+          () => 'started',
+          (e: unknown) => e,
+        ),
+      ]),
+      10_000,
+      'the second send',
+    );
+    expect(outcome).toMatchObject({ code: ErrorCode.QUEUE_FULL, retryable: true, details: { limit: 1 } });
+    g1.open();
+    g2.open();
+    await within(Promise.all([t1.done, t2.done]), 10_000, 'the turns');
+    expect((await within((await first).done, 10_000, 'the queued send’s turn')).finalText).toBe('behind one');
+    const texts = (await c.tw.history({ ...tenantA, workstreamId: 'ws-2' })).rows.filter(
+      (r) => r.message.role === 'user',
+    );
+    expect(texts).toHaveLength(1);
   });
 
   it('T4: the wait is bounded by maxWaitMs — CAPACITY_EXHAUSTED (wait_timeout, retryable), nothing written', async () => {

@@ -46,6 +46,8 @@ export interface DurableSendsDeps {
   /** How often an origin re-reads its rows (`lease.renewMs`). */
   readonly pollMs: number;
   readonly maxQueued: number;
+  /** A tenant's sends waiting on all its workstreams together (`limits.maxQueuedSendsPerTenant`). */
+  readonly maxQueuedPerTenant?: number | undefined;
   /** QUEUE_FULL's `retryAfterMs`. */
   readonly retryAfterMs: () => number;
   /** Tells the host `origin` that its rows `ids` changed (the cluster's channel). */
@@ -159,6 +161,7 @@ export class DurableSends {
       origin: holder,
       max: this.deps.maxQueued,
       retryAfterMs: this.deps.retryAfterMs(),
+      ...(this.deps.maxQueuedPerTenant === undefined ? {} : { maxPerTenant: this.deps.maxQueuedPerTenant }),
     });
     logger.info({ workstreamId, queuedSend: row.id }, 'send queued durably behind a turn on another host');
     return { row };
