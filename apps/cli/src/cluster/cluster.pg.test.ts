@@ -51,7 +51,6 @@ async function hosts(n: number): Promise<{ cluster: HostCluster; store: Postgres
   return { cluster, store };
 }
 
-/** Waits for a condition the processes bring about, checking every 20 ms, failing after `ms`. */
 /** Workstream w1 on the first host, running a ten-minute tool whose call is durable. */
 async function longTurnOnFirstHost(c: HostCluster, db: PostgresStore): Promise<void> {
   await c.api(0, 'POST', '/workstreams', { workstreamId: 'w1' });
@@ -61,6 +60,7 @@ async function longTurnOnFirstHost(c: HostCluster, db: PostgresStore): Promise<v
   );
 }
 
+/** Waits for a condition the processes bring about, checking every 20 ms, failing after `ms`. */
 async function until<T>(what: string, ms: number, probe: () => Promise<T | undefined>): Promise<T> {
   const deadline = Date.now() + ms;
   for (;;) {
