@@ -45,6 +45,8 @@ export interface DemoArgs {
   readonly hosts: number | undefined;
   /** `--postgres URL`; `true` for a throwaway cluster (`--postgres` alone). */
   readonly postgres: string | true | undefined;
+  /** `--balancer`: every call of the hosts demo goes through a real load balancer (HAProxy). */
+  readonly balancer: boolean;
 }
 
 export type Command =
@@ -141,6 +143,7 @@ export function parseDemoArgs(input: readonly string[]): DemoArgs {
         token: { type: 'string' },
         hosts: { type: 'string' },
         postgres: { type: 'string' },
+        balancer: { type: 'boolean' },
       },
     }));
   } catch (e) {
@@ -154,6 +157,11 @@ export function parseDemoArgs(input: readonly string[]): DemoArgs {
   }
   if ((hosts === undefined) !== (postgres === undefined)) {
     throw new UsageError('demo: --hosts and --postgres go together (several hosts share one database)');
+  }
+  if (values.balancer === true && hosts === undefined) {
+    throw new UsageError(
+      'demo: --balancer puts a load balancer in front of the hosts: it needs --hosts N --postgres',
+    );
   }
   if (hosts !== undefined && (values.server !== undefined || values.provider !== undefined)) {
     throw new UsageError(
@@ -234,6 +242,7 @@ export function parseDemoArgs(input: readonly string[]): DemoArgs {
     token,
     hosts,
     postgres,
+    balancer: values.balancer === true,
   };
 }
 

@@ -74,6 +74,8 @@ Several hosts:
                       accounted for). Needs --postgres.
   --postgres [URL]    the database (postgres://…); without a URL a throwaway cluster from the
                       machine's PostgreSQL server binaries (Debian: apt-get install postgresql)
+  --balancer          every call through a real load balancer in front of the hosts (HAProxy,
+                      round robin; Debian: apt-get install haproxy), as clients of a fleet meet it
 
 Output:
   --json              print only a JSON summary on stdout

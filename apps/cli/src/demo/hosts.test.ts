@@ -3,6 +3,7 @@ import type { HistoryRow } from '@turnwarden/protocol';
 import { slowPostgresSkipReason } from '@turnwarden/store/testing';
 import { describe, expect, it } from 'vitest';
 import { parseDemoArgs, UsageError } from '../args.js';
+import { balancerSkipReason } from '../cluster/balancer.js';
 import { formatHosts, runHostsDemo, supersededRows } from './hosts.js';
 
 const rows = (...tokens: (number | undefined)[]): HistoryRow[] =>
@@ -33,6 +34,9 @@ describe('demo --hosts', () => {
     expect(() => parseDemoArgs(['--postgres'])).toThrow(UsageError);
     expect(() => parseDemoArgs(['--hosts', '1', '--postgres'])).toThrow(UsageError);
     expect(() => parseDemoArgs(['--hosts', '3', '--postgres', 'mysql://x'])).toThrow(UsageError);
+    expect(parseDemoArgs(['--hosts', '3', '--postgres', '--balancer'])).toMatchObject({ balancer: true });
+    expect(parseDemoArgs(['--hosts', '3', '--postgres'])).toMatchObject({ balancer: false });
+    expect(() => parseDemoArgs(['--balancer'])).toThrow(UsageError);
   });
 });
 
@@ -51,5 +55,30 @@ describe.skipIf(skip !== undefined)(
       expect(report.turns).toHaveLength(48);
       expect(formatHosts(report)).toContain('RESULT: OK');
     }, 120_000);
+
+    it.skipIf(balancerSkipReason() !== undefined)(
+      'S7 P6 L3 C7: the same through a real load balancer (HAProxy) — every call through it, one host killed and one paused, every check passes and no send is refused LEASED_ELSEWHERE',
+      async () => {
+        const args = parseDemoArgs([
+          '--hosts',
+          '3',
+          '--postgres',
+          '--balancer',
+          '--workstreams',
+          '12',
+          '--turns',
+          '4',
+        ]);
+        const report = await runHostsDemo({ ...args, hosts: 3, postgres: undefined });
+        expect(report.checks.filter((c) => !c.ok)).toEqual([]);
+        expect(report.balancer).toMatch(/^HAProxy at http:\/\/127\.0\.0\.1:\d+/);
+        expect(report.chaos.map((e) => e.what)).toEqual(['killed', 'paused', 'resumed']);
+        expect(report.turns).toHaveLength(48);
+        expect(report.turns.every((t) => t.host === 'balancer')).toBe(true);
+        expect(report.turns.reduce((n, t) => n + t.leasedElsewhere, 0)).toBe(0);
+        expect(formatHosts(report)).toContain('every call through HAProxy');
+      },
+      120_000,
+    );
   },
 );

@@ -15,6 +15,7 @@ import { type HistoryRow, openToolCalls, workstreamKey } from '@turnwarden/proto
 import { openPostgresStore, type PostgresStore } from '@turnwarden/store';
 import { type Postgres, startPostgres } from '@turnwarden/store/testing';
 import type { DemoArgs } from '../args.js';
+import { type Balancer, startBalancer } from '../cluster/balancer.js';
 import { HostCluster } from '../cluster/hosts.js';
 import { auditHistory, classifyTurn, type IntegrityCheck, mergeAudits } from './integrity.js';
 import { Remote } from './remote.js';
@@ -63,6 +64,8 @@ interface ChaosEvent {
 export interface HostsReport {
   readonly ok: boolean;
   readonly hosts: readonly string[];
+  /** With `--balancer`: the load balancer every call went through. */
+  readonly balancer?: string;
   readonly database: string;
   readonly turns: readonly HostTurn[];
   readonly chaos: readonly ChaosEvent[];
@@ -89,11 +92,50 @@ class Chaos {
   private paused = false;
   resumed: Promise<void> = Promise.resolve();
 
+  /** Behind a balancer the client cannot tell which host runs a turn: the hosts' own metrics do. */
+  private readonly active: number[];
+  private stopProbe: (() => void) | undefined;
+
   constructor(
     private readonly cluster: HostCluster,
     private readonly total: number,
+    readonly balanced = false,
   ) {
     this.inFlight = cluster.hosts.map(() => 0);
+    this.active = cluster.hosts.map(() => 0);
+  }
+
+  /** Turns running on host `i`: as the client counts them, or (balanced) as the host reports them. */
+  busy(i: number): number {
+    return this.balanced ? this.active[i]! : this.inFlight[i]!;
+  }
+
+  /** Balanced: every 25 ms, each live host's running turns (`turnwarden_active_turns`), then `maybe`. */
+  startProbe(): void {
+    if (!this.balanced) return;
+    let probing = false;
+    const timer = setInterval(() => {
+      if (probing) return;
+      probing = true;
+      void Promise.all(
+        this.cluster.hosts.map(async (h, i) => {
+          if (h.state !== 'running') return;
+          const text = await fetch(`${h.url}/metrics`, { signal: AbortSignal.timeout(300) })
+            .then((r) => r.text())
+            .catch(() => undefined);
+          const m = text === undefined ? null : /^turnwarden_active_turns (\d+)$/m.exec(text);
+          if (m !== null) this.active[i] = Number(m[1]);
+        }),
+      ).finally(() => {
+        probing = false;
+        this.maybe();
+      });
+    }, 25);
+    this.stopProbe = () => clearInterval(timer);
+  }
+
+  stop(): void {
+    this.stopProbe?.();
   }
 
   live(i: number): boolean {
@@ -102,6 +144,12 @@ class Chaos {
 
   /** Whether host `i` was killed, or paused, at some moment between `from` and `to` (ms into the run). */
   struck(i: number, from: number, to: number): boolean {
+    // Behind a balancer the host that served it is not known: any host struck meanwhile excuses it.
+    if (this.balanced) return this.cluster.hosts.some((_, j) => this.struckHost(j, from, to));
+    return this.struckHost(i, from, to);
+  }
+
+  private struckHost(i: number, from: number, to: number): boolean {
     const id = this.cluster.host(i).id;
     const mine = this.events.filter((e) => e.host === id);
     const killed = mine.find((e) => e.what === 'killed');
@@ -120,12 +168,12 @@ class Chaos {
 
   maybe(): void {
     const hosts = this.cluster.hosts.length;
-    if (!this.killed && this.done >= this.total / 4 && this.inFlight[0]! > 0) {
+    if (!this.killed && this.done >= this.total / 4 && this.busy(0) > 0) {
       this.killed = true;
       this.events.push(this.event(0, 'killed'));
       void this.cluster.kill(0);
     }
-    if (hosts >= 3 && this.killed && !this.paused && this.done >= this.total / 2 && this.inFlight[1]! > 0) {
+    if (hosts >= 3 && this.killed && !this.paused && this.done >= this.total / 2 && this.busy(1) > 0) {
       this.paused = true;
       this.cluster.pause(1);
       this.events.push(this.event(1, 'paused'));
@@ -147,7 +195,7 @@ class Chaos {
       atMs: Math.round(performance.now() - this.started),
       host: this.cluster.host(i).id,
       what,
-      turnsInFlight: this.inFlight[i]!,
+      turnsInFlight: this.busy(i),
     };
   }
 }
@@ -217,7 +265,7 @@ async function driveWorkstream(
         index: turn.index,
         kind: turn.kind,
         expected,
-        host: cluster.host(i).id,
+        host: chaos.balanced ? 'balancer' : cluster.host(i).id,
         leasedElsewhere,
         durationMs: Math.round(performance.now() - t0),
       };
@@ -229,8 +277,9 @@ async function driveWorkstream(
         await new Promise((r) => setTimeout(r, BACKOFF_MS));
         continue;
       }
-      if (sent === undefined) {
-        // The connection broke: the host died with the turn (its send may have been accepted).
+      if (sent === undefined || (chaos.balanced && (sent.status === 502 || sent.status === 504))) {
+        // The connection broke — behind a balancer, its 502/504 — the host died with the turn
+        // (its send may have been accepted).
         turns.push({ ...base, outcome: struck ? 'lost_with_host' : 'wrong', accepted: 'unknown' });
         break;
       }
@@ -312,6 +361,8 @@ export async function runHostsDemo(args: HostsArgs): Promise<HostsReport> {
   const schema = `tw_demo_${Date.now().toString(36)}`;
   let store: PostgresStore | undefined;
   let cluster: HostCluster | undefined;
+  let balancer: Balancer | undefined;
+  let chaos: Chaos | undefined;
   try {
     store = await openPostgresStore({ connectionString: url, schema });
     cluster = await HostCluster.start({
@@ -335,13 +386,19 @@ export async function runHostsDemo(args: HostsArgs): Promise<HostsReport> {
       idPrefix: '',
     });
     const total = plan.workstreams.reduce((n, ws) => n + ws.turns.length, 0);
-    const chaos = new Chaos(cluster, total);
     const c = cluster;
-    const remotes = c.hosts.map((h) => new Remote(h.url, TOKEN));
+    if (args.balancer) balancer = await startBalancer(c.hosts.map((h) => ({ id: h.id, url: h.url })));
+    const ch = new Chaos(cluster, total, balancer !== undefined);
+    chaos = ch;
+    ch.startProbe();
+    // Behind the balancer every call goes to it, whichever host the workstream would call home.
+    const via = balancer;
+    const remotes = c.hosts.map((h) => new Remote(via === undefined ? h.url : via.url, TOKEN));
     const perWorkstream = await Promise.all(
-      plan.workstreams.map((ws, k) => driveWorkstream(c, chaos, remotes, ws, k % c.hosts.length)),
+      plan.workstreams.map((ws, k) => driveWorkstream(c, ch, remotes, ws, k % c.hosts.length)),
     );
-    await chaos.resumed;
+    await ch.resumed;
+    ch.stop();
     const turns = perWorkstream.flat();
     // Every lease the dead host held has expired and been taken over before the database is read:
     // wait for the survivors' sweeps to repair what it left (bounded).
@@ -409,6 +466,7 @@ export async function runHostsDemo(args: HostsArgs): Promise<HostsReport> {
     return {
       ok: checks.every((x) => x.ok),
       hosts: c.hosts.map((h) => h.id),
+      ...(balancer === undefined ? {} : { balancer: `HAProxy at ${balancer.url} (round robin)` }),
       database:
         pg === undefined ? `${redact(url)} (schema ${schema})` : `throwaway PostgreSQL on port ${pg.port}`,
       turns,
@@ -419,6 +477,8 @@ export async function runHostsDemo(args: HostsArgs): Promise<HostsReport> {
       elapsedMs: performance.now() - started,
     };
   } finally {
+    chaos?.stop();
+    await balancer?.stop();
     await cluster?.stop();
     await store?.close();
     pg?.stop();
@@ -434,6 +494,7 @@ export function formatHosts(report: HostsReport): string {
   const count = (o: HostTurnOutcome) => t.filter((x) => x.outcome === o).length;
   const lines = [
     `turnwarden demo across ${report.hosts.length} hosts (${report.hosts.join(', ')}) on ${report.database}: ${t.length} turns in ${(report.elapsedMs / 1000).toFixed(1)} s`,
+    ...(report.balancer === undefined ? [] : [`every call through ${report.balancer}`]),
     '',
     ...report.chaos.map(
       (e) =>
@@ -442,7 +503,7 @@ export function formatHosts(report: HostsReport): string {
     '',
     `  turns as their kind must          ${String(count('ok')).padStart(4)}`,
     `  turns lost with their host        ${String(count('lost_with_host')).padStart(4)}  (killed mid-turn, or the paused host's lease taken over)`,
-    `  sends refused LEASED_ELSEWHERE    ${String(t.reduce((n, x) => n + x.leasedElsewhere, 0)).padStart(4)}  (retried on a live host; nothing written)`,
+    `  sends refused LEASED_ELSEWHERE    ${String(t.reduce((n, x) => n + x.leasedElsewhere, 0)).padStart(4)}  (a send meeting another host's turn waits in the database's queue instead)`,
     `  workstreams taken over            ${String(report.failovers).padStart(4)}  (expired leases repaired by a surviving host, S7)`,
     `  late writes refused (FENCED)      ${String(report.fencedWrites).padStart(4)}  (the paused host, after it resumed, P6)`,
     '',
