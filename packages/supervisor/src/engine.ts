@@ -362,7 +362,10 @@ export class TurnEngine implements Commands {
               reclaimQueued: (workstreamId, token) =>
                 this.durable?.reclaim(workstreamId, token) ?? Promise.resolve(),
               queuedChanged: (ids) => this.durable?.changed(ids),
-              tenantsFreed: (tenantIds) => this.tenantSlots?.freed(tenantIds),
+              tenantsFreed: (tenantIds) => {
+                this.tenantSlots?.freed(tenantIds);
+                this.sends.tenantFreed(tenantIds);
+              },
             },
             channel,
           );
@@ -428,6 +431,7 @@ export class TurnEngine implements Commands {
         if (tenantSlots !== undefined) {
           const tenantId = keyTenantId(workstreamId);
           tenantSlots.freed([tenantId]);
+          this.sends.tenantFreed([tenantId]);
           cluster?.freed(tenantId);
         }
         this.sends.pump(workstreamId);
@@ -749,9 +753,14 @@ export class TurnEngine implements Commands {
       this.cancels.cancelTurn(workstreamId, running.done);
       return;
     }
-    void this.cancels
-      .revokeHere(workstreamId)
-      .then(() => this.cluster?.route(workstreamId, { op: 'cancel', generation }))
+    // Only a cancel that found its turn fences (as cancelTurn here): a late handle's cancel, its
+    // turn over, must not revoke the sends queued after it (C4). The holder revoked its waiting
+    // sends as it aborted the turn; this host's own, on their way, are revoked after.
+    const ticket = this.queue.ticket();
+    void Promise.resolve(this.cluster?.route(workstreamId, { op: 'cancel', generation }))
+      .then((r) =>
+        r?.ran === true && r.result === true ? this.cancels.revokeEarlier(workstreamId, ticket) : undefined,
+      )
       .catch((err: unknown) => {
         this.logger.warn({ err, workstreamId, generation }, 'cancel of a turn on another host failed');
       });

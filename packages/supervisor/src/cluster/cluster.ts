@@ -441,6 +441,7 @@ export class Cluster {
 
   /** A turn of the tenant ended here: other hosts' sends waiting on its limit claim again (coalesced per tick). */
   freed(tenantId: string): void {
+    if (tenantId === '') return;
     this.freedTenants.add(tenantId);
     if (this.freedScheduled) return;
     this.freedScheduled = true;
@@ -448,8 +449,20 @@ export class Cluster {
       this.freedScheduled = false;
       const tenants = [...this.freedTenants];
       this.freedTenants.clear();
-      for (let i = 0; i < tenants.length; i += 500)
-        void this.send({ k: 'freed', from: this.host.holder, tenants: tenants.slice(i, i + 500) });
+      // Batches well under a notification's 8,000 bytes (tenant ids are at most 128 characters).
+      let batch: string[] = [];
+      let bytes = 0;
+      const flush = () => {
+        if (batch.length > 0) void this.send({ k: 'freed', from: this.host.holder, tenants: batch });
+        batch = [];
+        bytes = 0;
+      };
+      for (const t of tenants) {
+        if (bytes + t.length + 3 > 6_000) flush();
+        batch.push(t);
+        bytes += t.length + 3;
+      }
+      flush();
     });
   }
 

@@ -236,10 +236,24 @@ describe('sends to a workstream running on another host (issue 25)', () => {
       status: 'interrupted',
       abortReason: 'cancel',
     });
-    // A later turn is not the handle's: its cancel leaves it alone.
-    const next = await b.tw.send({ ...ref, content: script({ text: 'next' }) });
+    // A later turn is not the handle's: its cancel leaves it alone — nor the sends queued behind it.
+    const g3 = gate();
+    gates.push(g3);
+    const next = await a.tw.send({
+      ...ref,
+      content: script({ tools: [{ name: 'gated', args: g3.args }] }, { text: 'next' }),
+    });
+    await within(g3.waiting, 10_000, 'the next turn’s tool runs (on host A)');
+    const behind = (await queueOn(b, 'behind the next')).sent;
+    // The late cancel goes to host A, which finds another generation running and does nothing.
+    const routedAgain = a.waitForLog('routed call received');
     void handle.cancel();
+    await within(routedAgain, 10_000, 'the late cancel reaches host A');
+    g3.open();
     expect((await within(next.done, 10_000, 'the next turn')).status).toBe('completed');
+    expect(
+      (await within((await within(behind, 10_000, 'the send behind it')).done, 10_000, 'its turn')).finalText,
+    ).toBe('behind the next');
   });
 
   it('S7: a send queued behind a host that stops is not lost: another host starts it once the lease is free', async () => {

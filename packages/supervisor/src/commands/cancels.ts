@@ -16,7 +16,7 @@ export interface CancelsDeps {
   readonly sessions: Sessions;
   readonly queue: Pick<SendQueue, 'fence' | 'ticket'>;
   readonly cluster: Pick<Cluster, 'route'> | undefined;
-  readonly durable?: Pick<DurableSends, 'revoke'> | undefined;
+  readonly durable?: Pick<DurableSends, 'revoke' | 'revokeEarlier'> | undefined;
   /** Repairs of sessions without a running turn (maintenance.ts). */
   readonly maintenance: MaintenanceHost;
 }
@@ -51,9 +51,15 @@ export class Cancels {
     }
   }
 
-  /** A turn on another host is cancelled through its handle: what this host queued before is revoked (C7). */
-  revokeHere(workstreamId: string): Promise<void> {
-    return revoke(this.deps, workstreamId, this.deps.queue.ticket(), 'cancel');
+  /**
+   * A turn on another host was cancelled through its handle, called here at `ticket`: the sends
+   * this host was called with before it are revoked (C7) — not the workstream's later ones.
+   */
+  async revokeEarlier(workstreamId: string, ticket: number): Promise<void> {
+    const revoked = this.deps.queue.fence(workstreamId, ticket, 'cancel');
+    if (revoked > 0)
+      this.deps.logger.info({ workstreamId, revoked, reason: 'cancel' }, 'queued sends revoked');
+    await this.deps.durable?.revokeEarlier(workstreamId, ticket);
   }
 
   private async cancelFenced(workstreamId: string, fence: Announced, routed: boolean): Promise<boolean> {

@@ -21,10 +21,8 @@
  * read from the history's last user row.
  */
 import {
-  ErrorCode,
   errors,
   fromWire,
-  isTurnwardenError,
   keyTenantId,
   type RevokeReason,
   toWire,
@@ -70,6 +68,8 @@ type Outcome = { readonly result: TurnResult } | { readonly error: WireError };
 interface Waiter {
   readonly id: number;
   readonly workstreamId: string;
+  /** The ticket its send was captured at (C7). */
+  readonly ticket: number;
   resolve(turn: ClaimedTurn): void;
   reject(err: unknown): void;
   /** Once taken: the turn's `done`, and its generation. */
@@ -130,7 +130,7 @@ export class DurableSends {
         await this.deps.store.withdrawQueuedSend(row.id).catch(() => false);
         throw errors.shuttingDown('turnwarden shut down before the send could start');
       }
-      const answered = this.wait(row, signal);
+      const answered = this.wait(row, signal, ticket);
       // The turn may have ended before the send was queued, leaving nobody to start it: try here.
       this.deps.pump(workstreamId);
       return answered;
@@ -205,6 +205,8 @@ export class DurableSends {
         },
         // Under the turn's lease: a host that takes the workstream next finds it answered.
         ending: (result) => (taken === undefined ? Promise.resolve() : this.finish(row, taken, { result })),
+        failed: (err) =>
+          taken === undefined ? Promise.resolve() : this.finish(row, taken, { error: toWire(err) }),
       },
     };
   }
@@ -212,11 +214,6 @@ export class DurableSends {
   /** Its turn runs here: the origin is told now (and with the result, as the turn ends: `input`). */
   started(row: QueuedSend): void {
     this.tellOrigin(row);
-  }
-
-  /** Taken, then its claim failed: its sender gets the error. */
-  failed(row: QueuedSend, token: number, err: unknown): void {
-    void this.finish(row, token, { error: toWire(err) });
   }
 
   /** Refused before it was taken, for itself alone (a malformed script, say): its sender gets the error. */
@@ -240,6 +237,31 @@ export class DurableSends {
     };
     p.then(done, done);
     return p;
+  }
+
+  /**
+   * C7 for a cancel of one turn through its handle, which found its turn on another host (whose
+   * holder revoked the sends waiting there as it aborted the turn): the sends this host was
+   * called with before `ticket` — on their way to the queue, or waiting in it — are revoked too,
+   * and no later one.
+   */
+  async revokeEarlier(workstreamId: string, ticket: number): Promise<void> {
+    const onTheirWay = [...(this.enqueuing.get(workstreamId) ?? [])].filter((e) => e.ticket < ticket);
+    await Promise.all(onTheirWay.map((e) => e.settled));
+    const earlier = [...this.waiters.values()].filter(
+      (w) => w.workstreamId === workstreamId && w.ticket < ticket && w.finished === undefined,
+    );
+    if (earlier.length === 0) return;
+    const outcome = JSON.stringify({ error: toWire(revokedError(workstreamId, 'cancel')) });
+    const revoked: number[] = [];
+    for (const w of earlier) if (await this.deps.store.withdrawQueuedSend(w.id, outcome)) revoked.push(w.id);
+    if (revoked.length > 0) {
+      this.deps.logger.info(
+        { workstreamId, revoked: revoked.length, reason: 'cancel' },
+        'durably queued sends revoked',
+      );
+      this.changed(revoked);
+    }
   }
 
   /** Resolves once the revocations of the workstream on their way are durable (or failed). */
@@ -352,7 +374,7 @@ export class DurableSends {
     return (tail ?? last(await store.readHistory(workstreamId)))?.principal;
   }
 
-  private wait(row: QueuedSend, signal: AbortSignal | undefined): Promise<ClaimedTurn> {
+  private wait(row: QueuedSend, signal: AbortSignal | undefined, ticket: number): Promise<ClaimedTurn> {
     return new Promise<ClaimedTurn>((resolve, reject) => {
       const onAbort = () => {
         // Withdrawn if it still waits; once taken, the handle's signal cancels its turn.
@@ -366,6 +388,7 @@ export class DurableSends {
       const waiter: Waiter = {
         id: row.id,
         workstreamId: row.workstreamId,
+        ticket,
         resolve,
         reject,
         detach: () => signal?.removeEventListener('abort', onAbort),
@@ -504,15 +527,12 @@ export class DurableSends {
     w.reject(fromWire(outcome.error));
   }
 
+  /**
+   * Records the outcome under the lease it was taken by; rejects when the store could not (the
+   * turn then leaves its lease to expire, so the failover sweep answers the send: Turn.settle).
+   */
   private async finish(row: QueuedSend, token: number, outcome: Outcome): Promise<void> {
-    try {
-      if (await this.deps.store.finishQueuedSend(row.id, token, JSON.stringify(outcome)))
-        this.tellOrigin(row);
-    } catch (err) {
-      // Not recorded: the row stays taken until this host's lease expires and the sweep answers it.
-      if (!isTurnwardenError(err, ErrorCode.SHUTTING_DOWN))
-        this.deps.logger.warn({ err, queuedSend: row.id }, 'queued send outcome not recorded');
-    }
+    if (await this.deps.store.finishQueuedSend(row.id, token, JSON.stringify(outcome))) this.tellOrigin(row);
   }
 
   private tellOrigin(row: QueuedSend): void {

@@ -34,6 +34,8 @@ export class Sends {
   private readonly pumping = new Set<string>();
   /** Pumps asked for while one ran: it pumps again. */
   private readonly pumpAgain = new Set<string>();
+  /** Workstreams whose queued send met its tenant's bound across hosts, per tenant: pumped when one of its turns ends. */
+  private readonly tenantBlocked = new Map<string, Set<string>>();
   /** Workstreams whose turn ended poisoned: their durable queue is revoked before it is pumped (C7). */
   private readonly poisoned = new Set<string>();
 
@@ -183,6 +185,16 @@ export class Sends {
     );
   }
 
+  /** Turns of these tenants ended (here or on another host): their queued sends held back by the bound try again. */
+  tenantFreed(tenantIds: Iterable<string>): void {
+    for (const t of tenantIds) {
+      const set = this.tenantBlocked.get(t);
+      if (set === undefined) continue;
+      this.tenantBlocked.delete(t);
+      for (const ws of set) this.pump(ws);
+    }
+  }
+
   /** A turn ended poisoned — its history still open: sends captured before it cannot start (C7). */
   turnEnded(rec: SessionRecord): void {
     const { queue, logger } = this.deps;
@@ -272,12 +284,17 @@ export class Sends {
       return false;
     } catch (err) {
       permit?.release();
-      if (token !== undefined) {
-        durable!.failed(row, token, err);
-        return true;
-      }
+      // Taken, then its claim failed: the claim answered it with its error under the lease.
+      if (token !== undefined) return true;
       // Answered meanwhile: the next one.
       if (err instanceof NotWaiting) return true;
+      // Its tenant runs its most turns across the hosts: it waits, pumped again when one ends.
+      if (isTurnwardenError(err, ErrorCode.CAPACITY_EXHAUSTED) && err.details?.reason === 'tenant_active') {
+        const set = this.tenantBlocked.get(input.tenantId) ?? new Set<string>();
+        set.add(workstreamId);
+        this.tenantBlocked.set(input.tenantId, set);
+        return false;
+      }
       // Another host holds it, or this one is stopping or full: the send waits on.
       if (
         isTurnwardenError(err, ErrorCode.LEASED_ELSEWHERE) ||

@@ -52,6 +52,8 @@ export interface ClaimInput {
     take(token: number, generation: number): Promise<boolean>;
     /** The turn's result, recorded while the turn still holds its lease (TurnInit.ending). */
     ending(result: TurnResult): Promise<void>;
+    /** The claim failed after the take: its error, recorded before the lease is released. */
+    failed(err: unknown): Promise<void>;
   };
 }
 
@@ -193,6 +195,9 @@ async function take(
         ...(queued === undefined ? {} : { ending: (result: TurnResult) => queued.ending(result) }),
       });
     } catch (e) {
+      // A queued send taken for this claim is answered with its error while the lease is held
+      // (a host acquiring the lease next would otherwise find it taken and requeue it).
+      if (input.queued !== undefined) await input.queued.failed(e).catch(() => undefined);
       await host.store.releaseLease(workstreamId, host.holder, lease.token).catch(() => false);
       throw e;
     }

@@ -312,14 +312,24 @@ export class Turn {
       synthesized,
       workerTerminated,
     };
-    // Told under the lease, before it goes (a durably queued send's outcome: P6 fences it).
-    await this.init
-      .ending?.({ workstreamId: this.workstreamId, generation: this.generation, ...end })
-      .catch((e: unknown) => log.warn({ err: e }, 'turn result not recorded for its queued send'));
-    await host.store.releaseLease(this.workstreamId, host.holder, this.lease.token).catch((e: unknown) => {
-      log.warn({ err: e }, 'lease release failed; it will expire');
-      return false;
-    });
+    // Told under the lease, before it goes (a durably queued send's outcome: P6 fences it). Not
+    // recorded: the lease is left to expire, so the failover sweep answers the send (S7).
+    const recorded = await (
+      this.init.ending?.({ workstreamId: this.workstreamId, generation: this.generation, ...end }) ??
+      Promise.resolve()
+    ).then(
+      () => true,
+      (e: unknown) => {
+        log.warn({ err: e }, 'turn result not recorded for its queued send; its lease is left to expire');
+        return false;
+      },
+    );
+    if (recorded) {
+      await host.store.releaseLease(this.workstreamId, host.holder, this.lease.token).catch((e: unknown) => {
+        log.warn({ err: e }, 'lease release failed; it will expire');
+        return false;
+      });
+    }
     this.detach();
     if (!workerGone && !this.terminated) {
       // Only a worker whose turn completed goes back to the pool; one that was aborted or failed
