@@ -433,13 +433,6 @@ export class PostgresStore implements Store, QueuedSends {
       if (tenantLimit !== undefined) checkInteger('tenantLimit', tenantLimit, 1);
       const range = tenantLimit === undefined ? undefined : tenantRange(workstreamId);
       return this.#tx(async (tx) => {
-        // A tenant's limit is counted under a lock of the tenant's own, taken before any row lock
-        // (the order every such transaction takes them): two hosts acquiring at once count in turn.
-        if (range !== undefined) {
-          void tx.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [
-            `turnwarden tenant ${range.tenantId}`,
-          ]);
-        }
         // The workstream row lock serializes every acquirer of this id on every host; the lease
         // row lock is taken after it, in the order every transaction takes them.
         const { locked, now } = await this.#lock(tx, workstreamId, true);
@@ -454,6 +447,12 @@ export class PostgresStore implements Store, QueuedSends {
           return undefined;
         }
         if (range !== undefined && tenantLimit !== undefined) {
+          // Counted under a lock of the tenant's own, taken last (after this workstream's row
+          // locks, which no holder of it waits for): hosts acquiring at once count in turn, and a
+          // workstream whose row is held up (a long write, a paused host) holds up only itself.
+          await tx.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [
+            `turnwarden tenant ${range.tenantId}`,
+          ]);
           const { rows } = await tx.query<{ n: string; soonest: string | null }>(
             `SELECT COUNT(*) AS n, MIN(expires_at) AS soonest FROM turn_leases
              WHERE workstream_id >= $1 AND workstream_id < $2 AND workstream_id <> $3 AND NOT released AND expires_at > $4`,

@@ -59,8 +59,12 @@ export class Sends {
     const { sessions, queue, admission, logger, config } = this.deps;
     const { workstreamId, tenantId } = input;
     let permit: Permit | undefined;
-    /** When the send first found its tenant at its limit across hosts: its wait is bounded from there. */
-    let tenantSince: number | undefined;
+    /** When the send first had to wait (for a worker, or for its tenant's bound across hosts): every wait of it counts. */
+    let waitingSince: number | undefined;
+    const remaining = () => {
+      waitingSince ??= performance.now();
+      return maxWaitMs - (performance.now() - waitingSince);
+    };
     try {
       const held = seam(SeamName.sendCaptureToEnqueue, { workstreamId });
       if (held !== undefined) await held;
@@ -139,11 +143,11 @@ export class Sends {
         if ('tenantFull' in step) {
           permit?.release();
           permit = undefined;
-          tenantSince ??= performance.now();
-          await this.waitForTenant(sent, tenantId, signal, maxWaitMs - (performance.now() - tenantSince));
+          await this.waitForTenant(sent, tenantId, signal, remaining());
           continue;
         }
         if ('wait' in step) {
+          waitingSince ??= performance.now();
           permit = await this.waitForPermit(sent, tenantId, signal, maxWaitMs);
           continue;
         }
