@@ -121,14 +121,9 @@ async function until<T>(ms: number, probe: () => Promise<T | undefined>): Promis
   }
 }
 
-const inTool = (store: PostgresStore, ws: string) => () =>
-  store.readHistory(ws).then((rows) => (rows.some((r) => r.message.role === 'assistant') ? true : undefined));
-
-/** SIGKILL the host running a turn; another host's client retries until its turn starts. */
-async function failover(url: string, round: number) {
-  const schema = `bench_failover_${round}`;
-  const store = await openPostgresStore({ connectionString: url, schema });
-  const cluster = await HostCluster.start({
+/** Two `turnwarden serve` hosts on `schema` of the bench's database. */
+function twoHosts(url: string, schema: string): Promise<HostCluster> {
+  return HostCluster.start({
     postgres: url,
     schema,
     hosts: 2,
@@ -137,6 +132,16 @@ async function failover(url: string, round: number) {
     runtime: RUNTIME,
     logLevel: 'warn',
   });
+}
+
+const inTool = (store: PostgresStore, ws: string) => () =>
+  store.readHistory(ws).then((rows) => (rows.some((r) => r.message.role === 'assistant') ? true : undefined));
+
+/** SIGKILL the host running a turn; another host's client retries until its turn starts. */
+async function failover(url: string, round: number) {
+  const schema = `bench_failover_${round}`;
+  const store = await openPostgresStore({ connectionString: url, schema });
+  const cluster = await twoHosts(url, schema);
   try {
     await cluster.api(0, 'POST', '/workstreams', { workstreamId: 'w' });
     await cluster.api(0, 'POST', '/workstreams/w/messages', { content: SLEEPING });
@@ -201,15 +206,7 @@ async function handoffs(cluster: HostCluster, store: PostgresStore, from: number
 async function queuedAcrossHosts(url: string, rounds: number) {
   const schema = 'bench_queued';
   const store = await openPostgresStore({ connectionString: url, schema });
-  const cluster = await HostCluster.start({
-    postgres: url,
-    schema,
-    hosts: 2,
-    token: TOKEN,
-    tenantId: TENANT,
-    runtime: RUNTIME,
-    logLevel: 'warn',
-  });
+  const cluster = await twoHosts(url, schema);
   const cross = { gaps: [] as number[], perSec: [] as number[] };
   const same = { gaps: [] as number[], perSec: [] as number[] };
   try {
@@ -234,15 +231,7 @@ async function queuedAcrossHosts(url: string, rounds: number) {
 async function cancels(url: string, n: number) {
   const schema = 'bench_cancel';
   const store = await openPostgresStore({ connectionString: url, schema });
-  const cluster = await HostCluster.start({
-    postgres: url,
-    schema,
-    hosts: 2,
-    token: TOKEN,
-    tenantId: TENANT,
-    runtime: RUNTIME,
-    logLevel: 'warn',
-  });
+  const cluster = await twoHosts(url, schema);
   const routed: number[] = [];
   const local: number[] = [];
   try {

@@ -6,52 +6,26 @@
  * ends; its handle resolves on the host that was called.
  */
 import { ErrorCode } from '@turnwarden/protocol';
-import { openSqliteStore, type Store } from '@turnwarden/store';
+import type { Store } from '@turnwarden/store';
 import { afterEach, describe, expect, it } from 'vitest';
 import { refusal, within } from '../test-support/bounded.js';
-import { type Gate, gate } from '../test-support/gate.js';
 import { gatedStore } from '../test-support/gated-store.js';
-import { MemoryChannelBus } from '../test-support/memory-channel.js';
-import { script, startRuntime } from '../test-support/runtime.js';
+import { script } from '../test-support/runtime.js';
+import { type Host, threeHostCluster } from '../test-support/three-hosts.js';
 
-type Rt = Awaited<ReturnType<typeof startRuntime>>;
-const running: Rt[] = [];
-const gates: Gate[] = [];
-let store: Store | undefined;
-afterEach(async () => {
-  for (const g of gates.splice(0)) {
-    g.open();
-    g.close();
-  }
-  for (const rt of running.splice(0)) await rt.tw.shutdown();
-  await store?.close();
-  store = undefined;
-});
+type Rt = Host;
+const cluster = threeHostCluster();
+afterEach(() => cluster.stop());
 
 const ref = { tenantId: 'tenant-a', principal: 'user-a', workstreamId: 'ws-1' };
 const QUEUED = 'send queued durably behind a turn on another host';
 
-async function threeHosts(
-  options: Parameters<typeof startRuntime>[0] = {},
-  /** Host B's view of the store, wrapped (a gate on one of its methods). */
-  wrapB: (view: Store) => Store = (view) => view,
-) {
-  store = openSqliteStore({ path: ':memory:' });
-  const bus = new MemoryChannelBus();
-  const a = await startRuntime({ ...options, store: bus.view(store), hostId: 'host-a' });
-  const b = await startRuntime(
-    { ...options, store: wrapB(bus.view(store)), hostId: 'host-b' },
-    { existing: true },
-  );
-  const c = await startRuntime({ ...options, store: bus.view(store), hostId: 'host-c' }, { existing: true });
-  running.push(a, b, c);
-  return { a, b, c, bus };
-}
+const threeHosts = (options: Parameters<typeof cluster.start>[0] = {}, wrapB?: (view: Store) => Store) =>
+  cluster.start(options, wrapB);
 
 /** A turn on `rt` that runs until the test opens its gate. */
 async function gatedTurn(rt: Rt) {
-  const g = gate();
-  gates.push(g);
+  const g = cluster.gate();
   const turn = await rt.send(script({ tools: [{ name: 'gated', args: g.args }] }, { text: 'first done' }));
   await within(g.waiting, 10_000, 'the gated tool runs');
   return { turn, g };
@@ -214,8 +188,7 @@ describe('sends to a workstream running on another host (issue 25)', () => {
   it('C4: the handle of a send queued on one host cancels its turn where it runs, not a later one', async () => {
     const { a, b } = await threeHosts();
     const { turn, g } = await gatedTurn(a);
-    const g2 = gate();
-    gates.push(g2);
+    const g2 = cluster.gate();
     const logged = b.waitForLog(QUEUED);
     const sent = b.tw.send({
       ...ref,
@@ -237,8 +210,7 @@ describe('sends to a workstream running on another host (issue 25)', () => {
       abortReason: 'cancel',
     });
     // A later turn is not the handle's: its cancel leaves it alone — nor the sends queued behind it.
-    const g3 = gate();
-    gates.push(g3);
+    const g3 = cluster.gate();
     const next = await a.tw.send({
       ...ref,
       content: script({ tools: [{ name: 'gated', args: g3.args }] }, { text: 'next' }),
@@ -262,7 +234,7 @@ describe('sends to a workstream running on another host (issue 25)', () => {
     const one = (await queueOn(b, 'one')).sent;
     // The holder shuts down: its turn is aborted, its lease released; it starts nothing more.
     await a.tw.shutdown();
-    running.splice(running.indexOf(a), 1);
+    cluster.forget(a);
     const handle = await within(one, 20_000, 'the send starts on another host');
     expect((await within(handle.done, 10_000, 'its turn')).finalText).toBe('one');
     expect((await userTexts(b)).map((t) => t.text)).toEqual([undefined, 'one']);

@@ -5,26 +5,13 @@
  * held back. Three runtimes share a store and an in-memory notification channel.
  */
 import { ErrorCode } from '@turnwarden/protocol';
-import { openSqliteStore, type Store } from '@turnwarden/store';
 import { afterEach, describe, expect, it } from 'vitest';
 import { refusal, within } from '../test-support/bounded.js';
-import { type Gate, gate } from '../test-support/gate.js';
-import { MemoryChannelBus } from '../test-support/memory-channel.js';
-import { script, startRuntime } from '../test-support/runtime.js';
+import { script } from '../test-support/runtime.js';
+import { threeHostCluster } from '../test-support/three-hosts.js';
 
-type Rt = Awaited<ReturnType<typeof startRuntime>>;
-const running: Rt[] = [];
-const gates: Gate[] = [];
-let store: Store | undefined;
-afterEach(async () => {
-  for (const g of gates.splice(0)) {
-    g.open();
-    g.close();
-  }
-  for (const rt of running.splice(0)) await rt.tw.shutdown();
-  await store?.close();
-  store = undefined;
-});
+const cluster = threeHostCluster();
+afterEach(() => cluster.stop());
 
 const WAITS = 'send waits for a turn of its tenant to end in the cluster';
 const tenantA = { tenantId: 'tenant-a', principal: 'user-a' };
@@ -32,13 +19,7 @@ const tenantB = { tenantId: 'tenant-b', principal: 'user-b' };
 const ref1 = { ...tenantA, workstreamId: 'ws-1' };
 
 async function threeHosts(limit: number, limits: { maxQueuedSendsPerTenant?: number } = {}) {
-  store = openSqliteStore({ path: ':memory:' });
-  const bus = new MemoryChannelBus();
-  const options = { admission: { maxActivePerTenantInCluster: limit }, limits };
-  const a = await startRuntime({ ...options, store: bus.view(store), hostId: 'host-a' });
-  const b = await startRuntime({ ...options, store: bus.view(store), hostId: 'host-b' }, { existing: true });
-  const c = await startRuntime({ ...options, store: bus.view(store), hostId: 'host-c' }, { existing: true });
-  running.push(a, b, c);
+  const { a, b, c } = await cluster.start({ admission: { maxActivePerTenantInCluster: limit }, limits });
   await a.tw.createWorkstream({ ...tenantA, workstreamId: 'ws-2' });
   await a.tw.createWorkstream({ ...tenantA, workstreamId: 'ws-3' });
   await a.tw.createWorkstream({ ...tenantB, workstreamId: 'ws-b' });
@@ -48,8 +29,7 @@ async function threeHosts(limit: number, limits: { maxQueuedSendsPerTenant?: num
 describe('a tenant’s turns across hosts (T4, issue 25)', () => {
   it('T4: a tenant at its bound on all the hosts together waits on any host — other tenants do not — and starts once its turn ends elsewhere', async () => {
     const { a, b, c } = await threeHosts(1);
-    const g = gate();
-    gates.push(g);
+    const g = cluster.gate();
     const first = await a.send(script({ tools: [{ name: 'gated', args: g.args }] }, { text: 'first' }));
     await within(g.waiting, 10_000, 'the gated tool runs on host A');
     // Another workstream of the same tenant, on host B: it waits (neither refused nor started).
@@ -83,8 +63,7 @@ describe('a tenant’s turns across hosts (T4, issue 25)', () => {
 
   it('T4: a tenant’s sends waiting behind turns on all its workstreams and hosts are bounded (limits.maxQueuedSendsPerTenant): QUEUE_FULL, retryable, nothing written', async () => {
     const { a, b, c } = await threeHosts(2, { maxQueuedSendsPerTenant: 1 });
-    const [g1, g2] = [gate(), gate()];
-    gates.push(g1, g2);
+    const [g1, g2] = [cluster.gate(), cluster.gate()];
     const t1 = await a.send(script({ tools: [{ name: 'gated', args: g1.args }] }, { text: 'one' }));
     const t2 = await c.tw.send({
       ...tenantA,
@@ -124,8 +103,7 @@ describe('a tenant’s turns across hosts (T4, issue 25)', () => {
 
   it('T4: the wait is bounded by maxWaitMs — CAPACITY_EXHAUSTED (wait_timeout, retryable), nothing written', async () => {
     const { a, c } = await threeHosts(1);
-    const g = gate();
-    gates.push(g);
+    const g = cluster.gate();
     const first = await a.send(script({ tools: [{ name: 'gated', args: g.args }] }, { text: 'first' }));
     await within(g.waiting, 10_000, 'the gated tool runs on host A');
     const e = await refusal(
