@@ -32,7 +32,8 @@ export function postgresBin(root: string = INSTALLED): string | undefined {
   return versions[0] === undefined ? undefined : join(root, versions[0], 'bin');
 }
 
-function freePort(): Promise<number> {
+/** A TCP port free on the loopback interface now (for a server a test or demo starts). */
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.once('error', reject);

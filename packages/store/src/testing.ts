@@ -18,7 +18,13 @@ import type { Store } from './types.js';
 export type { FaultRule, FaultyStore, StoreFault } from './faults.js';
 export { faultyStore } from './faults.js';
 export type { Postgres, StartPostgresOptions } from './pg-cluster.js';
-export { postgresBin, postgresSkipReason, slowPostgresSkipReason, startPostgres } from './pg-cluster.js';
+export {
+  freePort,
+  postgresBin,
+  postgresSkipReason,
+  slowPostgresSkipReason,
+  startPostgres,
+} from './pg-cluster.js';
 
 const WRITES: ReadonlySet<string> = new Set([
   'createWorkstream',

@@ -7,9 +7,9 @@
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { freePort } from '@turnwarden/store/testing';
 
 export interface Backend {
   readonly id: string;
@@ -116,16 +116,4 @@ export async function startBalancer(backends: readonly Backend[]): Promise<Balan
     await new Promise((r) => setTimeout(r, 50));
   }
   return { url, lines, stop };
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const addr = s.address();
-      const port = typeof addr === 'object' && addr !== null ? addr.port : 0;
-      s.close(() => resolve(port));
-    });
-  });
 }

@@ -347,11 +347,6 @@ export class DurableSends {
     return this.deps.store.countQueuedSends(workstreamId);
   }
 
-  /** How many sends this host waits on (status, leak checks). */
-  held(): number {
-    return this.waiters.size;
-  }
-
   // ── internals ──────────────────────────────────────────────────────────────
 
   /**

@@ -121,22 +121,16 @@ export class Sends {
             this.deps.slots !== undefined &&
             isTurnwardenError(e, ErrorCode.CAPACITY_EXHAUSTED) &&
             e.details?.reason === 'tenant_active'
-          ) {
+          )
             step = { tenantFull: true };
-          } else {
-            // The turn runs on another host: the send waits for it in the store, queued durably.
-            const { durable } = this.deps;
-            if (
-              durable === undefined ||
-              config.limits.maxQueuedSends === 0 ||
-              !isTurnwardenError(e, ErrorCode.LEASED_ELSEWHERE)
-            )
-              throw e;
-            permit?.release();
-            permit = undefined;
-            queue.check(sent);
-            return await durable.enqueue(input, signal, sent.ticket);
-          }
+          // The turn runs on another host: the send waits for it in the store, queued durably.
+          else if (
+            this.deps.durable !== undefined &&
+            config.limits.maxQueuedSends > 0 &&
+            isTurnwardenError(e, ErrorCode.LEASED_ELSEWHERE)
+          )
+            step = { durable: true };
+          else throw e;
         } finally {
           sessions.release(rec);
         }
@@ -152,7 +146,13 @@ export class Sends {
           continue;
         }
         if ('queued' in step) return await step.queued;
-        if ('durable' in step) return await this.deps.durable!.enqueue(input, signal, sent.ticket);
+        if ('durable' in step) {
+          // A permit its claim took goes back; a fence since its capture revokes it (C7).
+          permit?.release();
+          permit = undefined;
+          queue.check(sent);
+          return await this.deps.durable!.enqueue(input, signal, sent.ticket);
+        }
         permit = undefined; // the turn holds it now; its end releases it
         return step.turn.run(sent, input.tools);
       }
