@@ -380,6 +380,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
                 error: WireErrorSchema.optional(),
                 synthesized: z.number(),
                 workerTerminated: z.boolean(),
+                host: z.string().optional().describe('The host that ran the turn (cluster mode)'),
               }),
               ...refusals(404, 409, 429),
             },

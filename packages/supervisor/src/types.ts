@@ -189,6 +189,11 @@ export interface TurnResult {
   readonly synthesized: number;
   /** True when the worker had to be terminated (L3) or died (T7). */
   readonly workerTerminated: boolean;
+  /**
+   * The `hostId` of the host that ran the turn, when it has one (cluster mode): a send queued
+   * durably may run on another host than the one it was sent to.
+   */
+  readonly host?: string;
 }
 
 /**

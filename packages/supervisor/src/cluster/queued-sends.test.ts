@@ -85,6 +85,8 @@ describe('sends to a workstream running on another host (issue 25)', () => {
     // Each handle names the workstream as its caller did, on the host that was called.
     expect(results.map((r) => r.workstreamId)).toEqual(['ws-1', 'ws-1', 'ws-1']);
     expect(results.map((r) => r.finalText)).toEqual(['one', 'two', 'three']);
+    // Each result names the host that ran it: the holder, whichever host was called.
+    expect(results.map((r) => r.host)).toEqual(['host-a', 'host-a', 'host-a']);
     const gens = handles.map((h) => h.generation);
     expect(gens).toEqual([2, 3, 4]);
     // The history holds them in the order they were queued, each user row under its queue key.

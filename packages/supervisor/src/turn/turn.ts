@@ -311,6 +311,7 @@ export class Turn {
       ...(error === undefined ? {} : { error }),
       synthesized,
       workerTerminated,
+      ...ranOn(host),
     };
     // Told under the lease, before it goes (a durably queued send's outcome: P6 fences it). Not
     // recorded: the lease is left to expire, so the failover sweep answers the send (S7).
@@ -358,7 +359,13 @@ export class Turn {
     this.unwatch();
     this.detach();
     this.permit.release(); // idempotent: the end may have released it already
-    this.finish({ status: 'failed', error: toWire(err), synthesized: 0, workerTerminated: this.terminated });
+    this.finish({
+      status: 'failed',
+      error: toWire(err),
+      synthesized: 0,
+      workerTerminated: this.terminated,
+      ...ranOn(this.host),
+    });
   }
 
   private unwatch(): void {
@@ -378,4 +385,10 @@ export class Turn {
     this.resolveDone(result);
     this.resolveOutcome(endOf(result, this.abortRecord?.reason === 'crash'));
   }
+}
+
+/** The result's `host`: the host's id, where it has one. */
+function ranOn(host: TurnHost): { host?: string } {
+  const id = host.config.hostId;
+  return id === undefined ? {} : { host: id };
 }
