@@ -6,10 +6,12 @@
  * end, running turns get `shutdownGraceMs` to finish, then the runtime aborts the rest — their
  * open tool calls get results (`unknown`), nothing is half-written — and the server closes.
  */
+
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { errors, HOST_ID_PATTERN, ID_PATTERN, type TurnwardenError } from '@turnwarden/protocol';
+import { RedisRelay } from '@turnwarden/relay-redis';
 import { Turnwarden, type TurnwardenOptions } from '@turnwarden/supervisor';
 import type { FastifyInstance } from 'fastify';
 import { type Logger, pino } from 'pino';
@@ -43,6 +45,16 @@ const ServerConfigSchema = z.strictObject({
     .optional(),
   /** This host's stable id (1–64 of A–Z a–z 0–9 . _ -); required with `postgres`. */
   hostId: z.string().regex(HOST_ID_PATTERN).optional(),
+  /**
+   * A Redis server the hosts relay their events through (Redis Streams), with `postgres`: each
+   * workstream's recent events are kept there, so an SSE client reconnecting to any host
+   * resumes by its `Last-Event-ID`. Without it the events go over PostgreSQL's `LISTEN/NOTIFY`,
+   * which keeps nothing (docs/cluster.md).
+   */
+  redis: z
+    .string()
+    .regex(/^rediss?:\/\//, 'must be a redis:// URL')
+    .optional(),
   tokens: z.array(Grant).default([]),
   /** Running turns get this long to finish at shutdown before they are aborted. */
   shutdownGraceMs: z.number().int().min(0).max(600_000).default(10_000),
@@ -95,13 +107,16 @@ export function checkServerConfig(input: unknown): ServerConfig {
   if (parsed.data.postgres !== undefined && parsed.data.hostId === undefined) {
     throw invalid('hostId: required with postgres (each host of a cluster has a stable id)', 'hostId');
   }
+  if (parsed.data.redis !== undefined && parsed.data.postgres === undefined) {
+    throw invalid('redis: relays the events of several hosts: it needs postgres', 'redis');
+  }
   return parsed.data;
 }
 
 /**
  * The configuration from a file (`--config` or TURNWARDEN_CONFIG), then the environment
  * (TURNWARDEN_HOST, TURNWARDEN_PORT, TURNWARDEN_DB, TURNWARDEN_POSTGRES, TURNWARDEN_HOST_ID,
- * TURNWARDEN_TOKENS as a JSON array), then
+ * TURNWARDEN_REDIS, TURNWARDEN_TOKENS as a JSON array), then
  * explicit overrides (flags).
  */
 export function loadServerConfig(
@@ -130,6 +145,7 @@ export function loadServerConfig(
   if (env.TURNWARDEN_DB !== undefined) fromEnv.db = env.TURNWARDEN_DB;
   if (env.TURNWARDEN_POSTGRES !== undefined) fromEnv.postgres = env.TURNWARDEN_POSTGRES;
   if (env.TURNWARDEN_HOST_ID !== undefined) fromEnv.hostId = env.TURNWARDEN_HOST_ID;
+  if (env.TURNWARDEN_REDIS !== undefined) fromEnv.redis = env.TURNWARDEN_REDIS;
   if (env.TURNWARDEN_TOKENS !== undefined) {
     try {
       fromEnv.tokens = JSON.parse(env.TURNWARDEN_TOKENS) as unknown;
@@ -182,6 +198,7 @@ export async function startServer(config: ServerConfig, options: StartOptions = 
             postgres: config.postgres,
             ...(config.postgresSchema === undefined ? {} : { schema: config.postgresSchema }),
           },
+    ...(config.redis === undefined ? {} : { relay: new RedisRelay({ url: config.redis }) }),
     logger: logger.child({ component: 'runtime' }),
   });
   let app: FastifyInstance;

@@ -26,6 +26,7 @@ import { Admission } from './capacity/admission.js';
 import { WorkerPool } from './capacity/pool.js';
 import { TenantSlots } from './capacity/tenant-slots.js';
 import { Cluster, channelOf, type RoutedOp } from './cluster/cluster.js';
+import type { EventRelay } from './cluster/relay.js';
 import { Cancels } from './commands/cancels.js';
 import { Closes } from './commands/closes.js';
 import { Deletes, type Tombstone } from './commands/deletes.js';
@@ -88,6 +89,8 @@ export interface EngineOptions {
    * scheduler, or the harness is attached — those need the polls on the supervisor's thread.
    */
   readonly watchdogThread?: boolean;
+  /** Cluster mode: the event relay (default: the store's channel; relay.ts). */
+  readonly relay?: EventRelay;
 }
 
 /**
@@ -309,8 +312,6 @@ export class TurnEngine implements Commands {
       refused: () => void counters.journalRefusedFenced++,
       workstreamGone: (workstreamId) => this.deletes.gone(workstreamId),
       deleting: (workstreamId) => this.deletes.tombstone(workstreamId) !== undefined,
-      // Rows became durable: other hosts following the workstream read them (cluster.ts).
-      journaled: (workstreamId, first, last) => this.cluster?.journaled(workstreamId, first, last),
     });
     const aborts = new (variant(AbortProtocol))({
       config,
@@ -368,6 +369,7 @@ export class TurnEngine implements Commands {
               },
             },
             channel,
+            options.relay,
           );
     const queued = queuedSendsOf(store);
     const clustered = this.cluster;
@@ -421,6 +423,7 @@ export class TurnEngine implements Commands {
       hostTools,
       slots,
       sends: queue,
+      ...(cluster === undefined ? {} : { published: () => cluster.published() }),
       get closing() {
         return engine.shuttingDown;
       },
@@ -474,7 +477,6 @@ export class TurnEngine implements Commands {
       sessions,
       events,
       queue,
-      cluster,
       maintenance: claims,
       admission: claims,
     });
@@ -632,6 +634,11 @@ export class TurnEngine implements Commands {
 
   listen(workstreamId: string, listener: Listener, from: StartAt): () => void {
     return this.events.subscribe(workstreamId, listener, from);
+  }
+
+  catchUp(workstreamId: string, from: StartAt): Promise<void> | undefined {
+    if (this.cluster === undefined || from.kind === 'live') return undefined;
+    return this.cluster.catchUp(workstreamId, from.kind === 'after' ? from.id : from.position);
   }
 
   closeLate(listener: Listener, notice: () => TurnwardenEvent | undefined, off: () => void): boolean {

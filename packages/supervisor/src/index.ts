@@ -43,6 +43,7 @@ export type { Store } from '@turnwarden/store';
 export type { AdmissionStats } from './capacity/admission.js';
 export type { PoolStats } from './capacity/pool.js';
 export type { ClusterStats } from './cluster/cluster.js';
+export type { EventRelay, RelayedBatch, RelaySink } from './cluster/relay.js';
 export type {
   AdmissionConfig,
   IsolationConfig,

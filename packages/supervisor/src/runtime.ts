@@ -27,6 +27,7 @@ import {
 } from '@turnwarden/protocol';
 import { openPostgresStore, openSqliteStore, type Store } from '@turnwarden/store';
 import { type Level, type Logger, pino } from 'pino';
+import type { EventRelay } from './cluster/relay.js';
 import type { Commands } from './commands/index.js';
 import type { Announced } from './commands/send-queue.js';
 import {
@@ -95,6 +96,13 @@ export interface TurnwardenOptions extends SupervisorConfigInput {
    * embedding Turnwarden prints nothing unless asked).
    */
   readonly logLevel?: Level | 'silent';
+  /**
+   * Cluster mode: the relay that carries every host's events to the listeners on the others
+   * (docs/cluster.md). Default: the store's notification channel (PostgreSQL `LISTEN/NOTIFY`),
+   * which keeps nothing; a broker's (`@turnwarden/relay-redis`) also keeps each workstream's
+   * recent events, so a reconnect is replayed on any host.
+   */
+  readonly relay?: EventRelay;
 }
 
 /** Seams for tests, benchmarks and the interleaving harness (`@turnwarden/supervisor/testing`). */
@@ -236,6 +244,26 @@ function watchdogThreadFor(
   );
 }
 
+/** INVALID_CONFIG (field `relay`) for anything that is not an EventRelay. */
+function checkRelay(relay: unknown): void {
+  if (relay === undefined) return;
+  const r = relay as Partial<Record<keyof EventRelay, unknown>>;
+  const methods = ['start', 'publish', 'flush', 'follow', 'unfollow', 'close'] as const;
+  if (
+    typeof relay !== 'object' ||
+    relay === null ||
+    typeof r.broadcast !== 'boolean' ||
+    methods.some((m) => typeof r[m] !== 'function')
+  ) {
+    throw errors.invalidConfig(
+      'relay must be an EventRelay (broadcast, start, publish, flush, follow, unfollow, close)',
+      {
+        field: 'relay',
+      },
+    );
+  }
+}
+
 function isStore(value: unknown): value is Store {
   return typeof (value as Partial<Store> | undefined)?.appendMessages === 'function';
 }
@@ -257,6 +285,7 @@ export class Turnwarden {
     private readonly harness: HarnessLink | undefined,
     seams: TestSeams,
     prelude: Prelude,
+    relay: EventRelay | undefined,
   ) {
     this.config = config;
     const engine = new TurnEngine({
@@ -265,6 +294,7 @@ export class Turnwarden {
       ownsStore,
       logger,
       prelude,
+      ...(relay === undefined ? {} : { relay }),
       ...(seams.hooks ? { hooks: seams.hooks } : {}),
       ...(seams.timers ? { timers: seams.timers } : {}),
       ...schedulerOf(seams),
@@ -290,7 +320,8 @@ export class Turnwarden {
   }
 
   private static async open(options: TurnwardenOptions, seams: TestSeams): Promise<Turnwarden> {
-    const { store: storeOption, logger: _l, logLevel, ...rest } = options;
+    const { store: storeOption, logger: _l, logLevel, relay, ...rest } = options;
+    checkRelay(relay);
     if (logLevel !== undefined && logLevel !== 'silent' && !(logLevel in pino.levels.values)) {
       throw errors.invalidConfig(`logLevel must be a pino level or silent (got ${String(logLevel)})`, {
         field: 'logLevel',
@@ -332,7 +363,7 @@ export class Turnwarden {
       if (harness) detachSeamController(harness.controller);
       throw e;
     }
-    const tw = new Turnwarden(config, store, given === undefined, logger, harness, seams, prelude);
+    const tw = new Turnwarden(config, store, given === undefined, logger, harness, seams, prelude, relay);
     try {
       await tw.engine.start({ watchdogTimer: !manualWatchdog });
     } catch (e) {
@@ -496,6 +527,13 @@ export class Turnwarden {
   }
 
   private follow(ref: WorkstreamRef, listener: Listener, from: StartAt): Promise<() => void> {
+    // Cluster mode: a reconnect this host's ring does not reach is first replayed from the relay.
+    const caught = this.commands.catchUp(workstreamKey(ref.tenantId, ref.workstreamId), from);
+    if (caught === undefined) return this.register(ref, listener, from);
+    return caught.then(() => this.register(ref, listener, from));
+  }
+
+  private register(ref: WorkstreamRef, listener: Listener, from: StartAt): Promise<() => void> {
     const { tenantId, workstreamId } = ref;
     const key = workstreamKey(tenantId, workstreamId);
     let verified = false;

@@ -115,6 +115,7 @@ const NOT_TENANT_CALLS = new Set([
   'assertOpen',
   'owned',
   'follow',
+  'register', // follow's body, after a cluster's catch-up
   'deleteOwned', // deleteWorkstream's body, after its announcement (C7)
 ]);
 

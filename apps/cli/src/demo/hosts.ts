@@ -42,7 +42,10 @@ interface HostTurn {
   readonly index: number;
   readonly kind: RecordKind;
   readonly expected: Expectation;
+  /** The host called: its id, or `balancer`. */
   readonly host: string;
+  /** The host that ran the turn, as its result says (a queued send may run on another). */
+  readonly ranOn?: string;
   readonly outcome: HostTurnOutcome;
   /** The send was accepted for sure (an answer came back), or may have been (the host went away). */
   readonly accepted: 'yes' | 'unknown' | 'no';
@@ -142,15 +145,17 @@ class Chaos {
     return this.cluster.host(i).state === 'running';
   }
 
-  /** Whether host `i` was killed, or paused, at some moment between `from` and `to` (ms into the run). */
-  struck(i: number, from: number, to: number): boolean {
-    // Behind a balancer the host that served it is not known: any host struck meanwhile excuses it.
-    if (this.balanced) return this.cluster.hosts.some((_, j) => this.struckHost(j, from, to));
-    return this.struckHost(i, from, to);
+  /**
+   * Whether the host with id `host` was killed, or paused, at some moment between `from` and `to`
+   * (ms into the run); with no host known (behind a balancer, or a send whose turn was lost with
+   * a host that took it from the queue), whether any host was.
+   */
+  struck(host: string | undefined, from: number, to: number): boolean {
+    if (host === undefined) return this.cluster.hosts.some((h) => this.struckHost(h.id, from, to));
+    return this.struckHost(host, from, to);
   }
 
-  private struckHost(i: number, from: number, to: number): boolean {
-    const id = this.cluster.host(i).id;
+  private struckHost(id: string, from: number, to: number): boolean {
     const mine = this.events.filter((e) => e.host === id);
     const killed = mine.find((e) => e.what === 'killed');
     if (killed !== undefined && killed.atMs <= to) return true;
@@ -269,8 +274,12 @@ async function driveWorkstream(
         leasedElsewhere,
         durationMs: Math.round(performance.now() - t0),
       };
-      // Excused only when the host it ran on was killed or paused while it ran.
-      const struck = chaos.struck(i, since(), performance.now() - chaos.started);
+      // Excused only when the host it ran on was killed or paused while it ran: the one called
+      // (a broken connection), or the one the result names (a send queued durably runs on
+      // whichever host holds the workstream next).
+      const called = chaos.balanced ? undefined : cluster.host(i).id;
+      const struck = (host: string | undefined) =>
+        chaos.struck(host, since(), performance.now() - chaos.started);
       if (sent === undefined && refusedConnection) {
         // The host is gone and never saw the send: another one takes it.
         retried++;
@@ -280,7 +289,7 @@ async function driveWorkstream(
       if (sent === undefined || (chaos.balanced && (sent.status === 502 || sent.status === 504))) {
         // The connection broke — behind a balancer, its 502/504 — the host died with the turn
         // (its send may have been accepted).
-        turns.push({ ...base, outcome: struck ? 'lost_with_host' : 'wrong', accepted: 'unknown' });
+        turns.push({ ...base, outcome: struck(called) ? 'lost_with_host' : 'wrong', accepted: 'unknown' });
         break;
       }
       const code: string | undefined = sent.body?.error?.code;
@@ -322,7 +331,8 @@ async function driveWorkstream(
       });
       turns.push({
         ...base,
-        outcome: verdict === 'ok' ? 'ok' : lost && struck ? 'lost_with_host' : 'wrong',
+        ...(typeof r.host === 'string' ? { ranOn: r.host } : {}),
+        outcome: verdict === 'ok' ? 'ok' : lost && struck(r.host) ? 'lost_with_host' : 'wrong',
         accepted: 'yes',
         status: r.status,
         ...(r.abortReason === undefined ? {} : { abortReason: r.abortReason }),

@@ -1,6 +1,6 @@
 /**
- * `turnwarden serve [--host 127.0.0.1] [--port 8787] [--db PATH | --postgres URL --host-id ID]
- * [--config FILE]`: the runtime
+ * `turnwarden serve [--host 127.0.0.1] [--port 8787] [--db PATH | --postgres URL --host-id ID
+ * [--redis URL]] [--config FILE]`: the runtime
  * and its HTTP API. With no token configured it mints one development token for tenant
  * `default`, prints it once, and still requires it. SIGTERM or SIGINT: a graceful shutdown
  * (readiness 503, running turns get `shutdownGraceMs`, then aborted with complete histories).
@@ -13,8 +13,8 @@ import type { Output } from '../output.js';
 const SERVE_USAGE = `turnwarden serve — Turnwarden over HTTP
 
 Usage:
-  turnwarden serve [--host 127.0.0.1] [--port 8787] [--db PATH | --postgres URL --host-id ID]
-                   [--config FILE]
+  turnwarden serve [--host 127.0.0.1] [--port 8787] [--db PATH | --postgres URL --host-id ID
+                   [--redis URL]] [--config FILE]
 
   --host HOST      interface to listen on (default 127.0.0.1)
   --port N         port (default 8787; 0 picks a free one)
@@ -22,7 +22,9 @@ Usage:
   --postgres URL   a PostgreSQL database several hosts share (postgres://…; also
                    TURNWARDEN_POSTGRES), instead of --db
   --host-id ID     this host's stable id, required with --postgres (also TURNWARDEN_HOST_ID)
-  --config FILE    a JSON configuration: host, port, db, postgres, postgresSchema, hostId, tokens [{token, tenantId, principal}],
+  --redis URL      with --postgres: relay the hosts' events through Redis Streams (redis://…;
+                   also TURNWARDEN_REDIS), so an SSE reconnect resumes on any host
+  --config FILE    a JSON configuration: host, port, db, postgres, postgresSchema, hostId, redis, tokens [{token, tenantId, principal}],
                    shutdownGraceMs, bodyLimitBytes, drainLimitBytes, drainTimeoutMs, keepAliveMs, logLevel, runtime {…}
                    (also TURNWARDEN_CONFIG; TURNWARDEN_HOST/PORT/DB/TOKENS override the file)
 
@@ -43,6 +45,7 @@ export async function serveCommand(argv: readonly string[], output: Output): Pro
         db: { type: 'string' },
         postgres: { type: 'string' },
         'host-id': { type: 'string' },
+        redis: { type: 'string' },
         config: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -63,6 +66,7 @@ export async function serveCommand(argv: readonly string[], output: Output): Pro
     ...(values.db === undefined ? {} : { db: values.db as string }),
     ...(values.postgres === undefined ? {} : { postgres: values.postgres as string }),
     ...(values['host-id'] === undefined ? {} : { hostId: values['host-id'] as string }),
+    ...(values.redis === undefined ? {} : { redis: values.redis as string }),
     ...(values.config === undefined ? {} : { config: values.config as string }),
   });
   const server = await startServer(config);

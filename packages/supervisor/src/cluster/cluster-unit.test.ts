@@ -324,6 +324,8 @@ describe('routing', () => {
       routedFallbacks: 0,
       failovers: 0,
       followedRows: 0,
+      relayedEvents: 0,
+      relayGaps: 0,
     });
     expect(b.cluster.stats()).toMatchObject({ hostId: 'b', routedIn: 1, routedOut: 0 });
   });
@@ -650,8 +652,8 @@ describe('shutdown', () => {
     world.appendRows('w', 1);
     // Sent (their delivery queued), then stop: they arrive after it began.
     await world.channel.notify(
-      'turnwarden_journal',
-      JSON.stringify({ from: 'a:a-uuid', ws: 'w', first: 1, last: 1 }),
+      'turnwarden_events',
+      JSON.stringify({ f: 'a:a-uuid', b: [['w', [{ id: 1, workstreamId: 'w', type: 'idle', data: {} }]]] }),
     );
     await world.channel.notify(
       'turnwarden_control',
@@ -671,184 +673,225 @@ describe('shutdown', () => {
     expect(b.calls).toEqual([]);
   });
 
-  it('a stopped host ignores control and journal messages', async () => {
+  it('a stopped host ignores relayed events', async () => {
     const { world, a, b } = await twoHosts();
     const got = listen(b.events, 'w');
     await b.cluster.stop();
-    world.appendRows('w', 1);
-    await world.raw('turnwarden_journal', JSON.stringify({ from: 'a:a-uuid', ws: 'w', first: 1, last: 1 }));
-    await world.raw(
-      'turnwarden_control',
-      JSON.stringify({ k: 'ended', from: 'a:a-uuid', ws: 'w', reason: 'closed' }),
-    );
+    a.events.emit('w', 'idle', 1, {});
+    await world.clock.settle();
     expect(got).toEqual([]);
-    void a;
   });
 });
 
-describe('following (E1, D6, E2)', () => {
-  it('rows journaled on one host reach the other host’s listeners as message events, in seq order, once each', async () => {
-    const { world, a, b } = await twoHosts();
-    const got = listen(b.events, 'w');
-    world.appendRows('w', 1, 2);
-    a.cluster.journaled('w', 1, 1);
-    a.cluster.journaled('w', 2, 2);
-    await world.clock.settle();
-    // Coalesced: one notice for the tick, from the lowest first to the highest last.
-    expect(
-      world.sent.filter((s) => s.channel === 'turnwarden_journal').map((s) => JSON.parse(s.payload)),
-    ).toEqual([{ from: 'a:a-uuid', ws: 'w', first: 1, last: 2 }]);
-    expect(got.map((e) => [e.type, (e.data as { seq: number }).seq, e.generation])).toEqual([
-      ['message', 1, 1],
-      ['message', 2, 1],
-    ]);
-    expect(got[0]!.data).toEqual({ seq: 1, commitKey: 'k1', message: { role: 'user', content: 'm1' } });
-    // The same notice again, and one the cursor passed: nothing twice.
-    await world.raw('turnwarden_journal', JSON.stringify({ from: 'a:a-uuid', ws: 'w', first: 1, last: 2 }));
-    world.appendRows('w', 3);
-    a.cluster.journaled('w', 3, 3);
-    await world.clock.settle();
-    expect(got.map((e) => (e.data as { seq: number }).seq)).toEqual([1, 2, 3]);
-    // The next tick's notice names only its own rows.
-    expect(
-      world.sent
-        .filter((s) => s.channel === 'turnwarden_journal')
-        .map((s) => JSON.parse(s.payload))
-        .at(-1),
-    ).toEqual({
-      from: 'a:a-uuid',
-      ws: 'w',
-      first: 3,
-      last: 3,
-    });
-    expect(b.cluster.stats().followedRows).toBe(3);
-    // The journaling host does not follow itself.
-    expect(a.cluster.stats().followedRows).toBe(0);
-  });
+describe('relaying (E1, D6, E2 across hosts)', () => {
+  const relayed = (world: World) =>
+    world.sent
+      .filter((x) => x.channel === 'turnwarden_events')
+      .map((x) => JSON.parse(x.payload) as { f: string; b: [string, TurnwardenEvent[]][] });
 
-  it('a follower starts at the notice’s first row; rows this host emitted itself are not followed again', async () => {
-    const { world, b } = await twoHosts();
-    const got = listen(b.events, 'w');
-    world.appendRows('w', 1, 2, 3, 4);
-    await world.raw('turnwarden_journal', JSON.stringify({ from: 'a:a-uuid', ws: 'w', first: 3, last: 3 }));
-    expect(got.map((e) => (e.data as { seq: number }).seq)).toEqual([3, 4]);
-    // b journals rows 5–6 itself (its own turn): a later notice from a starts after them.
-    world.appendRows('w', 5, 6, 7);
-    b.cluster.journaled('w', 5, 6);
-    await world.clock.settle();
-    await world.raw('turnwarden_journal', JSON.stringify({ from: 'a:a-uuid', ws: 'w', first: 7, last: 7 }));
-    expect(got.map((e) => (e.data as { seq: number }).seq)).toEqual([3, 4, 7]);
-  });
-
-  it('a workstream nobody listens to any more is forgotten: a listener that comes back follows from the next notice, not the old cursor', async () => {
-    const { world, b } = await twoHosts();
-    const first: TurnwardenEvent[] = [];
-    const off = b.events.subscribe('w', (e) => void first.push(e));
-    world.appendRows('w', 1);
-    await world.raw('turnwarden_journal', JSON.stringify({ from: 'a:a-uuid', ws: 'w', first: 1, last: 1 }));
-    off();
-    world.appendRows('w', 2, 3);
-    await world.raw('turnwarden_journal', JSON.stringify({ from: 'a:a-uuid', ws: 'w', first: 2, last: 3 }));
-    const again = listen(b.events, 'w');
-    world.appendRows('w', 4);
-    await world.raw('turnwarden_journal', JSON.stringify({ from: 'a:a-uuid', ws: 'w', first: 4, last: 4 }));
-    expect(first.map((e) => (e.data as { seq: number }).seq)).toEqual([1]);
-    expect(again.map((e) => (e.data as { seq: number }).seq)).toEqual([4]);
-  });
-
-  it('nothing is read for a workstream nobody listens to here, or one whose turn runs here', async () => {
-    const { world, b } = await twoHosts({ b: { runs: new Set(['mine']) } });
-    world.appendRows('quiet', 1);
-    world.appendRows('mine', 1);
-    const mine = listen(b.events, 'mine');
-    let reads = 0;
-    const read = world.channel.readHistoryAfter;
-    world.channel.readHistoryAfter = async (ws, after) => {
-      reads++;
-      return read(ws, after);
-    };
-    await world.raw(
-      'turnwarden_journal',
-      JSON.stringify({ from: 'a:a-uuid', ws: 'quiet', first: 1, last: 1 }),
-    );
-    await world.raw(
-      'turnwarden_journal',
-      JSON.stringify({ from: 'a:a-uuid', ws: 'mine', first: 1, last: 1 }),
-    );
-    expect(reads).toBe(0);
-    expect(mine).toEqual([]);
-  });
-
-  it('a journal read that fails is logged and emits nothing; a notice that fails to send is logged', async () => {
-    const { world, a, b } = await twoHosts();
-    const got = listen(b.events, 'w');
-    world.appendRows('w', 1);
-    world.failRead = true;
-    await world.raw('turnwarden_journal', JSON.stringify({ from: 'a:a-uuid', ws: 'w', first: 1, last: 1 }));
-    expect(got).toEqual([]);
-    expect(b.said('following a workstream: journal read failed')[0]?.fields).toMatchObject({
-      workstreamId: 'w',
-    });
-    world.failNotify = true;
-    a.cluster.journaled('w', 2, 2);
-    a.cluster.ended('w', 'closed');
-    await world.clock.settle();
-    expect(a.said('journal notice not sent')[0]?.fields).toMatchObject({ workstreamId: 'w' });
-    expect(a.said('control message not sent')[0]?.fields).toMatchObject({ kind: 'ended', workstreamId: 'w' });
-  });
-
-  it('D6: a close or delete on one host closes the other host’s listeners; the host that ended it, or one with no listener, does nothing', async () => {
+  it('E1: events authored on one host reach the other’s listeners under the author’s ids, in order, once each; the author’s own come back to nothing', async () => {
     const { world, a, b } = await twoHosts();
     const onB = listen(b.events, 'w');
     const onA = listen(a.events, 'w');
-    a.cluster.ended('w', 'deleted');
+    const emitted = [
+      a.events.emit('w', 'turn_started', 2, { workerId: 1 }),
+      a.events.emit('w', 'token', 2, { text: 'he' }),
+      a.events.emit('w', 'token', 2, { text: 'llo' }),
+      a.events.emit('w', 'tool_started', 2, { callIndex: 0, id: 'c1', name: 'echo' }),
+    ];
+    await world.clock.settle();
+    // One notification for the tick, from a's holder.
+    expect(relayed(world)).toEqual([{ f: 'a:a-uuid', b: [['w', emitted]] }]);
+    expect(onB).toEqual(emitted);
+    expect(onA).toEqual(emitted);
+    expect(b.cluster.stats()).toMatchObject({ relayedEvents: 4, followedRows: 0, relayGaps: 0 });
+    expect(a.cluster.stats().relayedEvents).toBe(0);
+    // b's clock took the ids in: what b authors next comes after them.
+    expect(b.events.emit('w', 'idle', 2, {}).id).toBeGreaterThan(emitted.at(-1)!.id);
+    // A reconnect to b after any of them is replayed from b's ring, as on a.
+    const replay: TurnwardenEvent[] = [];
+    b.events.subscribe('w', (e) => void replay.push(e), { kind: 'after', id: emitted[1]!.id });
+    expect(replay.slice(0, 2)).toEqual(emitted.slice(2));
+  });
+
+  it('a workstream this host holds no stream of is not kept: a reconnect to it is replay_truncated (the channel keeps nothing)', async () => {
+    const { world, a, b } = await twoHosts();
+    const e = a.events.emit('quiet', 'token', 1, { text: 'x' });
+    await world.clock.settle();
+    expect(b.events.stats().streams).toBe(0);
+    const got: TurnwardenEvent[] = [];
+    b.events.subscribe('quiet', (ev) => void got.push(ev), { kind: 'after', id: e.id - 1 });
+    expect(got.map((ev) => ev.type)).toEqual(['replay_truncated']);
+  });
+
+  it('E2: a row too large for a notification travels as its seq and is read from the journal, delivered in its place', async () => {
+    const { world, a, b } = await twoHosts();
+    const onB = listen(b.events, 'w');
+    world.appendRows('w', 1, 2);
+    const big = 'x'.repeat(5_000);
+    const rows = world.rows.get('w')!;
+    (rows[1] as { message: unknown }).message = { role: 'assistant', content: big };
+    const first = a.events.emit('w', 'message', 1, { seq: 1, commitKey: 'k1', message: rows[0]!.message });
+    const large = a.events.emit('w', 'message', 1, { seq: 2, commitKey: 'k2', message: rows[1]!.message });
+    const after = a.events.emit('w', 'idle', 1, {});
+    await world.clock.settle();
+    const wire = relayed(world)[0]!.b[0]![1] as unknown[];
+    expect(wire[1]).toEqual({ r: 1, id: large.id, g: 1, seq: 2 });
+    expect(onB).toEqual([first, large, after]);
+    expect(b.cluster.stats().followedRows).toBe(2);
+  });
+
+  it('a row that cannot be read (a failed read, a row rewritten since) is a gap: listeners re-read, logged', async () => {
+    const { world, a, b } = await twoHosts();
+    const onB = listen(b.events, 'w');
+    const before = a.events.emit('w', 'token', 1, { text: 't' });
+    world.failRead = true;
+    a.events.emit('w', 'message', 1, {
+      seq: 9,
+      commitKey: 'k9',
+      message: { role: 'user', content: 'y'.repeat(3_000) },
+    });
+    await world.clock.settle();
+    expect(onB.map((e) => [e.type, e.data])).toEqual([
+      ['token', { text: 't' }],
+      ['history_resync', { reason: 'replay_truncated' }],
+    ]);
+    // The notice takes no id of its own: the last event's.
+    expect(onB[1]!.id).toBe(before.id);
+    expect(b.said('relayed message not read; listeners re-read')).toHaveLength(1);
+    expect(b.cluster.stats().relayGaps).toBe(1);
+    // A reconnect after the last id b holds cannot be answered until the next event arrives.
+    const got: TurnwardenEvent[] = [];
+    b.events.subscribe('w', (e) => void got.push(e), { kind: 'after', id: before.id });
+    expect(got.map((e) => e.type)).toEqual(['replay_truncated']);
+    world.failRead = false;
+    const next = a.events.emit('w', 'token', 1, { text: 'u' });
+    await world.clock.settle();
+    const again: TurnwardenEvent[] = [];
+    b.events.subscribe('w', (e) => void again.push(e), { kind: 'after', id: next.id - 1 });
+    expect(again).toEqual([next]);
+  });
+
+  it('an event relayed out of order (the hosts’ clocks apart) is not delivered: listeners re-read instead, never a duplicate', async () => {
+    const { world, a, b } = await twoHosts();
+    const onB = listen(b.events, 'w');
+    const mine = b.events.emit('w', 'token', 1, { text: 'b' });
+    await world.raw(
+      'turnwarden_events',
+      JSON.stringify({
+        f: 'a:a-uuid',
+        b: [
+          ['w', [{ id: mine.id, workstreamId: 'w', type: 'token', generation: 1, data: { text: 'late' } }]],
+        ],
+      }),
+    );
+    expect(onB.map((e) => e.type)).toEqual(['token', 'history_resync']);
+    expect(b.said('relayed event out of order (host clocks apart?); listeners re-read')).toHaveLength(1);
+  });
+
+  it('E1: a row whose event never came (its host stopped between the commit and the relay) is told by the next row’s: listeners re-read', async () => {
+    const { world, a, b } = await twoHosts();
+    const onB = listen(b.events, 'w');
+    const row = (seq: number) => ({
+      seq,
+      commitKey: `k${seq}`,
+      message: { role: 'user' as const, content: `m${seq}` },
+    });
+    const one = a.events.emit('w', 'message', 1, row(1));
+    const two = a.events.emit('w', 'message', 1, row(2));
+    await world.clock.settle();
+    // Row 3's event is lost with its host; another host writes row 4.
+    const four = b.events.emit('w', 'token', 1, { text: 'not a row' });
+    await world.raw(
+      'turnwarden_events',
+      JSON.stringify({
+        f: 'c:c-uuid',
+        b: [['w', [{ id: four.id + 10, workstreamId: 'w', type: 'message', generation: 2, data: row(4) }]]],
+      }),
+    );
+    expect(onB.map((e) => [e.type, (e.data as { seq?: number }).seq])).toEqual([
+      ['message', 1],
+      ['message', 2],
+      ['token', undefined],
+      ['history_resync', undefined],
+      ['message', 4],
+    ]);
+    expect(onB.map((e) => e.id).slice(0, 2)).toEqual([one.id, two.id]);
+    expect(
+      b.said('relayed rows missing (their host stopped before it relayed them); listeners re-read'),
+    ).toHaveLength(1);
+  });
+
+  it('D6: a close authored on one host closes the other’s listeners; a listener registering there later is closed at once', async () => {
+    const { world, a, b } = await twoHosts();
+    const onB = listen(b.events, 'w');
+    a.events.closeWorkstream('w', { reason: 'deleted' });
     await world.clock.settle();
     expect(onB.map((e) => [e.type, e.data])).toEqual([['ws_closed', { reason: 'deleted' }]]);
-    expect(onA).toEqual([]);
-    expect(world.control()).toEqual([{ k: 'ended', from: 'a:a-uuid', ws: 'w', reason: 'deleted' }]);
-    // No listener on b for x: no stream made for it.
-    a.cluster.ended('x', 'closed');
-    await world.clock.settle();
-    expect(b.events.stats().streams).toBe(1);
+    expect(b.events.listenerCount('w')).toBe(0);
+    const late = listen(b.events, 'w');
+    expect(late.map((e) => e.type)).toEqual(['ws_closed']);
   });
 
-  it('E2: a history rewritten on one host makes the other host’s listeners re-read; its cursor starts over', async () => {
+  it('E2: a history rewritten on one host makes the other’s listeners re-read', async () => {
     const { world, a, b } = await twoHosts();
-    const got = listen(b.events, 'w');
-    world.appendRows('w', 1, 2);
-    await world.raw('turnwarden_journal', JSON.stringify({ from: 'a:a-uuid', ws: 'w', first: 1, last: 2 }));
-    a.cluster.rewritten('w');
+    const onB = listen(b.events, 'w');
+    a.events.emit('w', 'history_resync', undefined, { reason: 'rewritten' });
     await world.clock.settle();
-    expect(got.map((e) => e.type)).toEqual(['message', 'message', 'history_resync']);
-    expect(got[2]!.data).toEqual({ reason: 'rewritten' });
-    // Renumbered rows 1–2 are followed again from the next notice.
-    await world.raw('turnwarden_journal', JSON.stringify({ from: 'a:a-uuid', ws: 'w', first: 1, last: 2 }));
-    expect(got.map((e) => (e.data as { seq?: number }).seq)).toEqual([1, 2, undefined, 1, 2]);
-    expect(world.control()).toEqual([{ k: 'resync', from: 'a:a-uuid', ws: 'w' }]);
-    a.cluster.rewritten('quiet');
-    await world.clock.settle();
-    expect(b.events.stats().streams).toBe(1);
-    const onA = listen(a.events, 'w');
-    a.cluster.rewritten('w');
-    await world.clock.settle();
-    expect(onA).toEqual([]);
+    expect(onB.map((e) => [e.type, e.data])).toEqual([['history_resync', { reason: 'rewritten' }]]);
   });
 
-  it('after the channel reconnected, every followed workstream is told to re-read, and followed afresh', async () => {
+  it('after the channel reconnected, every stream held here is told to re-read — but those of turns running here', async () => {
+    const { world, a, b } = await twoHosts({ b: { runs: new Set(['mine']) } });
+    const got = listen(b.events, 'w');
+    const mine = listen(b.events, 'mine');
+    a.events.emit('w', 'token', 1, { text: 'x' });
+    await world.clock.settle();
+    world.reconnect();
+    expect(got.map((e) => e.type)).toEqual(['token', 'history_resync']);
+    expect(got[1]!.data).toEqual({ reason: 'replay_truncated' });
+    expect(mine).toEqual([]);
+    expect(b.said('relayed events may have been lost; listeners re-read')).toHaveLength(1);
+  });
+
+  it('events that cannot be sent are logged; flush resolves all the same', async () => {
+    const { world, a } = await twoHosts();
+    world.failNotify = true;
+    a.events.emit('w', 'token', 1, { text: 'x' });
+    await a.cluster.published();
+    expect(a.said('events not relayed')).toHaveLength(1);
+  });
+
+  it('a tick’s events go out in notifications under 8,000 bytes, several workstreams sharing one', async () => {
+    const { world, a, b } = await twoHosts();
+    const onB = ['w1', 'w2'].map((ws) => listen(b.events, ws));
+    const sent: TurnwardenEvent[] = [];
+    for (let i = 0; i < 300; i++)
+      sent.push(a.events.emit(i % 2 === 0 ? 'w1' : 'w2', 'token', 1, { text: `t${i}-${'z'.repeat(40)}` }));
+    await world.clock.settle();
+    const payloads = world.sent.filter((x) => x.channel === 'turnwarden_events');
+    expect(payloads.length).toBeGreaterThan(1);
+    for (const p of payloads) expect(Buffer.byteLength(p.payload)).toBeLessThan(8_000);
+    expect(onB[0]).toEqual(sent.filter((_, i) => i % 2 === 0));
+    expect(onB[1]).toEqual(sent.filter((_, i) => i % 2 === 1));
+  });
+
+  it('relayed payloads that are not ours are dropped and logged, never delivered', async () => {
     const { world, b } = await twoHosts();
     const got = listen(b.events, 'w');
-    world.appendRows('w', 1);
-    await world.raw('turnwarden_journal', JSON.stringify({ from: 'a:a-uuid', ws: 'w', first: 1, last: 1 }));
-    // Both channels reconnected: told once (the first resync cleared the cursors).
-    world.reconnect();
-    expect(got.map((e) => e.type)).toEqual(['message', 'history_resync']);
-    expect(got[1]!.data).toEqual({ reason: 'replay_truncated' });
-    world.reconnect();
-    expect(got).toHaveLength(2);
-    // Followed afresh from the next notice.
-    world.appendRows('w', 2);
-    await world.raw('turnwarden_journal', JSON.stringify({ from: 'a:a-uuid', ws: 'w', first: 2, last: 2 }));
-    expect(got.map((e) => (e.data as { seq?: number }).seq)).toEqual([1, undefined, 2]);
+    const bad = [
+      '{',
+      'null',
+      JSON.stringify({ f: 'a:a-uuid' }),
+      JSON.stringify({ f: 'a:a-uuid', b: [['w']] }),
+      JSON.stringify({ f: 'a:a-uuid', b: [['w', [{ id: -1, type: 'token', data: {} }]]] }),
+      JSON.stringify({ f: 'a:a-uuid', b: [['w', [{ id: 5, type: 'not_a_type', data: {} }]]] }),
+      JSON.stringify({ f: 'a:a-uuid', b: [['w', [{ id: 5, type: 'token', data: null }]]] }),
+      JSON.stringify({ f: 'a:a-uuid', b: [['w', [{ r: 1, id: 5, seq: 'x' }]]] }),
+    ];
+    for (const payload of bad) await world.raw('turnwarden_events', payload);
+    expect(got).toEqual([]);
+    expect(b.said('malformed relayed events ignored')).toHaveLength(bad.length);
   });
 });
 
@@ -912,12 +955,14 @@ describe('control messages: anything not ours is dropped, never trusted', () => 
     expect(b.said('malformed control message ignored')).toHaveLength(1);
     await world.raw('turnwarden_control', JSON.stringify({ ...base, ws: long }));
     expect(b.calls).toEqual([[long, { op: 'cancel' }]]);
+    // The end of a workstream is no control message any more (its ws_closed is relayed).
     const got = listen(b.events, 'x');
     await world.raw(
       'turnwarden_control',
       JSON.stringify({ k: 'ended', from: 'a:a-uuid', ws: 'x', reason: 'closed' }),
     );
-    expect(got.map((e) => e.data)).toEqual([{ reason: 'closed' }]);
+    expect(got).toEqual([]);
+    expect(b.said('malformed control message ignored')).toHaveLength(2);
   });
 
   it('the well-formed ones are served: a close with waitMs, a delete with tenant and incarnation', async () => {
@@ -958,28 +1003,6 @@ describe('control messages: anything not ours is dropped, never trusted', () => 
     );
     await world.clock.advanceTo(2 * RENEW);
     expect(await routed).toEqual({ ran: true, result: 2 });
-  });
-
-  it('malformed journal notices are dropped', async () => {
-    const { world, b } = await twoHosts();
-    const got = listen(b.events, 'w');
-    world.appendRows('w', 1, 2);
-    for (const n of [
-      '{',
-      'null',
-      '7',
-      { ws: 'w', first: 1, last: 1 },
-      { from: 'a:a-uuid', first: 1, last: 1 },
-      { from: 'a:a-uuid', ws: 'w', first: 1.5, last: 2 },
-      { from: 'a:a-uuid', ws: 'w', first: 1, last: 2.5 },
-      { from: 'a:a-uuid', ws: 'w', first: 0, last: 2 },
-      { from: 'a:a-uuid', ws: 'w', first: 2, last: 1 },
-    ]) {
-      await world.raw('turnwarden_journal', typeof n === 'string' ? n : JSON.stringify(n));
-    }
-    expect(got).toEqual([]);
-    await world.raw('turnwarden_journal', JSON.stringify({ from: 'a:a-uuid', ws: 'w', first: 1, last: 1 }));
-    expect(got.map((e) => (e.data as { seq: number }).seq)).toEqual([1, 2]);
   });
 });
 

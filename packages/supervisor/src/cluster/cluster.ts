@@ -13,9 +13,11 @@
  *   holder does not answer and its lease is not renewed — it died, or it is paused past its
  *   lease — the call runs here once the lease has expired (a cancel then repairs: S7, C5). A
  *   holder that keeps renewing without answering is a TIMEOUT after `maxRounds` periods.
- * - **Following.** A host whose listeners follow a workstream that runs elsewhere reads the
- *   rows the holder announces from the durable journal and emits them as `message` events, in
- *   seq order; closes, deletes and history rewrites are announced too (D6, E2's resync).
+ * - **Relaying.** Every event a host authors goes to the event relay (relay.ts): the store's
+ *   channel by default, a broker when the host is given one. Other hosts put them in their rings
+ *   under the author's id and deliver them to their listeners — tokens, tool progress, warnings,
+ *   rows (`message`), closes (D6) and rewrites (E2's resync) — so a listener follows a turn
+ *   running anywhere, and resumes by its last event id on any host (E1).
  * - **Failover.** Every `lease.renewMs` the host looks for expired, unreleased leases of other
  *   holders — a host that died mid-turn — and repairs those sessions (S7): one host wins the
  *   lease, the others find it taken.
@@ -36,7 +38,8 @@ import {
 import type { Lease, Store } from '@turnwarden/store';
 import type { Logger } from 'pino';
 import type { CancelTimer, Timers } from '../liveness/timers.js';
-import type { EventHub } from '../streams/events.js';
+import type { EventHub, TurnwardenEvent } from '../streams/events.js';
+import { ChannelRelay, type EventRelay, type RelayedBatch, validEvent } from './relay.js';
 
 /** What a store offers for several hosts: notifications (delivered after commit) and tail reads. */
 export interface ClusterChannel {
@@ -60,7 +63,6 @@ export function channelOf(store: Store): ClusterChannel | undefined {
 
 /** The channels every host listens on. */
 const CONTROL_CHANNEL = 'turnwarden_control';
-const JOURNAL_CHANNEL = 'turnwarden_journal';
 
 export type RoutedOp =
   /** With `generation`: that turn only, not a later one (a queued send's handle, C4). */
@@ -90,13 +92,6 @@ type ControlMessage =
       readonly token: number;
     } & RoutedOp)
   | Reply
-  | {
-      readonly k: 'ended';
-      readonly from: string;
-      readonly ws: string;
-      readonly reason: 'closed' | 'deleted';
-    }
-  | { readonly k: 'resync'; readonly from: string; readonly ws: string }
   /** Rows of sends the host `to` queued durably changed (durable-sends.ts). */
   | { readonly k: 'sendq'; readonly to: string; readonly ids: readonly number[] }
   /** Turns of these tenants ended on host `from` (T4 across hosts: sends waiting on them claim again). */
@@ -130,12 +125,6 @@ function parseControl(payload: string): ControlMessage | undefined {
       if (r.op === 'delete')
         return isText(r.tenantId) && isText(r.incarnation) ? (m as ControlMessage) : undefined;
       return undefined;
-    case 'ended':
-      return isText(r.from) && isText(r.ws) && (r.reason === 'closed' || r.reason === 'deleted')
-        ? (m as ControlMessage)
-        : undefined;
-    case 'resync':
-      return isText(r.from) && isText(r.ws) ? (m as ControlMessage) : undefined;
     case 'freed':
       return isText(r.from) && Array.isArray(r.tenants) && r.tenants.length <= 500 && r.tenants.every(isText)
         ? (m as ControlMessage)
@@ -150,32 +139,6 @@ function parseControl(payload: string): ControlMessage | undefined {
     default:
       return undefined;
   }
-}
-
-function parseNotice(payload: string): JournalNotice | undefined {
-  let n: unknown;
-  try {
-    n = JSON.parse(payload);
-  } catch {
-    return undefined;
-  }
-  if (typeof n !== 'object' || n === null) return undefined;
-  const r = n as Record<string, unknown>;
-  return isText(r.from) &&
-    isText(r.ws) &&
-    Number.isSafeInteger(r.first) &&
-    Number.isSafeInteger(r.last) &&
-    (r.first as number) >= 1 &&
-    (r.last as number) >= (r.first as number)
-    ? (n as JournalNotice)
-    : undefined;
-}
-
-interface JournalNotice {
-  readonly from: string;
-  readonly ws: string;
-  readonly first: number;
-  readonly last: number;
 }
 
 export interface ClusterHost {
@@ -209,7 +172,11 @@ export interface ClusterStats {
   /** Routed calls that ran here because the holder's lease expired unanswered. */
   readonly routedFallbacks: number;
   readonly failovers: number;
+  /** Rows (`message` events) relayed from other hosts into this host's rings. */
   readonly followedRows: number;
+  /** Events relayed from other hosts into this host's rings, and gaps the relay reported. */
+  readonly relayedEvents: number;
+  readonly relayGaps: number;
 }
 
 /** The host id of a lease holder (`<hostId>:<uuid>`). */
@@ -217,8 +184,6 @@ export const hostOf = (holder: string): string => holder.slice(0, Math.max(0, ho
 
 export class Cluster {
   private readonly waiting = new Map<string, { resolve: (m: Reply) => void }>();
-  /** Followed workstreams: the last seq emitted here, and the reads in flight (in order). */
-  private readonly cursors = new Map<string, { last: number; chain: Promise<void> }>();
   /** Work that must finish before the store closes: routed calls being served, the sweep. */
   private readonly busy = new Set<Promise<unknown>>();
   private closing = false;
@@ -228,10 +193,19 @@ export class Cluster {
   private stopSweep: CancelTimer | undefined;
   private sweeping = false;
   private stopped = false;
-  private readonly counts = { routedOut: 0, routedIn: 0, routedFallbacks: 0, failovers: 0, followedRows: 0 };
-  /** Journal notices queued for the next tick (one notification per workstream per tick). */
-  private readonly outgoing = new Map<string, { first: number; last: number }>();
-  private flushScheduled = false;
+  private readonly counts = {
+    routedOut: 0,
+    routedIn: 0,
+    routedFallbacks: 0,
+    failovers: 0,
+    followedRows: 0,
+    relayedEvents: 0,
+    relayGaps: 0,
+  };
+  /** Where the events authored here go, and other hosts' come from (relay.ts). */
+  readonly relay: EventRelay;
+  /** A log relay's replays in flight, per workstream. */
+  private readonly following = new Map<string, Promise<void>>();
   private readonly freedTenants = new Set<string>();
   private freedScheduled = false;
   /** How many unanswered, unrenewed periods a routed call waits before it fails with TIMEOUT. */
@@ -240,14 +214,29 @@ export class Cluster {
   constructor(
     private readonly host: ClusterHost,
     private readonly channel: ClusterChannel,
-  ) {}
+    relay?: EventRelay,
+  ) {
+    this.relay = relay ?? new ChannelRelay(channel, host.logger);
+  }
 
   async start(): Promise<void> {
-    const resync = () => this.resyncAll();
-    this.unlisten.push(
-      await this.channel.listen(CONTROL_CHANNEL, (p) => this.onControl(p), resync),
-      await this.channel.listen(JOURNAL_CHANNEL, (p) => this.onJournal(p), resync),
-    );
+    this.unlisten.push(await this.channel.listen(CONTROL_CHANNEL, (p) => this.onControl(p)));
+    const { relay } = this;
+    await relay.start(this.host.holder, {
+      events: (batch) => this.onRelayed(batch),
+      gap: (ws) => this.onGap(ws),
+    });
+    this.unlisten.push(() => relay.close());
+    const follows = !relay.broadcast;
+    this.host.events.relayTo({
+      authored: (ws, event) => relay.publish(ws, event),
+      opened: (ws, after) => {
+        if (follows) void this.follow(ws, after);
+      },
+      dropped: (ws) => {
+        if (follows) relay.unfollow(ws);
+      },
+    });
     this.stopSweep = this.host.timers.every(this.host.lease.renewMs, () => {
       void this.track(this.sweep());
     });
@@ -410,33 +399,33 @@ export class Cluster {
     );
   }
 
-  /** Rows became durable here: other hosts' followers read them (coalesced per tick). */
-  journaled(workstreamId: string, first: number, last: number): void {
-    // Emitted here already (the gate announced them): a later foreign notice starts after them.
-    const cursor = this.cursors.get(workstreamId);
-    if (cursor !== undefined) cursor.last = Math.max(cursor.last, last);
-    const prev = this.outgoing.get(workstreamId);
-    this.outgoing.set(workstreamId, {
-      first: Math.min(prev?.first ?? first, first),
-      last: Math.max(prev?.last ?? last, last),
-    });
-    if (this.flushScheduled) return;
-    this.flushScheduled = true;
-    setImmediate(() => {
-      this.flushScheduled = false;
-      for (const [ws, r] of this.outgoing) {
-        const notice: JournalNotice = { from: this.host.holder, ws, first: r.first, last: r.last };
-        this.channel.notify(JOURNAL_CHANNEL, JSON.stringify(notice)).catch((err: unknown) => {
-          this.host.logger.warn({ err, workstreamId: ws }, 'journal notice not sent');
-        });
-      }
-      this.outgoing.clear();
-    });
+  /**
+   * Cluster mode, a reconnect after `after` (E1) or a handoff at it (E2) that this host's ring
+   * does not reach: when nobody listens to the workstream here, its stream begins again at
+   * `after` and the relay replays what it keeps after it (a log relay). The ring then reaches
+   * `after`, or the listener is told `replay_truncated` — never a silent hole.
+   */
+  async catchUp(workstreamId: string, after: number): Promise<void> {
+    const { events } = this.host;
+    if (this.relay.broadcast || events.covers(workstreamId, after)) return;
+    if (this.host.runsHere(workstreamId) || !events.restart(workstreamId, after)) return;
+    // `restart` told the relay to follow from `after` (`opened`): wait for its replay.
+    await this.following.get(workstreamId);
   }
 
-  /** The workstream closed or was deleted here: other hosts close their listeners (D6). */
-  ended(workstreamId: string, reason: 'closed' | 'deleted'): void {
-    void this.send({ k: 'ended', from: this.host.holder, ws: workstreamId, reason });
+  /**
+   * Before a lease is released: every event authored here is in the relay, ahead of the next
+   * holder's. Bounded by a renewal period: a relay that does not answer delays no turn's end
+   * longer (its followers are told of what it lost by its own gap).
+   */
+  async published(): Promise<void> {
+    let cancel = () => {};
+    const late = new Promise<boolean>((r) => {
+      cancel = this.host.timers.after(this.host.lease.renewMs, () => r(true));
+    });
+    const timedOut = await Promise.race([this.relay.flush().then(() => false), late]);
+    cancel();
+    if (timedOut) this.host.logger.warn({}, 'the event relay did not take the events before the lease went');
   }
 
   /** A turn of the tenant ended here: other hosts' sends waiting on its limit claim again (coalesced per tick). */
@@ -470,11 +459,6 @@ export class Cluster {
   tellQueued(origin: string, ids: readonly number[]): void {
     for (let i = 0; i < ids.length; i += 500)
       void this.send({ k: 'sendq', to: origin, ids: ids.slice(i, i + 500) });
-  }
-
-  /** The history was rewritten here (compaction, rewind): other hosts' listeners re-read it. */
-  rewritten(workstreamId: string): void {
-    void this.send({ k: 'resync', from: this.host.holder, ws: workstreamId });
   }
 
   // ── internals ──────────────────────────────────────────────────────────────
@@ -537,17 +521,6 @@ export class Cluster {
       case 'req':
         if (m.to === this.host.holder) void this.track(this.serve(m));
         return;
-      case 'ended':
-        // Listeners here are closed (D6); the lifecycle feed stays per host.
-        if (m.from === this.host.holder || this.host.events.listenerCount(m.ws) === 0) return;
-        this.cursors.delete(m.ws);
-        this.host.events.closeWorkstream(m.ws, { reason: m.reason });
-        return;
-      case 'resync':
-        if (m.from === this.host.holder || this.host.events.listenerCount(m.ws) === 0) return;
-        this.cursors.delete(m.ws);
-        this.host.events.emit(m.ws, 'history_resync', undefined, { reason: 'rewritten' });
-        return;
       case 'sendq':
         if (m.to === this.host.holder) this.host.queuedChanged?.(m.ids);
         return;
@@ -586,46 +559,48 @@ export class Cluster {
     await this.send(reply);
   }
 
-  private onJournal(payload: string): void {
-    const n = parseNotice(payload);
-    if (n === undefined || this.stopped || n.from === this.host.holder) return;
-    if (this.host.events.listenerCount(n.ws) === 0 || this.host.runsHere(n.ws)) {
-      this.cursors.delete(n.ws);
-      return;
-    }
-    let cursor = this.cursors.get(n.ws);
-    if (cursor === undefined) {
-      cursor = { last: n.first - 1, chain: Promise.resolve() };
-      this.cursors.set(n.ws, cursor);
-    }
-    const c = cursor;
-    // Only while this cursor is the workstream's: a resync or a close replaced or dropped it.
-    const current = () => this.cursors.get(n.ws) === c;
-    c.chain = c.chain.then(async () => {
-      if (n.last <= c.last || !current()) return;
-      const rows = await this.channel.readHistoryAfter(n.ws, c.last).catch((err: unknown) => {
-        this.host.logger.warn({ err, workstreamId: n.ws }, 'following a workstream: journal read failed');
-        return [];
-      });
-      for (const row of rows) {
-        if (row.seq <= c.last || !current()) continue;
-        c.last = row.seq;
-        this.counts.followedRows++;
-        this.host.events.emit(n.ws, 'message', row.generation, {
-          seq: row.seq,
-          commitKey: row.commitKey,
-          message: row.message,
-        });
+  /** Another host's events: into this host's ring, under their author's ids. */
+  private onRelayed(batch: RelayedBatch): void {
+    if (this.stopped || batch.from === this.host.holder) return;
+    const { events } = this.host;
+    for (const event of batch.events) {
+      // A broker is a store any of its clients can write: what is not an event is dropped.
+      if (!validEvent(event)) {
+        this.host.logger.warn({ workstreamId: batch.workstreamId }, 'malformed relayed event ignored');
+        this.onGap(batch.workstreamId);
+        return;
       }
-    });
+      this.counts.relayedEvents++;
+      if (event.type === 'message') this.counts.followedRows++;
+      events.relayed(batch.workstreamId, event as TurnwardenEvent);
+    }
   }
 
-  /** Notifications may have been missed while the channel reconnected: followers re-read. */
-  private resyncAll(): void {
-    for (const ws of this.cursors.keys()) {
-      this.host.events.emit(ws, 'history_resync', undefined, { reason: 'replay_truncated' });
-    }
-    this.cursors.clear();
+  /** The relay may have lost events: listeners re-read (those of turns running here excepted). */
+  private onGap(workstreamId: string | undefined): void {
+    this.counts.relayGaps++;
+    this.host.logger.warn({ workstreamId }, 'relayed events may have been lost; listeners re-read');
+    const here = (ws: string) => this.host.runsHere(ws);
+    if (workstreamId === undefined) this.host.events.gap(here);
+    else this.host.events.gap((ws) => ws !== workstreamId || here(ws));
+  }
+
+  /** A log relay: the workstream's events from after `after`; its replay awaited by `catchUp`. */
+  private follow(workstreamId: string, after: number): Promise<void> {
+    const done = this.relay.follow(workstreamId, after).then(
+      (complete) => {
+        if (!complete) this.onGap(workstreamId);
+      },
+      (err: unknown) => {
+        this.host.logger.warn({ err, workstreamId }, 'following a workstream on the relay failed');
+        this.onGap(workstreamId);
+      },
+    );
+    this.following.set(workstreamId, done);
+    void done.finally(() => {
+      if (this.following.get(workstreamId) === done) this.following.delete(workstreamId);
+    });
+    return done;
   }
 
   /** S7 across hosts: sessions whose holder's lease expired unreleased are repaired here. */

@@ -18,7 +18,7 @@ export interface ClosesDeps extends EndsDeps {
   readonly timers: Timers;
   readonly sessions: Sessions;
   readonly queue: Pick<SendQueue, 'fence'>;
-  readonly cluster: (Pick<Cluster, 'route'> & EndsDeps['cluster']) | undefined;
+  readonly cluster: Pick<Cluster, 'route'> | undefined;
   readonly maintenance: MaintenanceHost;
   readonly durable?: Revoker['durable'];
 }
@@ -74,7 +74,7 @@ export class Closes {
         await revoke(this.deps, workstreamId, ticket, 'close');
         // Joined a close there: that one told the listeners.
         if (r.result === false) return false;
-        workstreamEnded(this.deps, workstreamId, 'closed', { tenantId, tellHosts: false });
+        workstreamEnded(this.deps, workstreamId, 'closed', { tenantId });
         return true;
       }
     }
@@ -115,7 +115,7 @@ export class Closes {
           this.latches.delete(workstreamId);
       }
     }
-    workstreamEnded(this.deps, workstreamId, 'closed', { tenantId, tellHosts: true });
+    workstreamEnded(this.deps, workstreamId, 'closed', { tenantId });
     return true;
   }
 

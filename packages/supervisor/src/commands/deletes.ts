@@ -20,7 +20,7 @@ export interface DeletesDeps extends EndsDeps {
   readonly events: EndsDeps['events'] & Pick<EventHub, 'emit'>;
   readonly sessions: Sessions;
   readonly queue: Pick<SendQueue, 'fence' | 'ticket'>;
-  readonly cluster: (Pick<Cluster, 'route'> & EndsDeps['cluster']) | undefined;
+  readonly cluster: Pick<Cluster, 'route'> | undefined;
   readonly durable?: Revoker['durable'];
 }
 
@@ -153,6 +153,6 @@ export class Deletes {
     if (t === undefined) return;
     this.tombstones.delete(workstreamId);
     this.deps.logger.info({ workstreamId, how }, 'workstream deleted');
-    workstreamEnded(this.deps, workstreamId, 'deleted', { tenantId: t.tenantId, tellHosts: true });
+    workstreamEnded(this.deps, workstreamId, 'deleted', { tenantId: t.tenantId });
   }
 }

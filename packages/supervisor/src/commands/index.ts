@@ -61,6 +61,11 @@ export interface Commands {
 
   /** Registers a listener on a workstream's events from `from` (E1, E2); returns its removal. */
   listen(workstreamId: string, listener: Listener, from: StartAt): () => void;
+  /**
+   * Cluster mode, before a listener registers after an event id or a handoff position that this
+   * host's ring does not reach: the relay replays what it keeps (cluster.ts). Undefined: nothing to wait for.
+   */
+  catchUp(workstreamId: string, from: StartAt): Promise<void> | undefined;
   /** D6: a listener that registered after the workstream closed is closed at once (events.ts). */
   closeLate(listener: Listener, notice: () => TurnwardenEvent | undefined, off: () => void): boolean;
   /** The stream position now (the id of its last event). */

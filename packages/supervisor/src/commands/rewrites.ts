@@ -18,7 +18,6 @@ export interface RewritesDeps {
   readonly sessions: Sessions;
   readonly events: Pick<EventHub, 'emit'>;
   readonly queue: Pick<SendQueue, 'fencedSince' | 'settled'>;
-  readonly cluster: Pick<Cluster, 'rewritten'> | undefined;
   /** Rewrites of a session without a running turn (maintenance.ts), under a running one (rewrite.ts). */
   readonly maintenance: MaintenanceHost & RewriteHost;
   /** Shutdown and soft closes refuse a rewind as they refuse a claim. */
@@ -82,10 +81,12 @@ export class Rewrites {
     }
   }
 
-  /** A rewrite committed: what listeners hold of the history, and every handoff token before it, is stale (E2). */
+  /**
+   * A rewrite committed: what listeners hold of the history, and every handoff token before it,
+   * is stale (E2) — on every host: the event is relayed (cluster.ts).
+   */
   private rewritten(workstreamId: string): void {
     this.deps.events.emit(workstreamId, 'history_resync', undefined, { reason: 'rewritten' });
-    this.deps.cluster?.rewritten(workstreamId);
   }
 
   /** An idle-session command that rewrites history: counted while queued or in flight (C6). */

@@ -74,8 +74,6 @@ export interface GateHost {
   workstreamGone(workstreamId: string): void;
   /** D4: a delete of the workstream is under way: its rows are never written in the background. */
   deleting(workstreamId: string): boolean;
-  /** Rows `first..last` became durable (other hosts' followers read them). */
-  journaled?(workstreamId: string, first: number, last: number): void;
   readonly logger: Logger;
   readonly timers: Timers;
   readonly config: { readonly journal: JournalConfig };
@@ -225,8 +223,6 @@ export class JournalGate {
     entries: readonly JournalEntry[],
     seqs: readonly number[],
   ): void {
-    const durable = seqs.filter((s): s is number => s !== undefined);
-    if (durable.length > 0) this.host.journaled?.(workstreamId, Math.min(...durable), Math.max(...durable));
     entries.forEach((entry, i) => {
       const seq = seqs[i];
       if (seq === undefined) return;

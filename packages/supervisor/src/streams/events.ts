@@ -4,9 +4,20 @@
  *
  * Event streams, per workstream.
  *
- * **Ids (E1).** One counter for the process, started at the wall clock in microseconds: ids
- * increase monotonically within a workstream (and across workstreams), and a process that
- * restarts continues above the ids its predecessor handed out (unless the wall clock went back).
+ * **Ids (E1).** One clock for the process, in microseconds: each id is the wall clock's, or one
+ * above the last id when the clock has not moved past it. Ids increase monotonically within a
+ * workstream (and across workstreams); a process that restarts continues above the ids its
+ * predecessor handed out, and hosts whose clocks agree issue ids in the order they issue them
+ * (unless a wall clock went back).
+ *
+ * **Relay (E1 across hosts, issue 25).** In cluster mode every event authored here is handed to
+ * the relay (`HubRelay.authored`), and the events other hosts authored come back through
+ * `relayed`, with their author's id: each host's ring of a workstream holds the same events under
+ * the same ids, so a client resumes by its last event id on any host. The clock takes every
+ * relayed id in (ids issued here afterwards are above it). A relayed event at or below the last
+ * id of its stream (hosts' clocks apart by more than a turn's handoff) cannot be placed: the
+ * listeners get `history_resync` (`replay_truncated`) and re-read, never a duplicate; so they do
+ * when the relay lost events (`gap`).
  *
  * **Replay (E1).** Each workstream's recent events are kept in a bounded ring; the ring knows
  * after which id it is complete. A listener that registers with the last id it saw receives
@@ -115,6 +126,19 @@ export type StartAt =
   /** E2: after a history read's position, without the rows it returned. */
   | { readonly kind: 'handoff'; readonly position: number; readonly lastSeq: number };
 
+/** What the hub tells the relay (cluster mode): the events authored here, its streams in memory. */
+export interface HubRelay {
+  /** An event authored here, in the order of its stream. */
+  authored(workstreamId: string, event: TurnwardenEvent): void;
+  /** A stream came into memory, holding every event after `after` from now on. */
+  opened(workstreamId: string, after: number): void;
+  /** A stream left memory. */
+  dropped(workstreamId: string): void;
+}
+
+/** `completeAfter` of a stream whose relayed events have a gap, until the next one arrives. */
+const GAP = Number.MAX_SAFE_INTEGER;
+
 /**
  * Consecutive `token` events of one generation, kept compact in the ring: their ids and texts,
  * not an object each. A thousand streaming sessions hold hundreds of thousands of recent tokens;
@@ -142,17 +166,26 @@ class Stream {
   readonly ring: RingEntry[] = [];
   /** Events in the ring. */
   size = 0;
-  /** The ring holds every event of the workstream with an id above this. */
+  /** The ring holds every event of the workstream with an id above this (GAP: none, for now). */
   completeAfter: number;
+  /** The id of the stream's last event (or where it began). */
+  lastId: number;
+  /** The seq of the last row announced (`message`), 0 before the first or after a rewrite. */
+  lastSeq = 0;
   /** `ws_closed` was emitted: later registrations are closed at once (D6). */
   closed: TurnwardenEvent | undefined;
+  /** The workstream's id as its tenant names it: its events carry it. */
+  readonly workstreamId: string;
 
   constructor(
-    completeAfter: number,
-    /** The workstream's id as its tenant names it: its events carry it. */
-    readonly workstreamId: string,
+    /** Where the stream began: relayed events at or below it came before it, and are not its. */
+    readonly openedAfter: number,
+    /** The workstream's key (`<tenant>/<id>`): the hub's and the relay's name for it. */
+    readonly key: string,
   ) {
-    this.completeAfter = completeAfter;
+    this.workstreamId = keyWorkstreamId(key);
+    this.completeAfter = openedAfter;
+    this.lastId = openedAfter;
   }
 }
 
@@ -162,12 +195,102 @@ export class EventHub {
   /** Streams nobody listens to, least recently active first (E3). */
   private readonly idle = new Map<string, Stream>();
   private readonly limits: EventsConfig;
+  private relay: HubRelay | undefined;
 
   constructor(
     private readonly logger: Logger,
     limits: Partial<EventsConfig> = {},
   ) {
     this.limits = { replayLimit: 1_024, maxIdleStreams: 1_000, listenerBuffer: 1_024, ...limits };
+  }
+
+  /** Cluster mode: the events authored here go to `relay`, and it hears of the streams in memory. */
+  relayTo(relay: HubRelay): void {
+    this.relay = relay;
+    for (const [id, stream] of this.streams) relay.opened(id, stream.lastId);
+  }
+
+  /**
+   * An event another host authored (cluster mode), under its author's id: kept and delivered as
+   * if emitted here, when this host has the workstream's stream in memory (nobody here listens
+   * to it otherwise). One at or below the stream's last id cannot be placed in order: `gap`.
+   */
+  relayed(workstreamId: string, event: TurnwardenEvent): void {
+    // Every relayed id, kept or not: a stream opened later begins after it.
+    if (event.id > this.nextId) this.nextId = event.id;
+    const stream = this.streams.get(workstreamId);
+    if (stream === undefined || stream.closed !== undefined) return;
+    if (event.id <= stream.openedAfter) return; // from before this stream began
+    if (event.id <= stream.lastId) {
+      this.logger.warn(
+        { workstreamId, id: event.id, lastId: stream.lastId },
+        'relayed event out of order (host clocks apart?); listeners re-read',
+      );
+      this.gapIn(stream);
+      return;
+    }
+    if (event.type === 'message' && stream.lastSeq > 0 && event.data.seq > stream.lastSeq + 1) {
+      // A row whose event never came (its author died between its commit and the relay): the
+      // listeners re-read; the ring goes on from this event.
+      this.logger.warn(
+        { workstreamId, seq: event.data.seq, lastSeq: stream.lastSeq },
+        'relayed rows missing (their host stopped before it relayed them); listeners re-read',
+      );
+      this.gapIn(stream);
+    }
+    if (stream.completeAfter === GAP) stream.completeAfter = event.id - 1;
+    const { workstreamId: _w, ...rest } = event;
+    const own = { ...rest, workstreamId: stream.workstreamId } as TurnwardenEvent;
+    if (own.type === 'ws_closed') {
+      this.place(stream, own, false);
+      this.terminal(workstreamId, stream, own);
+      return;
+    }
+    if (stream.listeners.size === 0) {
+      // The most recently active of the idle ones.
+      this.idle.delete(workstreamId);
+      this.idle.set(workstreamId, stream);
+    }
+    this.place(stream, own, true);
+  }
+
+  /**
+   * The relay may have lost events of these workstreams (all, when none named): their listeners
+   * get `history_resync` (`replay_truncated`) and re-read; a reconnect after an id before the
+   * next relayed event gets `replay_truncated` (E1). Streams for which `authored(ws)` holds
+   * are left alone: their events are issued here.
+   */
+  gap(authored: (workstreamId: string) => boolean = () => false): void {
+    for (const [id, stream] of this.streams) if (!authored(id)) this.gapIn(stream);
+  }
+
+  /**
+   * Cluster mode, a reconnect after `after` that the ring does not reach: when nobody listens to
+   * the stream here, it begins again after `after`, for the relay to fill. False when it cannot
+   * (listened to, or closed): the reconnect is then `replay_truncated`.
+   */
+  restart(workstreamId: string, after: number): boolean {
+    const stream = this.streams.get(workstreamId);
+    if (stream !== undefined && (stream.listeners.size > 0 || stream.closed !== undefined)) return false;
+    if (stream !== undefined) this.relay?.dropped(workstreamId);
+    const fresh = new Stream(after, workstreamId);
+    this.streams.set(workstreamId, fresh);
+    this.idle.delete(workstreamId);
+    this.idle.set(workstreamId, fresh);
+    this.relay?.opened(workstreamId, after);
+    this.evictIdle();
+    return true;
+  }
+
+  /** An id the relay holds (its log's last): the clock takes it in, as it does relayed events'. */
+  saw(id: number): void {
+    if (id > this.nextId) this.nextId = id;
+  }
+
+  /** Whether a listener registering after `after` would be replayed all it missed (E1, E2). */
+  covers(workstreamId: string, after: number): boolean {
+    const stream = this.streams.get(workstreamId);
+    return stream !== undefined && this.reaches(stream, after);
   }
 
   emit<K extends TurnwardenEventType>(
@@ -217,11 +340,7 @@ export class EventHub {
   /** Terminal quiesce: every listener receives `ws_closed`, then is removed (D6). */
   closeWorkstream(workstreamId: string, data: EventData['ws_closed']): void {
     const stream = this.streamOf(workstreamId, true);
-    stream.closed = this.append(stream, 'ws_closed', undefined, data);
-    stream.listeners.clear();
-    // Idle now, the most recently active (`streamOf` moved it to the end if it was idle already).
-    this.idle.set(workstreamId, stream);
-    this.evictIdle();
+    this.terminal(workstreamId, stream, this.append(stream, 'ws_closed', undefined, data));
   }
 
   /**
@@ -246,6 +365,7 @@ export class EventHub {
     if (this.streams.get(workstreamId)?.closed === undefined) return;
     this.streams.delete(workstreamId);
     this.idle.delete(workstreamId);
+    this.relay?.dropped(workstreamId);
   }
 
   listenerCount(workstreamId: string): number {
@@ -274,18 +394,51 @@ export class EventHub {
     generation: number | undefined,
     data: EventData[K],
   ): TurnwardenEvent {
-    const id = ++this.nextId;
+    const now = Math.floor((performance.timeOrigin + performance.now()) * 1000);
+    const id = this.nextId >= now ? this.nextId + 1 : now;
+    this.nextId = id;
     const { workstreamId } = stream;
     const event = (
       generation === undefined
         ? { id, workstreamId, type, data }
         : { id, workstreamId, type, generation, data }
     ) as TurnwardenEvent;
+    this.relay?.authored(stream.key, event);
+    this.place(stream, event, type !== 'ws_closed');
+    return event;
+  }
+
+  /** Into the ring (at its end: `event.id` is above every id in it), then to the listeners. */
+  private place(stream: Stream, event: TurnwardenEvent, evict: boolean): void {
+    stream.lastId = event.id;
+    if (event.type === 'message') stream.lastSeq = event.data.seq;
+    else if (event.type === 'history_resync') stream.lastSeq = 0;
     this.keep(stream, event);
     while (stream.size > this.limits.replayLimit) this.dropOldest(stream);
     for (const listener of [...stream.listeners]) this.deliver(listener, event);
+    if (evict) this.evictIdle();
+  }
+
+  /** D6: the stream's `ws_closed`: every listener removed, the stream idle, the most recently active. */
+  private terminal(workstreamId: string, stream: Stream, closed: TurnwardenEvent): void {
+    stream.closed = closed;
+    stream.listeners.clear();
+    this.idle.delete(workstreamId);
+    this.idle.set(workstreamId, stream);
     this.evictIdle();
-    return event;
+  }
+
+  /** Listeners re-read (`history_resync`, under the last id: it takes no id of its own); no reconnect before the next event is served from the ring. */
+  private gapIn(stream: Stream): void {
+    stream.completeAfter = GAP;
+    stream.lastSeq = 0;
+    const notice = {
+      id: stream.lastId,
+      workstreamId: stream.workstreamId,
+      type: 'history_resync',
+      data: { reason: 'replay_truncated' },
+    } as const;
+    for (const listener of [...stream.listeners]) this.deliver(listener, notice);
   }
 
   private replay(stream: Stream, listener: Listener, from: Exclude<StartAt, { kind: 'live' }>): void {
@@ -300,7 +453,7 @@ export class EventHub {
               id,
               workstreamId,
               type: 'replay_truncated',
-              data: { after, firstAvailable: stream.completeAfter + 1 },
+              data: { after, firstAvailable: this.firstAvailable(stream) },
             }
           : { id, workstreamId, type: 'history_resync', data: { reason: 'replay_truncated' } },
       );
@@ -323,6 +476,14 @@ export class EventHub {
         );
       }
     }
+  }
+
+  /** The id of the first event a reconnect can be replayed (one above the last, when none is). */
+  private firstAvailable(stream: Stream): number {
+    if (stream.completeAfter === GAP) return stream.lastId + 1;
+    const first = stream.ring[0];
+    if (first === undefined) return stream.lastId + 1;
+    return first instanceof TokenRun ? first.ids[first.start]! : first.id;
   }
 
   /** Into the ring: a token joins the run of its generation's tokens it follows, or starts one. */
@@ -400,9 +561,10 @@ export class EventHub {
   private streamOf(workstreamId: string, recent: boolean): Stream {
     let stream = this.streams.get(workstreamId);
     if (stream === undefined) {
-      stream = new Stream(this.nextId, keyWorkstreamId(workstreamId));
+      stream = new Stream(this.nextId, workstreamId);
       this.streams.set(workstreamId, stream);
       this.idle.set(workstreamId, stream);
+      this.relay?.opened(workstreamId, stream.openedAfter);
     } else if (recent && stream.listeners.size === 0) {
       this.idle.delete(workstreamId);
       this.idle.set(workstreamId, stream);
@@ -416,6 +578,7 @@ export class EventHub {
       const [id] = this.idle.keys();
       this.idle.delete(id!);
       this.streams.delete(id!);
+      this.relay?.dropped(id!);
     }
   }
 }

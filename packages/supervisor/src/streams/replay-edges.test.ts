@@ -52,8 +52,8 @@ describe('E1: replay at the ring’s edges', () => {
     expect(atEvicted.got).toEqual(ring);
     // One before: the evicted event itself is missing — the ring cannot say what else was.
     const beforeEvicted = await from(rt, evicted.id - 1);
-    // (One workstream emits here, so its ids are consecutive: the ring starts right after the evicted one.)
-    expect(ring[0]!.id).toBe(evicted.id + 1);
+    // (Ids follow the clock, so they need not be consecutive: the ring starts after the evicted one.)
+    expect(ring[0]!.id).toBeGreaterThan(evicted.id);
     expect(beforeEvicted.got).toEqual([
       {
         id: newest.id,

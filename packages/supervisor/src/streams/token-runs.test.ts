@@ -54,7 +54,7 @@ describe('E1: tokens in the replay ring', () => {
     expect(replayFrom(hub, live[0]!.id).map((e) => e.type)).toEqual(['replay_truncated']);
     expect(replayFrom(hub, live[0]!.id)[0]!.data).toEqual({
       after: live[0]!.id,
-      firstAvailable: live[1]!.id + 1,
+      firstAvailable: live[2]!.id,
     });
   });
 });

@@ -5,6 +5,7 @@
  * closes the store.
  */
 import { openSqliteStore, type Store } from '@turnwarden/store';
+import type { EventRelay } from '../cluster/relay.js';
 import { type Gate, gate } from './gate.js';
 import { MemoryChannelBus } from './memory-channel.js';
 import { startRuntime } from './runtime.js';
@@ -16,26 +17,32 @@ export function threeHostCluster() {
   const gates: Gate[] = [];
   let store: Store | undefined;
   return {
-    /** Hosts A, B and C; `wrapB` wraps host B's view of the store (a gate on one of its methods). */
+    /**
+     * Hosts A, B and C; `wrapB` wraps host B's view of the store (a gate on one of its methods);
+     * `relay` makes each host's event relay (default: the channel's).
+     */
     async start(
       options: Parameters<typeof startRuntime>[0] = {},
       wrapB: (view: Store) => Store = (view) => view,
-    ): Promise<{ a: Host; b: Host; c: Host; bus: MemoryChannelBus }> {
-      store = openSqliteStore({ path: ':memory:' });
+      relay?: () => EventRelay,
+    ): Promise<{ a: Host; b: Host; c: Host; bus: MemoryChannelBus; store: Store }> {
+      const shared = openSqliteStore({ path: ':memory:' });
+      store = shared;
       const bus = new MemoryChannelBus();
-      const a = await startRuntime({ ...options, store: bus.view(store), hostId: 'host-a' });
+      const own = () => (relay === undefined ? {} : { relay: relay() });
+      const a = await startRuntime({ ...options, ...own(), store: bus.view(shared), hostId: 'host-a' });
       running.push(a);
       const b = await startRuntime(
-        { ...options, store: wrapB(bus.view(store)), hostId: 'host-b' },
+        { ...options, ...own(), store: wrapB(bus.view(shared)), hostId: 'host-b' },
         { existing: true },
       );
       running.push(b);
       const c = await startRuntime(
-        { ...options, store: bus.view(store), hostId: 'host-c' },
+        { ...options, ...own(), store: bus.view(shared), hostId: 'host-c' },
         { existing: true },
       );
       running.push(c);
-      return { a, b, c, bus };
+      return { a, b, c, bus, store: shared };
     },
     /** A gate for a `gated` tool, opened and closed after the test. */
     gate(): Gate {

@@ -313,6 +313,13 @@ export class Turn {
       workerTerminated,
       ...ranOn(host),
     };
+    // C3: stream_end then idle, before any successor turn can publish — on any host: emitted
+    // while the lease is held and, in cluster mode, in the relay before it goes (cluster.ts).
+    host.events.emit(this.workstreamId, 'stream_end', this.generation, { status });
+    host.events.emit(this.workstreamId, 'idle', this.generation, {});
+    await host
+      .published?.()
+      .catch((e: unknown) => log.warn({ err: e }, 'events not relayed before the lease went'));
     // Told under the lease, before it goes (a durably queued send's outcome: P6 fences it). Not
     // recorded: the lease is left to expire, so the failover sweep answers the send (S7).
     const recorded = await (
@@ -344,9 +351,6 @@ export class Turn {
     if (status === 'completed') host.counters.turnsCompleted++;
     else if (status === 'interrupted') host.counters.turnsInterrupted++;
     else host.counters.turnsFailed++;
-    // C3: stream_end then idle, before any successor turn can publish.
-    host.events.emit(this.workstreamId, 'stream_end', this.generation, { status });
-    host.events.emit(this.workstreamId, 'idle', this.generation, {});
     log.info({ status, synthesized, workerTerminated }, 'turn finished');
     this.finish(end);
   }

@@ -77,6 +77,8 @@ export interface TurnHost extends SettleHost, WorkerEventHost, RenewalHost, Anno
   /** Cancels, closes and deletes on their way: the dispatch waits for them (C7). */
   readonly sends: Pick<SendQueue, 'announcedAfter'>;
   readonly slots: TurnSlots;
+  /** Cluster mode: resolves once the events emitted so far are in the relay (cluster.ts `published`). */
+  published?(): Promise<void>;
   readonly logger: Logger;
   /** The turn has ended, still in its session's mailbox (a poisoned end fences the sends before it, C7). */
   turnEnded(rec: SessionRecord): void;
