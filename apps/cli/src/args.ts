@@ -47,6 +47,8 @@ export interface DemoArgs {
   readonly postgres: string | true | undefined;
   /** `--balancer`: every call of the hosts demo goes through a real load balancer (HAProxy). */
   readonly balancer: boolean;
+  /** `--redis`: the hosts demo relays events through a throwaway Redis server. */
+  readonly redis: boolean;
 }
 
 export type Command =
@@ -144,6 +146,7 @@ export function parseDemoArgs(input: readonly string[]): DemoArgs {
         hosts: { type: 'string' },
         postgres: { type: 'string' },
         balancer: { type: 'boolean' },
+        redis: { type: 'boolean' },
       },
     }));
   } catch (e) {
@@ -162,6 +165,9 @@ export function parseDemoArgs(input: readonly string[]): DemoArgs {
     throw new UsageError(
       'demo: --balancer puts a load balancer in front of the hosts: it needs --hosts N --postgres',
     );
+  }
+  if (values.redis === true && hosts === undefined) {
+    throw new UsageError('demo: --redis relays the events of several hosts: it needs --hosts N --postgres');
   }
   if (hosts !== undefined && (values.server !== undefined || values.provider !== undefined)) {
     throw new UsageError(
@@ -243,6 +249,7 @@ export function parseDemoArgs(input: readonly string[]): DemoArgs {
     hosts,
     postgres,
     balancer: values.balancer === true,
+    redis: values.redis === true,
   };
 }
 

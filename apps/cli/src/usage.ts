@@ -76,6 +76,10 @@ Several hosts:
                       machine's PostgreSQL server binaries (Debian: apt-get install postgresql)
   --balancer          every call through a real load balancer in front of the hosts (HAProxy,
                       round robin; Debian: apt-get install haproxy), as clients of a fleet meet it
+  --redis             the hosts relay their events through a throwaway Redis server (Redis
+                      Streams; Debian: apt-get install redis-server) instead of PostgreSQL's
+                      LISTEN/NOTIFY: an SSE reconnect to a host that never held the workstream
+                      is replayed instead of replay_truncated
 
 Output:
   --json              print only a JSON summary on stdout

@@ -193,6 +193,16 @@ export class Metrics {
       'Workstreams taken over from a host whose lease expired mid-turn (S7)',
       () => tw.stats().cluster?.failovers ?? 0,
     );
+    counter(
+      'turnwarden_cluster_relayed_events_total',
+      'Events other hosts authored, relayed into this host’s streams',
+      () => tw.stats().cluster?.relayedEvents ?? 0,
+    );
+    counter(
+      'turnwarden_cluster_relay_gaps_total',
+      'Times the relay may have lost events (their listeners were told to re-read)',
+      () => tw.stats().cluster?.relayGaps ?? 0,
+    );
     gauge(
       'turnwarden_http_event_streams',
       'Event streams (GET …/events) open on this server now',

@@ -196,6 +196,7 @@ describe('the HTTP API on a real port', () => {
       'turnwarden_tool_results_synthesized_total 0',
       'turnwarden_admission_waiting 0',
       'turnwarden_cluster_failovers_total 0',
+      'turnwarden_cluster_relay_gaps_total 0',
       'turnwarden_admission_wait_p99_ms 0',
       'turnwarden_journal_retrying 0',
       'turnwarden_watchdog_poll_lateness_p99_ms',
@@ -428,15 +429,20 @@ describe('the HTTP API on a real port', () => {
     first.stop();
     const seen = first.frames.at(-1)!.id;
     expect(first.frames.every((f, i) => i === 0 || f.id > first.frames[i - 1]!.id)).toBe(true);
-    // Missed while disconnected: a second turn.
+    // Missed while disconnected: a second turn (which another client follows live).
+    const live = follow('/v1/workstreams/w1/events', ALICE);
     await call('POST', '/v1/workstreams/w1/messages', {
       token: ALICE,
       body: { content: script({ text: 'again' }), wait: true },
     });
+    await live.until(() => live.frames.some((f) => f.event === 'idle'), 'the second turn live');
+    live.stop();
     const resumed = follow('/v1/workstreams/w1/events', ALICE, seen);
     await resumed.until(() => resumed.frames.some((f) => f.event === 'idle'), 'the missed turn replayed');
     resumed.stop();
-    expect(resumed.frames[0]!.id).toBe(seen + 1);
+    // Exactly what was missed: the second turn's events, under their ids, nothing before.
+    expect(resumed.frames.map((f) => f.id)).toEqual(live.frames.map((f) => f.id));
+    expect(resumed.frames[0]!.id).toBeGreaterThan(seen);
     expect(resumed.frames.map((f) => f.event)).toContain('turn_started');
     // Too far back: the ring (16 events) no longer holds it.
     const stale = follow('/v1/workstreams/w1/events', ALICE, first.frames[0]!.id - 1);

@@ -115,7 +115,7 @@ export class RedisRelay {
       });
       conn.on('error', () => {});
     }
-    this.reading = this.read();
+    this.reading = this.readLoop();
   }
 
   publish(workstreamId: string, event: RelayEvent): void {
@@ -156,6 +156,31 @@ export class RedisRelay {
       return complete;
     } finally {
       if (this.replaying.get(workstreamId) === seq) this.replaying.delete(workstreamId);
+    }
+  }
+
+  /**
+   * The events after `after` up to `upTo` (a reconnect from further back than a ring reaches);
+   * undefined when Redis no longer holds all of them, or a gap entry lies among them.
+   */
+  async read(workstreamId: string, after: number, upTo: number): Promise<RelayEvent[] | undefined> {
+    const key = this.prefix + workstreamId;
+    if (!(await this.reaches(key, after))) return undefined;
+    const events: RelayEvent[] = [];
+    let cursor = entryId(after);
+    for (;;) {
+      const entries = (await this.cmd.xrange(key, `(${cursor}`, entryId(upTo), 'COUNT', 500)) as Entry[];
+      for (const [, fields] of entries) {
+        if (field(fields, 'g') !== undefined) return undefined;
+        const raw = field(fields, 'e');
+        try {
+          events.push(JSON.parse(raw ?? 'null') as RelayEvent);
+        } catch {
+          return undefined;
+        }
+      }
+      if (entries.length < 500) return events;
+      cursor = entries.at(-1)![0];
     }
   }
 
@@ -272,7 +297,7 @@ export class RedisRelay {
     }
   }
 
-  private async read(): Promise<void> {
+  private async readLoop(): Promise<void> {
     while (!this.closed) {
       const followed = [...this.cursors].filter(([ws]) => !this.replaying.has(ws));
       if (followed.length === 0) {

@@ -54,7 +54,13 @@ import { leftover, repairLeftover } from './sessions/maintenance.js';
 import { Recovery } from './sessions/recovery.js';
 import { Sessions } from './sessions/sessions.js';
 import { newCounters, type RuntimeStats } from './stats.js';
-import { EventHub, type Listener, type StartAt, type TurnwardenEvent } from './streams/events.js';
+import {
+  type Earlier,
+  EventHub,
+  type Listener,
+  type StartAt,
+  type TurnwardenEvent,
+} from './streams/events.js';
 import { LifecycleFeed, type LifecycleListener } from './streams/lifecycle-feed.js';
 import { HostTools } from './tools/host-tools.js';
 import { IsolatedPool } from './tools/isolation.js';
@@ -632,11 +638,11 @@ export class TurnEngine implements Commands {
     return this.closes.close(workstreamId, { waitMs, fence, tenantId });
   }
 
-  listen(workstreamId: string, listener: Listener, from: StartAt): () => void {
-    return this.events.subscribe(workstreamId, listener, from);
+  listen(workstreamId: string, listener: Listener, from: StartAt, earlier?: Earlier): () => void {
+    return this.events.subscribe(workstreamId, listener, from, earlier);
   }
 
-  catchUp(workstreamId: string, from: StartAt): Promise<void> | undefined {
+  catchUp(workstreamId: string, from: StartAt): Promise<Earlier | undefined> | undefined {
     if (this.cluster === undefined || from.kind === 'live') return undefined;
     return this.cluster.catchUp(workstreamId, from.kind === 'after' ? from.id : from.position);
   }

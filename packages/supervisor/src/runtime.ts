@@ -56,7 +56,7 @@ import type { Timers } from './liveness/timers.js';
 import type { WatchdogHooks, WatchdogScheduler } from './liveness/watchdog.js';
 import { outward, outwardWire } from './names.js';
 import type { RuntimeStats } from './stats.js';
-import type { Listener, StartAt, TurnwardenEvent } from './streams/events.js';
+import type { Earlier, Listener, StartAt, TurnwardenEvent } from './streams/events.js';
 import type { LifecycleListener } from './streams/lifecycle-feed.js';
 import { EventIterator, fromCursor, startAt } from './streams/streams.js';
 import type {
@@ -248,7 +248,7 @@ function watchdogThreadFor(
 function checkRelay(relay: unknown): void {
   if (relay === undefined) return;
   const r = relay as Partial<Record<keyof EventRelay, unknown>>;
-  const methods = ['start', 'publish', 'flush', 'follow', 'unfollow', 'close'] as const;
+  const methods = ['start', 'publish', 'flush', 'follow', 'unfollow', 'read', 'close'] as const;
   if (
     typeof relay !== 'object' ||
     relay === null ||
@@ -256,7 +256,7 @@ function checkRelay(relay: unknown): void {
     methods.some((m) => typeof r[m] !== 'function')
   ) {
     throw errors.invalidConfig(
-      'relay must be an EventRelay (broadcast, start, publish, flush, follow, unfollow, close)',
+      'relay must be an EventRelay (broadcast, start, publish, flush, follow, unfollow, read, close)',
       {
         field: 'relay',
       },
@@ -530,10 +530,15 @@ export class Turnwarden {
     // Cluster mode: a reconnect this host's ring does not reach is first replayed from the relay.
     const caught = this.commands.catchUp(workstreamKey(ref.tenantId, ref.workstreamId), from);
     if (caught === undefined) return this.register(ref, listener, from);
-    return caught.then(() => this.register(ref, listener, from));
+    return caught.then((earlier) => this.register(ref, listener, from, earlier));
   }
 
-  private register(ref: WorkstreamRef, listener: Listener, from: StartAt): Promise<() => void> {
+  private register(
+    ref: WorkstreamRef,
+    listener: Listener,
+    from: StartAt,
+    earlier?: Earlier,
+  ): Promise<() => void> {
     const { tenantId, workstreamId } = ref;
     const key = workstreamKey(tenantId, workstreamId);
     let verified = false;
@@ -556,6 +561,7 @@ export class Turnwarden {
         else held.push(event);
       },
       from,
+      earlier,
     );
     return this.owned(tenantId, workstreamId).then(
       (ws) => {

@@ -15,9 +15,13 @@
  * - cancel latency: a cancel called on the host that does not run the turn (routed through
  *   LISTEN/NOTIFY) against one called where the turn runs;
  * - the notification channel's saturation point (notify.ts): notifications a second every one of
- *   three hosts receives, and their delay, against raw `pg` on the same server.
+ *   three hosts receives, and their delay, against raw `pg` on the same server;
+ * - relayed tokens (relay.ts): tokens a second an SSE client on another host receives of a turn
+ *   streaming on one host, for 2 and 3 hosts and each relay, against the client on the running
+ *   host (the single-host figure, same run).
  */
 import { workstreamKey } from '@turnwarden/protocol';
+import { redisSkipReason } from '@turnwarden/relay-redis/testing';
 import { openPostgresStore, type PostgresStore } from '@turnwarden/store';
 import { type Postgres, startPostgres } from '@turnwarden/store/testing';
 import pg from 'pg';
@@ -25,6 +29,7 @@ import { HostCluster } from '../cluster/hosts.js';
 import type { BenchContext } from './common.js';
 import { benchGate } from './journal.js';
 import { type NotifyLevel, notifyChannel } from './notify.js';
+import { relayedTokens } from './relay.js';
 import { row, type SectionResult, target } from './report.js';
 import { median, quantile, sleep } from './stats.js';
 
@@ -280,6 +285,9 @@ export async function benchPostgres(ctx: BenchContext): Promise<Omit<SectionResu
     const c = await cancels(server.url, ctx.quick ? 6 : 20);
     const q = await queuedAcrossHosts(server.url, ctx.quick ? 1 : 3);
     const channel = await notifyChannel(server.url, ctx.quick ? 1_000 : 2_000);
+    const relayTokens = ctx.quick ? 2_000 : 10_000;
+    const relayed = await relayedTokens(server.url, relayTokens);
+    const single = relayed.find((f) => f.hosts === 1);
     const bound = LEASE.ttlMs + LEASE.renewMs;
     const worst = Math.max(...failovers.map((f) => f.ms));
     return {
@@ -335,8 +343,29 @@ export async function benchPostgres(ctx: BenchContext): Promise<Omit<SectionResu
             }),
           ];
         }),
+        ...relayed
+          .filter((f) => f.remote !== undefined)
+          .flatMap((f) => [
+            row(
+              `relayed tokens/s, ${f.hosts} hosts (${f.relay}): the slowest client on another host`,
+              'tokens/s',
+              f.remote!,
+              { baseline: single?.local ?? f.local },
+            ),
+            row(
+              `… its last token after the running host’s client (${f.hosts} hosts, ${f.relay})`,
+              'ms',
+              f.lagMs!,
+            ),
+          ]),
       ],
       notes: [
+        `relayed tokens: a turn of ${relayTokens} tokens (the ticker model: one event each, a macrotask apart) on host 1, an SSE client on every host; baseline: the client on the running host with one host (${single === undefined ? '-' : single.local.toFixed(0)} tokens/s); the running host's own client with 2–3 hosts: ${relayed
+          .filter((f) => f.hosts > 1)
+          .map((f) => `${f.local.toFixed(0)} (${f.hosts}, ${f.relay})`)
+          .join(
+            ', ',
+          )}; tokens a remote client missed: ${relayed.map((f) => f.missed).join(', ')}${redisSkipped()}`,
         `group commit: ${ours.batches} batches in ${ours.groups} transactions (${(ours.batches / Math.max(1, ours.groups)).toFixed(1)} per commit)`,
         `failover rounds: ${failovers.map((f) => `${f.ms.toFixed(0)} ms (${f.refusals} sends refused LEASED_ELSEWHERE first)`).join(', ')}; the send waits in the database's queue until the session is repaired`,
         `queued sends: ${HANDOFF_SENDS} sends behind a 300 ms turn on one host, sent to the other host (ours) or to that host itself (baseline, queued in the same table: every queued send of a cluster is), ${q.cross.perSec.length} rounds; gaps from the journal's timestamps (the database's clock, 1 ms)`,
@@ -357,4 +386,10 @@ export async function benchPostgres(ctx: BenchContext): Promise<Omit<SectionResu
   } finally {
     server.stop();
   }
+}
+
+/** Why the Redis rows are missing, if they are. */
+function redisSkipped(): string {
+  const why = redisSkipReason();
+  return why === undefined ? '' : ` (Redis rows skipped: ${why})`;
 }

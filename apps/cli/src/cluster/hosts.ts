@@ -38,6 +38,8 @@ export interface HostClusterOptions {
   readonly runtime?: Record<string, unknown>;
   readonly logLevel?: 'info' | 'warn' | 'debug';
   readonly startTimeoutMs?: number;
+  /** A Redis server the hosts relay their events through (`serve --redis`). */
+  readonly redis?: string;
 }
 
 export interface ApiResponse {
@@ -61,6 +63,7 @@ export class HostCluster {
       JSON.stringify({
         logLevel: options.logLevel ?? 'info',
         ...(options.schema === undefined ? {} : { postgresSchema: options.schema }),
+        ...(options.redis === undefined ? {} : { redis: options.redis }),
         shutdownGraceMs: 2_000,
         tokens: [{ token: options.token, tenantId: options.tenantId ?? 'acme', principal: 'demo' }],
         runtime: options.runtime ?? {},

@@ -1,5 +1,6 @@
 /** The multi-host demo's own logic, without processes (the run itself: cluster.pg.test.ts, CI's demo). */
 import type { HistoryRow } from '@turnwarden/protocol';
+import { redisSkipReason } from '@turnwarden/relay-redis/testing';
 import { slowPostgresSkipReason } from '@turnwarden/store/testing';
 import { describe, expect, it } from 'vitest';
 import { parseDemoArgs, UsageError } from '../args.js';
@@ -37,6 +38,8 @@ describe('demo --hosts', () => {
     expect(parseDemoArgs(['--hosts', '3', '--postgres', '--balancer'])).toMatchObject({ balancer: true });
     expect(parseDemoArgs(['--hosts', '3', '--postgres'])).toMatchObject({ balancer: false });
     expect(() => parseDemoArgs(['--balancer'])).toThrow(UsageError);
+    expect(parseDemoArgs(['--hosts', '3', '--postgres', '--redis'])).toMatchObject({ redis: true });
+    expect(() => parseDemoArgs(['--redis'])).toThrow(UsageError);
   });
 });
 
@@ -54,7 +57,37 @@ describe.skipIf(skip !== undefined)(
       expect(report.chaos.map((e) => e.what)).toEqual(['killed', 'paused', 'resumed']);
       expect(report.turns).toHaveLength(48);
       expect(formatHosts(report)).toContain('RESULT: OK');
+      // E1 across hosts: the SSE clients of the killed host's workstreams (a third of them, their
+      // home) reconnected to the next host by Last-Event-ID — no event twice, no row missed
+      // unannounced (the checks above).
+      expect(report.relay).toBe('PostgreSQL LISTEN/NOTIFY');
+      expect(report.sse.watchers).toBe(12);
+      expect(report.sse.reconnects).toBeGreaterThan(0);
+      expect(report.sse.resumed + report.sse.truncated).toBeGreaterThan(0);
     }, 120_000);
+
+    it.skipIf(redisSkipReason() !== undefined)(
+      'E1 S7: the same with the events relayed through Redis Streams — the SSE clients of the killed host resume on another by Last-Event-ID, replayed from Redis',
+      async () => {
+        const args = parseDemoArgs([
+          '--hosts',
+          '3',
+          '--postgres',
+          '--redis',
+          '--workstreams',
+          '12',
+          '--turns',
+          '4',
+        ]);
+        const report = await runHostsDemo({ ...args, hosts: 3, postgres: undefined });
+        expect(report.checks.filter((c) => !c.ok)).toEqual([]);
+        expect(report.relay).toMatch(/^Redis Streams at redis:\/\/127\.0\.0\.1:\d+$/);
+        expect(report.sse.reconnects).toBeGreaterThan(0);
+        expect(report.sse.resumed).toBeGreaterThan(0);
+        expect(formatHosts(report)).toContain('events relayed by Redis Streams');
+      },
+      120_000,
+    );
 
     it.skipIf(balancerSkipReason() !== undefined)(
       'S7 P6 L3 C7: the same through a real load balancer (HAProxy) — every call through it, one host killed and one paused, every check passes and no send is refused LEASED_ELSEWHERE',

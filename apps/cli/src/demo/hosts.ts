@@ -10,8 +10,15 @@
  * row written by a superseded lease holder (P6: fencing tokens never decrease along a history),
  * and every planned turn accounted for — completed as its kind must, or lost with its host,
  * with the durable user rows between the sends confirmed and the sends left unknown.
+ *
+ * Each workstream is also followed for the whole run by an SSE client (watcher.ts) that
+ * reconnects by `Last-Event-ID` whenever its connection breaks — through the balancer, or to the
+ * next live host: no event may come twice or out of order, and no row may be missed unless the
+ * client was told to re-read (E1 across hosts). With `--redis` the hosts relay their events
+ * through a throwaway Redis server instead of PostgreSQL's LISTEN/NOTIFY.
  */
 import { type HistoryRow, openToolCalls, workstreamKey } from '@turnwarden/protocol';
+import { type RedisServer, redisSkipReason, startRedis } from '@turnwarden/relay-redis/testing';
 import { openPostgresStore, type PostgresStore } from '@turnwarden/store';
 import { type Postgres, startPostgres } from '@turnwarden/store/testing';
 import type { DemoArgs } from '../args.js';
@@ -20,6 +27,7 @@ import { HostCluster } from '../cluster/hosts.js';
 import { auditHistory, classifyTurn, type IntegrityCheck, mergeAudits } from './integrity.js';
 import { Remote } from './remote.js';
 import type { RecordKind } from './types.js';
+import { type WatchCounts, Watcher } from './watcher.js';
 import { EXPECTED, type Expectation, planWorkload, type WorkstreamPlan } from './workload.js';
 
 export interface HostsArgs extends DemoArgs {
@@ -69,6 +77,18 @@ export interface HostsReport {
   readonly hosts: readonly string[];
   /** With `--balancer`: the load balancer every call went through. */
   readonly balancer?: string;
+  /** The event relay between the hosts. */
+  readonly relay: string;
+  /** The SSE clients that followed the workstreams, summed (watcher.ts). */
+  readonly sse: WatchCounts & {
+    readonly watchers: number;
+    /** Rows an SSE client missed without being told to re-read (a failed check names them). */
+    readonly missed: readonly {
+      readonly workstreamId: string;
+      readonly seq: number;
+      readonly commitKey: string;
+    }[];
+  };
   readonly database: string;
   readonly turns: readonly HostTurn[];
   readonly chaos: readonly ChaosEvent[];
@@ -211,6 +231,8 @@ async function driveWorkstream(
   remotes: readonly Remote[],
   plan: WorkstreamPlan,
   home: number,
+  /** The workstream exists: its SSE client may start. */
+  created: () => void = () => {},
 ): Promise<HostTurn[]> {
   const turns: HostTurn[] = [];
   const pick = () => {
@@ -220,15 +242,16 @@ async function driveWorkstream(
     }
     return home;
   };
-  let created = false;
-  while (!created) {
+  let exists = false;
+  while (!exists) {
     const i = pick();
     const res = await remotes[i]!.call('POST', '/workstreams', { workstreamId: plan.id }).catch(
       () => undefined,
     );
-    if (res?.status === 201 || res?.status === 409) created = true;
+    if (res?.status === 201 || res?.status === 409) exists = true;
     else await new Promise((r) => setTimeout(r, BACKOFF_MS));
   }
+  created();
   for (const turn of plan.turns) {
     const expected = EXPECTED[turn.kind];
     const t0 = performance.now();
@@ -332,7 +355,14 @@ async function driveWorkstream(
       turns.push({
         ...base,
         ...(typeof r.host === 'string' ? { ranOn: r.host } : {}),
-        outcome: verdict === 'ok' ? 'ok' : lost && struck(r.host) ? 'lost_with_host' : 'wrong',
+        // A cancel turn's cancel is the client's own call, on an SSE stream of the host it called
+        // (any host, behind a balancer): that host struck, the cancel may never have been sent.
+        outcome:
+          verdict === 'ok'
+            ? 'ok'
+            : lost && (struck(r.host) || (turn.kind === 'cancel' && struck(called)))
+              ? 'lost_with_host'
+              : 'wrong',
         accepted: 'yes',
         status: r.status,
         ...(r.abortReason === undefined ? {} : { abortReason: r.abortReason }),
@@ -373,7 +403,14 @@ export async function runHostsDemo(args: HostsArgs): Promise<HostsReport> {
   let cluster: HostCluster | undefined;
   let balancer: Balancer | undefined;
   let chaos: Chaos | undefined;
+  let redis: RedisServer | undefined;
+  const watchers: Watcher[] = [];
   try {
+    if (args.redis) {
+      const why = redisSkipReason();
+      if (why !== undefined) throw new Error(`--redis needs a local Redis server: ${why}`);
+      redis = await startRedis();
+    }
     store = await openPostgresStore({ connectionString: url, schema });
     cluster = await HostCluster.start({
       postgres: url,
@@ -381,6 +418,7 @@ export async function runHostsDemo(args: HostsArgs): Promise<HostsReport> {
       hosts: args.hosts,
       token: TOKEN,
       tenantId: TENANT,
+      ...(redis === undefined ? {} : { redis: redis.url }),
       runtime: {
         lease: LEASE,
         watchdog: { timeoutMs: args.timeoutMs, pollMs: args.pollMs, graceMs: args.graceMs },
@@ -404,8 +442,18 @@ export async function runHostsDemo(args: HostsArgs): Promise<HostsReport> {
     // Behind the balancer every call goes to it, whichever host the workstream would call home.
     const via = balancer;
     const remotes = c.hosts.map((h) => new Remote(via === undefined ? h.url : via.url, TOKEN));
+    const watch = (id: string, home: number) => () => {
+      // Through the balancer, or its home host first, then the next ones (a dead host refuses).
+      const urls =
+        via === undefined ? c.hosts.map((_, j) => c.host((home + j) % c.hosts.length).url) : [via.url];
+      const w = new Watcher(urls, TOKEN, id);
+      watchers.push(w);
+      w.start();
+    };
     const perWorkstream = await Promise.all(
-      plan.workstreams.map((ws, k) => driveWorkstream(c, ch, remotes, ws, k % c.hosts.length)),
+      plan.workstreams.map((ws, k) =>
+        driveWorkstream(c, ch, remotes, ws, k % c.hosts.length, watch(ws.id, k % c.hosts.length)),
+      ),
     );
     await ch.resumed;
     ch.stop();
@@ -422,6 +470,40 @@ export async function runHostsDemo(args: HostsArgs): Promise<HostsReport> {
       if (open === 0 || Date.now() > deadline) break;
       await new Promise((r) => setTimeout(r, 100));
     }
+    // Each SSE client has every row it will get, or was told to re-read (bounded: in flight only).
+    const byId = new Map(plan.workstreams.map((ws, k) => [ws.id, histories[k] ?? []]));
+    const watched = plan.workstreams.map((ws) => watcherOf(watchers, ws.id));
+    await Promise.all(
+      plan.workstreams.map((ws, k) => {
+        const w = watched[k];
+        const rows = byId.get(ws.id) ?? [];
+        return w?.until(() => w.told || rows.every((r) => w.rows.has(r.commitKey)), 3_000);
+      }),
+    );
+    for (const w of watchers) await w.stop();
+    // E1 across hosts: a row before the last one a client got, missed without its being told.
+    const missed = plan.workstreams.flatMap((ws, k) => {
+      const w = watched[k];
+      if (w === undefined || w.told) return [];
+      return (byId.get(ws.id) ?? [])
+        .filter((r) => r.seq <= w.maxSeq && !w.rows.has(r.commitKey))
+        .map((r) => ({ workstreamId: ws.id, seq: r.seq, commitKey: r.commitKey }));
+    });
+    const rowsMissed = missed.length;
+    const sse = watchers.reduce(
+      (sum, w) => {
+        const x = w.stats;
+        return {
+          watchers: sum.watchers + 1,
+          reconnects: sum.reconnects + x.reconnects,
+          resumed: sum.resumed + x.resumed,
+          truncated: sum.truncated + x.truncated,
+          outOfOrder: sum.outOfOrder + x.outOfOrder,
+          events: sum.events + x.events,
+        };
+      },
+      { watchers: 0, reconnects: 0, resumed: 0, truncated: 0, outOfOrder: 0, events: 0 },
+    );
     const audit = mergeAudits(histories.map((rows) => auditHistory(rows)));
     const superseded = histories.reduce((n, rows) => n + supersededRows(rows), 0);
     let mismatched = 0;
@@ -472,11 +554,20 @@ export async function runHostsDemo(args: HostsArgs): Promise<HostsReport> {
         turns.filter((t) => t.outcome === 'wrong').length,
       ),
       zero('history_mismatches', 'workstreams whose user rows differ from the sends', 'P1 P2', mismatched),
+      zero(
+        'sse_out_of_order',
+        'SSE events received twice or out of order across reconnections',
+        'E1',
+        sse.outOfOrder,
+      ),
+      zero('sse_rows_missed', 'rows an SSE client missed without being told to re-read', 'E1 E2', rowsMissed),
     ];
     return {
       ok: checks.every((x) => x.ok),
       hosts: c.hosts.map((h) => h.id),
       ...(balancer === undefined ? {} : { balancer: `HAProxy at ${balancer.url} (round robin)` }),
+      relay: redis === undefined ? 'PostgreSQL LISTEN/NOTIFY' : `Redis Streams at ${redis.url}`,
+      sse: { ...sse, missed },
       database:
         pg === undefined ? `${redact(url)} (schema ${schema})` : `throwaway PostgreSQL on port ${pg.port}`,
       turns,
@@ -488,11 +579,18 @@ export async function runHostsDemo(args: HostsArgs): Promise<HostsReport> {
     };
   } finally {
     chaos?.stop();
+    for (const w of watchers) await w.stop();
     await balancer?.stop();
     await cluster?.stop();
     await store?.close();
     pg?.stop();
+    await redis?.stop();
   }
+}
+
+/** The SSE client of a workstream (started once it was created). */
+function watcherOf(watchers: readonly Watcher[], workstreamId: string): Watcher | undefined {
+  return watchers.find((w) => w.workstreamId === workstreamId);
 }
 
 function redact(url: string): string {
@@ -516,6 +614,9 @@ export function formatHosts(report: HostsReport): string {
     `  sends refused LEASED_ELSEWHERE    ${String(t.reduce((n, x) => n + x.leasedElsewhere, 0)).padStart(4)}  (a send meeting another host's turn waits in the database's queue instead)`,
     `  workstreams taken over            ${String(report.failovers).padStart(4)}  (expired leases repaired by a surviving host, S7)`,
     `  late writes refused (FENCED)      ${String(report.fencedWrites).padStart(4)}  (the paused host, after it resumed, P6)`,
+    `  SSE reconnections                 ${String(report.sse.reconnects).padStart(4)}  (${report.sse.watchers} clients following a workstream each, events relayed by ${report.relay})`,
+    `    resumed by Last-Event-ID        ${String(report.sse.resumed).padStart(4)}`,
+    `    told replay_truncated           ${String(report.sse.truncated).padStart(4)}  (the host had no ring of it and the relay keeps nothing: the client re-reads)`,
     '',
     '  integrity (the database re-read after the run):',
     ...report.checks.map(

@@ -38,7 +38,7 @@ import {
 import type { Lease, Store } from '@turnwarden/store';
 import type { Logger } from 'pino';
 import type { CancelTimer, Timers } from '../liveness/timers.js';
-import type { EventHub, TurnwardenEvent } from '../streams/events.js';
+import type { Earlier, EventHub, TurnwardenEvent } from '../streams/events.js';
 import { ChannelRelay, type EventRelay, type RelayedBatch, validEvent } from './relay.js';
 
 /** What a store offers for several hosts: notifications (delivered after commit) and tail reads. */
@@ -402,15 +402,28 @@ export class Cluster {
   /**
    * Cluster mode, a reconnect after `after` (E1) or a handoff at it (E2) that this host's ring
    * does not reach: when nobody listens to the workstream here, its stream begins again at
-   * `after` and the relay replays what it keeps after it (a log relay). The ring then reaches
-   * `after`, or the listener is told `replay_truncated` — never a silent hole.
+   * `after` and the relay replays what it keeps after it (a log relay); when it is listened to,
+   * the relay's events from `after` to the ring bridge the two (`Earlier`). The ring then
+   * reaches `after`, or the listener is told `replay_truncated` — never a silent hole.
    */
-  async catchUp(workstreamId: string, after: number): Promise<void> {
+  async catchUp(workstreamId: string, after: number): Promise<Earlier | undefined> {
     const { events } = this.host;
-    if (this.relay.broadcast || events.covers(workstreamId, after)) return;
-    if (this.host.runsHere(workstreamId) || !events.restart(workstreamId, after)) return;
-    // `restart` told the relay to follow from `after` (`opened`): wait for its replay.
-    await this.following.get(workstreamId);
+    if (this.relay.broadcast || events.covers(workstreamId, after)) return undefined;
+    if (!this.host.runsHere(workstreamId) && events.restart(workstreamId, after)) {
+      // `restart` told the relay to follow from `after` (`opened`): wait for its replay.
+      await this.following.get(workstreamId);
+      return undefined;
+    }
+    // Listened to here (or its turn runs here): the relay's events from `after` to the ring.
+    const upTo = events.ringFrom(workstreamId);
+    if (upTo === undefined || after >= upTo) return undefined;
+    const earlier = await this.relay.read(workstreamId, after, upTo).catch((err: unknown) => {
+      this.host.logger.warn({ err, workstreamId }, 'reading a workstream’s events on the relay failed');
+      return undefined;
+    });
+    if (earlier === undefined || !earlier.every(validEvent)) return undefined;
+    for (const e of earlier) events.saw(e.id);
+    return { after, upTo, events: earlier };
   }
 
   /**

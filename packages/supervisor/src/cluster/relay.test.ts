@@ -86,7 +86,8 @@ const withTool = script({ tools: [{ name: 'echo', args: { text: 'tool output' } 
 
 describe.each(kinds)('events relayed between hosts: $name', (kind) => {
   const skip = kind.broker && skipRedis !== undefined;
-  const start = (maxLen?: number) => cluster.start({}, undefined, kind.relay?.(maxLen));
+  const start = (options: Parameters<typeof cluster.start>[0] = {}) =>
+    cluster.start(options, undefined, kind.relay?.());
 
   it.skipIf(skip)(
     'E1: a listener on another host receives every event of a turn — tokens, tool progress, rows, its end — under the ids its author gave them, in order',
@@ -160,6 +161,29 @@ describe.each(kinds)('events relayed between hosts: $name', (kind) => {
         expect(live).toEqual(client.got.slice(client.got.length - live.length));
         expect(live.filter((e) => e.generation === 2)).toEqual(client.got.filter((e) => e.generation === 2));
       }
+    },
+  );
+
+  it.skipIf(skip)(
+    kind.broker
+      ? 'E1: on a host whose ring of the workstream began after the client’s id (another client listens there), the broker bridges the two: replayed whole'
+      : 'E1: on a host whose ring of the workstream began after the client’s id, the channel answers replay_truncated',
+    async () => {
+      // Rings of four events: c's no longer reaches the client's id.
+      const { a, c } = await start({ events: { replayLimit: 4 } });
+      await a.tw.createWorkstream(ref);
+      const client = await listener(a);
+      await (await send(a, withTool)).done;
+      await client.idleOf(1);
+      // Another client on c from now on: c's ring begins here.
+      const other = await listener(c);
+      await (await send(a, 'second')).done;
+      await client.idleOf(2);
+      await other.idleOf(2);
+      const k = 1;
+      const resumed = await listener(c, client.got[k]!.id);
+      if (kind.broker) expect(resumed.got).toEqual(client.got.slice(k + 1));
+      else expect(resumed.got.map((e) => e.type)).toEqual(['replay_truncated']);
     },
   );
 
@@ -246,6 +270,7 @@ describe('a turn’s end and the relay (C3 across hosts)', () => {
       },
       follow: async () => false,
       unfollow: () => {},
+      read: async () => undefined,
       close: async () => {},
     };
     return { relay, published, flushed, release: () => release() };

@@ -53,6 +53,12 @@ export interface EventRelay {
    */
   follow(workstreamId: string, after: number): Promise<boolean>;
   unfollow(workstreamId: string): void;
+  /**
+   * The workstream's events after `after` up to `upTo` (a log relay keeps them): a reconnect
+   * from further back than a ring that is listened to reaches. Undefined when it cannot give
+   * all of them (nothing retained that far, or a relay that keeps nothing).
+   */
+  read(workstreamId: string, after: number, upTo: number): Promise<readonly unknown[] | undefined>;
   close(): Promise<void>;
 }
 
@@ -160,6 +166,10 @@ export class ChannelRelay implements EventRelay {
   }
 
   unfollow(): void {}
+
+  read(): Promise<undefined> {
+    return Promise.resolve(undefined);
+  }
 
   async close(): Promise<void> {
     this.flush();

@@ -6,7 +6,7 @@
 import type { SessionSnapshotData } from '@turnwarden/protocol';
 import type { WorkstreamRecord } from '@turnwarden/store';
 import type { RuntimeStats } from '../stats.js';
-import type { Listener, StartAt, TurnwardenEvent } from '../streams/events.js';
+import type { Earlier, Listener, StartAt, TurnwardenEvent } from '../streams/events.js';
 import type { LifecycleListener } from '../streams/lifecycle-feed.js';
 import type { ClaimInput } from '../turn/claim.js';
 import type {
@@ -60,12 +60,12 @@ export interface Commands {
   close(workstreamId: string, tenantId: string, waitMs: number, fence: Announced): Promise<boolean>;
 
   /** Registers a listener on a workstream's events from `from` (E1, E2); returns its removal. */
-  listen(workstreamId: string, listener: Listener, from: StartAt): () => void;
+  listen(workstreamId: string, listener: Listener, from: StartAt, earlier?: Earlier): () => void;
   /**
    * Cluster mode, before a listener registers after an event id or a handoff position that this
    * host's ring does not reach: the relay replays what it keeps (cluster.ts). Undefined: nothing to wait for.
    */
-  catchUp(workstreamId: string, from: StartAt): Promise<void> | undefined;
+  catchUp(workstreamId: string, from: StartAt): Promise<Earlier | undefined> | undefined;
   /** D6: a listener that registered after the workstream closed is closed at once (events.ts). */
   closeLate(listener: Listener, notice: () => TurnwardenEvent | undefined, off: () => void): boolean;
   /** The stream position now (the id of its last event). */

@@ -136,6 +136,16 @@ export interface HubRelay {
   dropped(workstreamId: string): void;
 }
 
+/**
+ * A log relay's events of a workstream after `after` up to `upTo` (cluster.ts `catchUp`): they
+ * bridge a reconnect from `after` to a ring complete from `upTo` on (or earlier).
+ */
+export interface Earlier {
+  readonly after: number;
+  readonly upTo: number;
+  readonly events: readonly TurnwardenEvent[];
+}
+
 /** `completeAfter` of a stream whose relayed events have a gap, until the next one arrives. */
 const GAP = Number.MAX_SAFE_INTEGER;
 
@@ -287,6 +297,15 @@ export class EventHub {
     if (id > this.nextId) this.nextId = id;
   }
 
+  /**
+   * Where the ring of a workstream this host holds is complete from (its events after this id),
+   * when a relay could bridge a reconnect from further back to it; undefined when none can.
+   */
+  ringFrom(workstreamId: string): number | undefined {
+    const stream = this.streams.get(workstreamId);
+    return stream === undefined || stream.completeAfter === GAP ? undefined : stream.completeAfter;
+  }
+
   /** Whether a listener registering after `after` would be replayed all it missed (E1, E2). */
   covers(workstreamId: string, after: number): boolean {
     const stream = this.streams.get(workstreamId);
@@ -307,13 +326,18 @@ export class EventHub {
    * live events. Returns the function that removes it. A closed workstream's listener receives
    * `ws_closed` at once and is not kept (D6).
    */
-  subscribe(workstreamId: string, listener: Listener, from: StartAt = { kind: 'live' }): () => void {
+  subscribe(
+    workstreamId: string,
+    listener: Listener,
+    from: StartAt = { kind: 'live' },
+    earlier?: Earlier,
+  ): () => void {
     if (from.kind === 'handoff') listener = this.withoutRowsRead(listener, from.lastSeq);
     const stream = this.streamOf(workstreamId, false);
-    if (from.kind !== 'live') this.replay(stream, listener, from);
+    if (from.kind !== 'live') this.replay(stream, listener, from, earlier);
     if (stream.closed !== undefined) {
       // A replay may have delivered the notice already.
-      const told = from.kind !== 'live' && this.replayed(stream, from);
+      const told = from.kind !== 'live' && this.replayed(stream, from, earlier);
       if (this.closeLate(listener, () => (told ? undefined : stream.closed))) {
         this.evictIdle();
         return () => {};
@@ -441,9 +465,23 @@ export class EventHub {
     for (const listener of [...stream.listeners]) this.deliver(listener, notice);
   }
 
-  private replay(stream: Stream, listener: Listener, from: Exclude<StartAt, { kind: 'live' }>): void {
+  private replay(
+    stream: Stream,
+    listener: Listener,
+    from: Exclude<StartAt, { kind: 'live' }>,
+    earlier: Earlier | undefined,
+  ): void {
     const { workstreamId } = stream;
     const after = from.kind === 'after' ? from.id : from.position;
+    if (!this.reaches(stream, after) && this.bridges(stream, after, earlier)) {
+      // The relay's events from `after` to where the ring is complete, then the ring.
+      for (const e of earlier!.events) {
+        if (e.id > after && e.id <= stream.completeAfter)
+          this.deliver(listener, { ...e, workstreamId } as TurnwardenEvent);
+      }
+      this.replayRing(stream, listener, stream.completeAfter);
+      return;
+    }
     if (!this.reaches(stream, after)) {
       const id = this.nextId;
       this.deliver(
@@ -459,6 +497,23 @@ export class EventHub {
       );
       return;
     }
+    this.replayRing(stream, listener, after);
+  }
+
+  /** Whether `earlier` holds every event from `after` to where the ring is complete. */
+  private bridges(stream: Stream, after: number, earlier: Earlier | undefined): boolean {
+    return (
+      earlier !== undefined &&
+      earlier.after === after &&
+      stream.completeAfter !== GAP &&
+      after < stream.completeAfter &&
+      earlier.upTo >= stream.completeAfter
+    );
+  }
+
+  /** The ring's events after `after`, in order. */
+  private replayRing(stream: Stream, listener: Listener, after: number): void {
+    const { workstreamId } = stream;
     for (const entry of stream.ring) {
       if (!(entry instanceof TokenRun)) {
         if (entry.id > after) this.deliver(listener, entry);
@@ -527,9 +582,17 @@ export class EventHub {
   }
 
   /** Whether a replay from `from` delivered the stream's `ws_closed`. */
-  private replayed(stream: Stream, from: Exclude<StartAt, { kind: 'live' }>): boolean {
+  private replayed(
+    stream: Stream,
+    from: Exclude<StartAt, { kind: 'live' }>,
+    earlier: Earlier | undefined,
+  ): boolean {
     const after = from.kind === 'after' ? from.id : from.position;
-    return this.reaches(stream, after) && stream.closed !== undefined && stream.closed.id > after;
+    return (
+      (this.reaches(stream, after) || this.bridges(stream, after, earlier)) &&
+      stream.closed !== undefined &&
+      stream.closed.id > after
+    );
   }
 
   /**

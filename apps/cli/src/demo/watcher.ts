@@ -1,0 +1,165 @@
+/**
+ * An SSE client that follows one workstream for the whole demo across several hosts: it reads
+ * `GET …/events` as a browser's EventSource would and, whenever its connection breaks (a host
+ * killed, a balancer that drops it), reconnects — through the balancer, or to the next live host —
+ * with the last event id it saw (`Last-Event-ID`). What it records is what the demo checks (E1
+ * across hosts): no event at or below an id it already had, every row delivered unless it was
+ * told to re-read, and how each reconnect was answered (replayed, or `replay_truncated`).
+ */
+
+interface Frame {
+  readonly id: number;
+  readonly type: string;
+  readonly data: Record<string, unknown> & { readonly commitKey?: string; readonly seq?: number };
+}
+
+export interface WatchCounts {
+  /** Connections after the first. */
+  readonly reconnects: number;
+  /** Reconnects whose first event continued the stream (replayed by Last-Event-ID). */
+  readonly resumed: number;
+  /** Reconnects answered `replay_truncated` (the client must re-read the history). */
+  readonly truncated: number;
+  /** Events with an id at or below one already received (a duplicate, or out of order). */
+  readonly outOfOrder: number;
+  readonly events: number;
+}
+
+export class Watcher {
+  private lastId: number | undefined;
+  private readonly stopper = new AbortController();
+  private running: Promise<void> = Promise.resolve();
+  private counts = { reconnects: 0, resumed: 0, truncated: 0, outOfOrder: 0, events: 0 };
+  /** Rows seen as `message` events, by commit key, and the highest seq among them. */
+  readonly rows = new Set<string>();
+  maxSeq = 0;
+  /** The client was told to re-read the history (`replay_truncated`, `history_resync`). */
+  told = false;
+  private waiters: (() => void)[] = [];
+
+  constructor(
+    /** Where to connect, in order of preference (one: the balancer). */
+    private readonly urls: readonly string[],
+    private readonly token: string,
+    readonly workstreamId: string,
+  ) {}
+
+  start(): void {
+    this.running = this.loop();
+  }
+
+  get stats(): WatchCounts {
+    return { ...this.counts };
+  }
+
+  /** Resolves once `done()` holds or `ms` passed (checked on every event). */
+  until(done: () => boolean, ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(finish, ms);
+      const check = () => (done() ? finish() : this.waiters.push(check));
+      function finish() {
+        clearTimeout(timer);
+        resolve();
+      }
+      check();
+    });
+  }
+
+  async stop(): Promise<void> {
+    this.stopper.abort();
+    await this.running;
+  }
+
+  private async loop(): Promise<void> {
+    let at = 0;
+    while (!this.stopper.signal.aborted) {
+      const url = this.urls[at % this.urls.length]!;
+      const outcome = await this.connect(url).catch(() => 'refused' as const);
+      if (outcome === 'closed' || this.stopper.signal.aborted) return;
+      if (outcome === 'refused') at++; // a dead host: the next one
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  private connected = false;
+
+  private async connect(url: string): Promise<'closed' | 'dropped' | 'refused'> {
+    const res = await fetch(`${url}/v1/workstreams/${this.workstreamId}/events`, {
+      headers: {
+        authorization: `Bearer ${this.token}`,
+        accept: 'text/event-stream',
+        ...(this.lastId === undefined ? {} : { 'last-event-id': String(this.lastId) }),
+      },
+      signal: this.stopper.signal,
+    });
+    if (res.status !== 200 || res.body === null) {
+      await res.body?.cancel().catch(() => undefined);
+      return 'refused';
+    }
+    // A reconnect: its first event says whether the stream was resumed or truncated.
+    let first = this.connected;
+    if (this.connected) this.counts.reconnects++;
+    this.connected = true;
+    let buffer = '';
+    const decoder = new TextDecoder();
+    try {
+      for await (const bytes of res.body as unknown as AsyncIterable<Uint8Array>) {
+        buffer += decoder.decode(bytes, { stream: true });
+        for (;;) {
+          const end = buffer.indexOf('\n\n');
+          if (end < 0) break;
+          const frame = parseFrame(buffer.slice(0, end));
+          buffer = buffer.slice(end + 2);
+          if (frame === undefined) continue;
+          if (first) {
+            first = false;
+            if (isTruncation(frame)) this.counts.truncated++;
+            else this.counts.resumed++;
+          }
+          if (this.take(frame)) return 'closed';
+        }
+      }
+    } catch {
+      // The connection broke (or the demo stopped): reconnect, unless stopped.
+    }
+    return 'dropped';
+  }
+
+  /** Records one event; true after `ws_closed`. */
+  private take(frame: Frame): boolean {
+    this.counts.events++;
+    if (isTruncation(frame) || frame.type === 'history_resync') {
+      // A notice carries the last id it follows (or the host's position): not a new event.
+      this.told = true;
+    } else if (this.lastId !== undefined && frame.id <= this.lastId) {
+      this.counts.outOfOrder++;
+    }
+    if (this.lastId === undefined || frame.id > this.lastId) this.lastId = frame.id;
+    if (frame.type === 'message' && typeof frame.data.commitKey === 'string') {
+      this.rows.add(frame.data.commitKey);
+      this.maxSeq = Math.max(this.maxSeq, Number(frame.data.seq ?? 0));
+    }
+    for (const w of this.waiters.splice(0)) w();
+    return frame.type === 'ws_closed';
+  }
+}
+
+function isTruncation(frame: Frame): boolean {
+  return (
+    frame.type === 'replay_truncated' ||
+    (frame.type === 'history_resync' && frame.data.reason === 'replay_truncated')
+  );
+}
+
+/** One SSE frame (`id:`, `event:`, `data:` lines; comments and keep-alives are none). */
+function parseFrame(text: string): Frame | undefined {
+  let data = '';
+  for (const line of text.split('\n')) if (line.startsWith('data:')) data += line.slice(5).trimStart();
+  if (data === '') return undefined;
+  try {
+    const e = JSON.parse(data) as Frame;
+    return typeof e.id === 'number' && typeof e.type === 'string' ? e : undefined;
+  } catch {
+    return undefined;
+  }
+}
