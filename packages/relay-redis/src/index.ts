@@ -11,7 +11,8 @@
  * Retention: the last `maxLen` events of a workstream (approximately: Redis trims whole nodes),
  * and none older than `retentionMs`; a stream nobody writes to expires after `retentionMs`. A
  * replay that would reach an entry Redis trimmed, or an id older than the retention, is
- * refused (`follow` resolves false): the listener gets `replay_truncated`, never a hole.
+ * refused (`follow` resolves false): the listener gets `replay_truncated`, never a hole; a live
+ * follower that fell behind the trimming is told the same way.
  */
 import { Redis, type RedisOptions } from 'ioredis';
 
@@ -39,9 +40,13 @@ export interface RedisRelayOptions {
   readonly redis?: RedisOptions;
   /** Key prefix of the streams (default `turnwarden:events:`). */
   readonly prefix?: string;
-  /** Events kept per workstream (default 1,024, `events.replayLimit`'s default). */
+  /**
+   * Events kept per workstream (default 10,000). Followers read live events from the stream:
+   * one that falls further behind than this is told of a gap (its listeners re-read), so keep it
+   * above the longest burst of events a turn streams.
+   */
   readonly maxLen?: number;
-  /** How long an event is kept at most, and an idle stream (default 1 hour). */
+  /** How long an event is kept at most, and an idle stream (default 10 minutes). */
   readonly retentionMs?: number;
 }
 
@@ -81,8 +86,8 @@ export class RedisRelay {
 
   constructor(options: RedisRelayOptions = {}) {
     this.prefix = options.prefix ?? 'turnwarden:events:';
-    this.maxLen = options.maxLen ?? 1_024;
-    this.retentionMs = options.retentionMs ?? 3_600_000;
+    this.maxLen = options.maxLen ?? 10_000;
+    this.retentionMs = options.retentionMs ?? 600_000;
     if (!Number.isSafeInteger(this.maxLen) || this.maxLen < 1)
       throw new TypeError('maxLen must be a positive integer');
     if (!Number.isSafeInteger(this.retentionMs) || this.retentionMs < 1_000)
@@ -321,8 +326,14 @@ export class RedisRelay {
       }
       for (const [key, entries] of got ?? []) {
         const ws = key.slice(this.prefix.length);
+        const before = followed.find(([w]) => w === ws)?.[1];
         // Unfollowed, or followed again (a replay) while the read was out: its cursor is the replay's.
-        if (this.cursors.get(ws) !== followed.find(([w]) => w === ws)?.[1]) continue;
+        if (before === undefined || this.cursors.get(ws) !== before) continue;
+        // A follower that fell behind the trimming would skip what was trimmed without a word:
+        // whether entries after its cursor were removed is checked before it goes on.
+        const whole = await this.reaches(key, eventId(before)).catch(() => false);
+        if (this.cursors.get(ws) !== before) continue;
+        if (!whole) this.sink?.gap(ws);
         this.deliver(ws, entries);
         if (entries.length > 0) this.cursors.set(ws, entries.at(-1)![0]);
       }
@@ -338,6 +349,8 @@ export class RedisRelay {
     };
     for (const [, fields] of entries) {
       const f = field(fields, 'f') ?? '';
+      // This host's own events come back: not parsed (the runtime skips them anyway).
+      if (f === this.from && field(fields, 'g') === undefined) continue;
       if (field(fields, 'g') !== undefined) {
         out();
         if (f !== this.from) this.sink?.gap(workstreamId);

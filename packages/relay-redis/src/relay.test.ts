@@ -129,6 +129,25 @@ describe.skipIf(skip !== undefined)('the Redis Streams relay', () => {
     expect(d.theirs()).toEqual([]);
   });
 
+  it('a live follower that falls behind the trimming (a burst longer than maxLen) is told of the gap, never left with a silent hole', async () => {
+    const prefix = `p${++prefixes}:`;
+    const a = await host('a:1', prefix, { maxLen: 10 });
+    const b = await host('b:1', prefix);
+    expect(await b.relay.follow('t/w', T)).toBe(true);
+    for (let n = 1; n <= 3_000; n++) a.relay.publish('t/w', ev(n));
+    await a.relay.flush();
+    a.relay.publish('t/w', ev(5_000));
+    await a.relay.flush();
+    await b.until(() => b.theirs().some((e) => e.id === T + 5_000), 'the last event');
+    const got = b.theirs().length;
+    // Redis kept about 10 of the burst: the follower cannot have had them all.
+    expect(got).toBeLessThan(3_001);
+    expect(b.gaps).toContain('t/w');
+    // What it got is in order, each once.
+    const ids = ns(b.theirs());
+    expect(ids).toEqual([...new Set(ids)].sort((x, y) => x - y));
+  });
+
   it('a stream it has never seen: complete for a recent id (nothing was written), refused for one older than the retention', async () => {
     const prefix = `p${++prefixes}:`;
     const b = await host('b:1', prefix, { retentionMs: 60_000 });

@@ -16,6 +16,8 @@ const RUNTIME = {
   lease: { ttlMs: 5_000, renewMs: 1_000 },
   watchdog: { timeoutMs: 60_000, pollMs: 500, graceMs: 500 },
   pool: { maxWorkers: 2, warmWorkers: 1 },
+  // The clients read as fast as this machine lets them: the figure is the relay's, not E3's bound.
+  events: { listenerBuffer: 100_000 },
   pluginModules: [fileURLToPath(new URL('./ticker-plugin.js', import.meta.url))],
   model: 'ticker',
 };
