@@ -324,16 +324,22 @@ export class RedisRelay {
         await new Promise((r) => setTimeout(r, 100));
         continue;
       }
-      for (const [key, entries] of got ?? []) {
+      const cursorOf = new Map(followed);
+      const batches = got ?? [];
+      // A follower that fell behind the trimming would skip what was trimmed without a word:
+      // whether entries after its cursors were removed is checked (all at once) before it goes on.
+      const whole = await Promise.all(
+        batches.map(([key]) => {
+          const before = cursorOf.get(key.slice(this.prefix.length));
+          return before === undefined ? false : this.reaches(key, eventId(before)).catch(() => false);
+        }),
+      );
+      for (const [i, [key, entries]] of batches.entries()) {
         const ws = key.slice(this.prefix.length);
-        const before = followed.find(([w]) => w === ws)?.[1];
+        const before = cursorOf.get(ws);
         // Unfollowed, or followed again (a replay) while the read was out: its cursor is the replay's.
         if (before === undefined || this.cursors.get(ws) !== before) continue;
-        // A follower that fell behind the trimming would skip what was trimmed without a word:
-        // whether entries after its cursor were removed is checked before it goes on.
-        const whole = await this.reaches(key, eventId(before)).catch(() => false);
-        if (this.cursors.get(ws) !== before) continue;
-        if (!whole) this.sink?.gap(ws);
+        if (!whole[i]) this.sink?.gap(ws);
         this.deliver(ws, entries);
         if (entries.length > 0) this.cursors.set(ws, entries.at(-1)![0]);
       }
