@@ -69,8 +69,6 @@ export class RedisRelay {
   private readerId: number | undefined;
   private from = '';
   private sink: RelaySink | undefined;
-  private pending = new Map<string, RelayEvent[]>();
-  private scheduled = false;
   private sent: Promise<void> = Promise.resolve();
   /** Followed workstreams: the stream id after which the reader goes on. */
   private readonly cursors = new Map<string, string>();
@@ -123,21 +121,14 @@ export class RedisRelay {
     this.reading = this.readLoop();
   }
 
-  publish(workstreamId: string, event: RelayEvent): void {
-    if (this.closed) return;
-    let list = this.pending.get(workstreamId);
-    if (list === undefined) {
-      list = [];
-      this.pending.set(workstreamId, list);
-    }
-    list.push(event);
-    if (this.scheduled) return;
-    this.scheduled = true;
-    setImmediate(() => this.send());
+  /** The events a host authored since its last call, per workstream in order: one pipeline. */
+  publish(
+    batches: readonly { readonly workstreamId: string; readonly events: readonly RelayEvent[] }[],
+  ): void {
+    if (!this.closed && batches.length > 0) this.send(batches);
   }
 
   flush(): Promise<void> {
-    if (this.scheduled) this.send();
     return this.sent;
   }
 
@@ -229,14 +220,12 @@ export class RedisRelay {
     return after >= eventId(first) - 1;
   }
 
-  private send(): void {
-    this.scheduled = false;
-    if (this.pending.size === 0) return;
-    const pending = this.pending;
-    this.pending = new Map();
+  private send(
+    batches: readonly { readonly workstreamId: string; readonly events: readonly RelayEvent[] }[],
+  ): void {
     const pipeline = this.cmd.pipeline();
     const minId = entryId(Math.max(1, (Date.now() - this.retentionMs) * 1000));
-    for (const [ws, events] of pending) {
+    for (const { workstreamId: ws, events } of batches) {
       const key = this.prefix + ws;
       for (const event of events) {
         pipeline.xadd(
@@ -258,7 +247,7 @@ export class RedisRelay {
       const results = await pipeline.exec().catch((err: unknown) => [[err, null]] as [Error, null][]);
       const failed = new Map<string, number>();
       let i = 0;
-      for (const [ws, events] of pending) {
+      for (const { workstreamId: ws, events } of batches) {
         for (const event of events) {
           if (results?.[i]?.[0] != null || results === null)
             failed.set(ws, Math.max(failed.get(ws) ?? 0, event.id));

@@ -72,7 +72,7 @@ describe.skipIf(skip !== undefined)('the Redis Streams relay', () => {
     const b = await host('b:1', prefix);
     expect(await b.relay.follow('t/w', T)).toBe(true);
     const sent = [ev(100), ev(101), ev(205)];
-    for (const e of sent) a.relay.publish('t/w', e);
+    a.relay.publish([{ workstreamId: 't/w', events: sent }]);
     await a.relay.flush();
     await b.received(3);
     expect(b.theirs()).toEqual(sent);
@@ -83,8 +83,8 @@ describe.skipIf(skip !== undefined)('the Redis Streams relay', () => {
     expect(entries.map(([id]) => id)).toEqual([100, 101, 205].map((n) => `0-${T + n}`));
     expect(entries[0]![1]).toEqual(['f', 'a:1', 'e', JSON.stringify(sent[0])]);
     // Not followed: nothing of another workstream.
-    a.relay.publish('t/other', ev(300));
-    a.relay.publish('t/w', ev(301));
+    a.relay.publish([{ workstreamId: 't/other', events: [ev(300)] }]);
+    a.relay.publish([{ workstreamId: 't/w', events: [ev(301)] }]);
     await a.relay.flush();
     await b.received(4);
     expect(ns(b.theirs())).toEqual([100, 101, 205, 301]);
@@ -93,16 +93,16 @@ describe.skipIf(skip !== undefined)('the Redis Streams relay', () => {
   it('follow replays what it keeps after an id, then goes on live; after an unfollow nothing more comes', async () => {
     const prefix = `p${++prefixes}:`;
     const a = await host('a:1', prefix);
-    for (const id of [10, 20, 30]) a.relay.publish('t/w', ev(id));
+    a.relay.publish([{ workstreamId: 't/w', events: [10, 20, 30].map((n) => ev(n)) }]);
     await a.relay.flush();
     const b = await host('b:1', prefix);
     expect(await b.relay.follow('t/w', T + 10)).toBe(true);
     expect(ns(b.theirs())).toEqual([20, 30]);
-    a.relay.publish('t/w', ev(40));
+    a.relay.publish([{ workstreamId: 't/w', events: [ev(40)] }]);
     await a.relay.flush();
     await b.received(3);
     b.relay.unfollow('t/w');
-    a.relay.publish('t/w', ev(50));
+    a.relay.publish([{ workstreamId: 't/w', events: [ev(50)] }]);
     await a.relay.flush();
     // A third host following from the start sees 50: it was written; b no longer reads.
     const c = await host('c:1', prefix);
@@ -114,7 +114,7 @@ describe.skipIf(skip !== undefined)('the Redis Streams relay', () => {
   it('an id older than what it keeps (maxLen trimmed past it) is refused: follow resolves false; the rest still comes', async () => {
     const prefix = `p${++prefixes}:`;
     const a = await host('a:1', prefix, { maxLen: 10 });
-    for (let id = 1; id <= 400; id++) a.relay.publish('t/w', ev(id));
+    a.relay.publish([{ workstreamId: 't/w', events: Array.from({ length: 400 }, (_, i) => ev(i + 1)) }]);
     await a.relay.flush();
     const b = await host('b:1', prefix);
     expect(await b.relay.follow('t/w', T + 5)).toBe(false);
@@ -134,9 +134,9 @@ describe.skipIf(skip !== undefined)('the Redis Streams relay', () => {
     const a = await host('a:1', prefix, { maxLen: 10 });
     const b = await host('b:1', prefix);
     expect(await b.relay.follow('t/w', T)).toBe(true);
-    for (let n = 1; n <= 3_000; n++) a.relay.publish('t/w', ev(n));
+    a.relay.publish([{ workstreamId: 't/w', events: Array.from({ length: 3_000 }, (_, i) => ev(i + 1)) }]);
     await a.relay.flush();
-    a.relay.publish('t/w', ev(5_000));
+    a.relay.publish([{ workstreamId: 't/w', events: [ev(5_000)] }]);
     await a.relay.flush();
     await b.until(() => b.theirs().some((e) => e.id === T + 5_000), 'the last event');
     const got = b.theirs().length;
@@ -161,12 +161,11 @@ describe.skipIf(skip !== undefined)('the Redis Streams relay', () => {
     const a = await host('a:1', prefix);
     const b = await host('b:1', prefix);
     expect(await b.relay.follow('t/w', T)).toBe(true);
-    a.relay.publish('t/w', ev(500));
+    a.relay.publish([{ workstreamId: 't/w', events: [ev(500)] }]);
     await a.relay.flush();
     // Another author whose clock is behind.
     const late = await host('c:1', prefix);
-    late.relay.publish('t/w', ev(400));
-    late.relay.publish('t/w', ev(401));
+    late.relay.publish([{ workstreamId: 't/w', events: [ev(400), ev(401)] }]);
     // Flushed: the refusal was answered — a gap entry, above the stream's last id.
     await late.relay.flush();
     const redis = new Redis(server!.url);

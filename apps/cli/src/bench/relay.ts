@@ -9,6 +9,7 @@
 import { fileURLToPath } from 'node:url';
 import { type RedisServer, redisSkipReason, startRedis } from '@turnwarden/relay-redis/testing';
 import { HostCluster } from '../cluster/hosts.js';
+import { sseFrames } from '../sse.js';
 
 const TOKEN = 'bench-relay-token-0123456789abcdef';
 const TENANT = 'acme';
@@ -49,22 +50,13 @@ function follow(url: string, workstreamId: string, want: number) {
     signal: stop.signal,
   }).then((res) => {
     void (async () => {
-      const decoder = new TextDecoder();
-      let buf = '';
       try {
-        for await (const bytes of res.body as unknown as AsyncIterable<Uint8Array>) {
-          buf += decoder.decode(bytes, { stream: true });
-          let end = buf.indexOf('\n\n');
-          while (end >= 0) {
-            const block = buf.slice(0, end);
-            buf = buf.slice(end + 2);
-            if (/^event: token$/m.test(block)) {
-              tokens++;
-              last = performance.now();
-            }
-            if (/^event: (idle|history_resync)$/m.test(block) && tokens > 0) resolveDone();
-            end = buf.indexOf('\n\n');
+        for await (const frame of sseFrames(res.body as unknown as AsyncIterable<Uint8Array>)) {
+          if (frame.event === 'token') {
+            tokens++;
+            last = performance.now();
           }
+          if ((frame.event === 'idle' || frame.event === 'history_resync') && tokens > 0) resolveDone();
           if (tokens >= want) resolveDone();
         }
       } catch {

@@ -12,6 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { checkServerConfig, startServer } from '@turnwarden/server';
 import { Turnwarden } from '@turnwarden/supervisor';
 import { SCRIPTED } from '../scripted.js';
+import { sseFrames } from '../sse.js';
 import type { BenchContext } from './common.js';
 import { row, type SectionResult } from './report.js';
 import { median, quantile } from './stats.js';
@@ -55,21 +56,10 @@ const TICKER = {
 
 /** Reads an SSE response until an `idle` event; returns the events received. */
 async function readUntilIdle(res: Response): Promise<number> {
-  const decoder = new TextDecoder();
-  let buf = '';
   let events = 0;
-  for await (const bytes of res.body as unknown as AsyncIterable<Uint8Array>) {
-    buf += decoder.decode(bytes, { stream: true });
-    let end = buf.indexOf('\n\n');
-    while (end >= 0) {
-      const block = buf.slice(0, end);
-      buf = buf.slice(end + 2);
-      if (block.includes('\ndata: ') || block.startsWith('data: ')) {
-        events++;
-        if (/^event: idle$/m.test(block)) return events;
-      }
-      end = buf.indexOf('\n\n');
-    }
+  for await (const frame of sseFrames(res.body as unknown as AsyncIterable<Uint8Array>)) {
+    events++;
+    if (frame.event === 'idle') return events;
   }
   return events;
 }

@@ -10,6 +10,7 @@
  */
 import type { HistoryRow } from '@turnwarden/protocol';
 import type { DemoArgs } from '../args.js';
+import { sseFrames } from '../sse.js';
 import {
   auditHistory,
   classifyTurn,
@@ -59,11 +60,8 @@ export class Remote {
           headers: { authorization: `Bearer ${this.token}`, accept: 'text/event-stream' },
           signal: stop.signal,
         });
-        const decoder = new TextDecoder();
-        let buf = '';
-        for await (const bytes of res.body as unknown as AsyncIterable<Uint8Array>) {
-          buf += decoder.decode(bytes, { stream: true });
-          if (/"type":"tool_started".*"name":"sleep"/.test(buf)) {
+        for await (const frame of sseFrames(res.body as unknown as AsyncIterable<Uint8Array>)) {
+          if (frame.event === 'tool_started' && /"name":"sleep"/.test(frame.data)) {
             await this.call('POST', `/workstreams/${workstreamId}/cancel`);
             break;
           }

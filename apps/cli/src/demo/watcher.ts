@@ -6,6 +6,7 @@
  * across hosts): no event at or below an id it already had, every row delivered unless it was
  * told to re-read, and how each reconnect was answered (replayed, or `replay_truncated`).
  */
+import { sseFrames } from '../sse.js';
 
 interface Frame {
   readonly id: number;
@@ -100,24 +101,16 @@ export class Watcher {
     let first = this.connected;
     if (this.connected) this.counts.reconnects++;
     this.connected = true;
-    let buffer = '';
-    const decoder = new TextDecoder();
     try {
-      for await (const bytes of res.body as unknown as AsyncIterable<Uint8Array>) {
-        buffer += decoder.decode(bytes, { stream: true });
-        for (;;) {
-          const end = buffer.indexOf('\n\n');
-          if (end < 0) break;
-          const frame = parseFrame(buffer.slice(0, end));
-          buffer = buffer.slice(end + 2);
-          if (frame === undefined) continue;
-          if (first) {
-            first = false;
-            if (isTruncation(frame)) this.counts.truncated++;
-            else this.counts.resumed++;
-          }
-          if (this.take(frame)) return 'closed';
+      for await (const raw of sseFrames(res.body as unknown as AsyncIterable<Uint8Array>)) {
+        const frame = parseFrame(raw.data);
+        if (frame === undefined) continue;
+        if (first) {
+          first = false;
+          if (isTruncation(frame)) this.counts.truncated++;
+          else this.counts.resumed++;
         }
+        if (this.take(frame)) return 'closed';
       }
     } catch {
       // The connection broke (or the demo stopped): reconnect, unless stopped.
@@ -151,11 +144,8 @@ function isTruncation(frame: Frame): boolean {
   );
 }
 
-/** One SSE frame (`id:`, `event:`, `data:` lines; comments and keep-alives are none). */
-function parseFrame(text: string): Frame | undefined {
-  let data = '';
-  for (const line of text.split('\n')) if (line.startsWith('data:')) data += line.slice(5).trimStart();
-  if (data === '') return undefined;
+/** One frame's data: the event (the server frames each event as its JSON). */
+function parseFrame(data: string): Frame | undefined {
   try {
     const e = JSON.parse(data) as Frame;
     return typeof e.id === 'number' && typeof e.type === 'string' ? e : undefined;

@@ -773,7 +773,7 @@ describe('relaying (E1, D6, E2 across hosts)', () => {
   });
 
   it('an event relayed out of order (the hosts’ clocks apart) is not delivered: listeners re-read instead, never a duplicate', async () => {
-    const { world, a, b } = await twoHosts();
+    const { world, b } = await twoHosts();
     const onB = listen(b.events, 'w');
     const mine = b.events.emit('w', 'token', 1, { text: 'b' });
     await world.raw(

@@ -26,31 +26,15 @@
  * host has an id (`hostId`).
  */
 import { randomUUID } from 'node:crypto';
-import {
-  ErrorCode,
-  errors,
-  fromWire,
-  type HistoryRow,
-  isTurnwardenError,
-  toWire,
-  type WireError,
-} from '@turnwarden/protocol';
+import { ErrorCode, errors, fromWire, isTurnwardenError, toWire, type WireError } from '@turnwarden/protocol';
 import type { Lease, Store } from '@turnwarden/store';
 import type { Logger } from 'pino';
 import type { CancelTimer, Timers } from '../liveness/timers.js';
 import type { Earlier, EventHub, TurnwardenEvent } from '../streams/events.js';
-import { ChannelRelay, type EventRelay, type RelayedBatch, validEvent } from './relay.js';
+import { ChannelRelay, type EventRelay, type RelayChannel, type RelayedBatch, validEvent } from './relay.js';
 
 /** What a store offers for several hosts: notifications (delivered after commit) and tail reads. */
-export interface ClusterChannel {
-  notify(channel: string, payload: string): Promise<void>;
-  listen(
-    channel: string,
-    onPayload: (payload: string) => void,
-    onReconnect?: () => void,
-  ): Promise<() => Promise<void>>;
-  readHistoryAfter(workstreamId: string, afterSeq: number): Promise<HistoryRow[]>;
-}
+export type ClusterChannel = RelayChannel;
 
 export function channelOf(store: Store): ClusterChannel | undefined {
   const s = store as Partial<ClusterChannel>;
@@ -206,6 +190,9 @@ export class Cluster {
   readonly relay: EventRelay;
   /** A log relay's replays in flight, per workstream. */
   private readonly following = new Map<string, Promise<void>>();
+  /** Events authored here this tick, per workstream: handed to the relay together. */
+  private authoredNow = new Map<string, TurnwardenEvent[]>();
+  private handOverScheduled = false;
   private readonly freedTenants = new Set<string>();
   private freedScheduled = false;
   /** How many unanswered, unrenewed periods a routed call waits before it fails with TIMEOUT. */
@@ -226,10 +213,13 @@ export class Cluster {
       events: (batch) => this.onRelayed(batch),
       gap: (ws) => this.onGap(ws),
     });
-    this.unlisten.push(() => relay.close());
+    this.unlisten.push(() => {
+      this.handOver();
+      return relay.close();
+    });
     const follows = !relay.broadcast;
     this.host.events.relayTo({
-      authored: (ws, event) => relay.publish(ws, event),
+      authored: (ws, event) => this.authored(ws, event),
       opened: (ws, after) => {
         if (follows) void this.follow(ws, after);
       },
@@ -432,6 +422,7 @@ export class Cluster {
    * longer (its followers are told of what it lost by its own gap).
    */
   async published(): Promise<void> {
+    this.handOver();
     let cancel = () => {};
     const late = new Promise<boolean>((r) => {
       cancel = this.host.timers.after(this.host.lease.renewMs, () => r(true));
@@ -570,6 +561,27 @@ export class Cluster {
       reply = { k: 'rep', id, to: from, ok: false, error: toWire(e) };
     }
     await this.send(reply);
+  }
+
+  /** An event authored here: handed to the relay with the rest of this tick's. */
+  private authored(workstreamId: string, event: TurnwardenEvent): void {
+    let list = this.authoredNow.get(workstreamId);
+    if (list === undefined) {
+      list = [];
+      this.authoredNow.set(workstreamId, list);
+    }
+    list.push(event);
+    if (this.handOverScheduled) return;
+    this.handOverScheduled = true;
+    setImmediate(() => this.handOver());
+  }
+
+  private handOver(): void {
+    this.handOverScheduled = false;
+    if (this.authoredNow.size === 0) return;
+    const batches = [...this.authoredNow].map(([workstreamId, events]) => ({ workstreamId, events }));
+    this.authoredNow = new Map();
+    this.relay.publish(batches);
   }
 
   /** Another host's events: into this host's ring, under their author's ids. */

@@ -261,7 +261,9 @@ describe('a turn’s end and the relay (C3 across hosts)', () => {
     const relay: EventRelay = {
       broadcast: true,
       start: async () => {},
-      publish: (_ws, event) => void published.push(event),
+      publish: (batches) => {
+        for (const b of batches) published.push(...b.events);
+      },
       flush: () => {
         flushing();
         return new Promise<void>((r) => {

@@ -28,6 +28,12 @@ export interface RelayedBatch {
   readonly events: readonly TurnwardenEvent[];
 }
 
+/** Events this host authored for one workstream, in order. */
+export interface AuthoredBatch {
+  readonly workstreamId: string;
+  readonly events: readonly TurnwardenEvent[];
+}
+
 /** Where a relay delivers what other hosts authored. */
 export interface RelaySink {
   /** A batch of a workstream this host follows (every workstream, for a broadcast relay). */
@@ -42,8 +48,11 @@ export interface EventRelay {
   readonly broadcast: boolean;
   /** Starts delivering to `sink`; `from` is this host's lease holder (its own batches are skipped). */
   start(from: string, sink: RelaySink): Promise<void>;
-  /** An event authored here. Batched; the order per workstream is kept. */
-  publish(workstreamId: string, event: TurnwardenEvent): void;
+  /**
+   * The events authored here since the last call, per workstream in the order they were issued
+   * (the cluster hands them over once a tick). The order per workstream is kept.
+   */
+  publish(batches: readonly AuthoredBatch[]): void;
   /** Resolves once every event published before the call is in the relay (or was given up: a gap). */
   flush(): Promise<void>;
   /**
@@ -62,7 +71,10 @@ export interface EventRelay {
   close(): Promise<void>;
 }
 
-/** What the default relay needs of the store: its notification channel and tail reads. */
+/**
+ * What the default relay needs of the store — and the cluster of it (cluster.ts `ClusterChannel`):
+ * its notification channel (delivered after commit) and tail reads.
+ */
 export interface RelayChannel {
   notify(channel: string, payload: string): Promise<void>;
   listen(
@@ -120,8 +132,6 @@ export class ChannelRelay implements EventRelay {
   private from = '';
   private sink: RelaySink | undefined;
   private stopListening: (() => Promise<void>) | undefined;
-  private pending = new Map<string, TurnwardenEvent[]>();
-  private scheduled = false;
   /** The notifications sent so far, in order (one connection): `flush` waits for the last. */
   private sent: Promise<void> = Promise.resolve();
   /** Per workstream: batches waiting on a row read, so the next is delivered after them. */
@@ -143,21 +153,11 @@ export class ChannelRelay implements EventRelay {
     );
   }
 
-  publish(workstreamId: string, event: TurnwardenEvent): void {
-    if (this.closed) return;
-    let list = this.pending.get(workstreamId);
-    if (list === undefined) {
-      list = [];
-      this.pending.set(workstreamId, list);
-    }
-    list.push(event);
-    if (this.scheduled) return;
-    this.scheduled = true;
-    setImmediate(() => this.send());
+  publish(batches: readonly AuthoredBatch[]): void {
+    if (!this.closed) this.send(batches);
   }
 
   flush(): Promise<void> {
-    if (this.scheduled) this.send();
     return this.sent;
   }
 
@@ -172,28 +172,23 @@ export class ChannelRelay implements EventRelay {
   }
 
   async close(): Promise<void> {
-    this.flush();
     await this.sent;
     this.closed = true;
     await this.stopListening?.();
   }
 
-  private send(): void {
-    this.scheduled = false;
-    if (this.pending.size === 0) return;
-    const pending = this.pending;
-    this.pending = new Map();
+  private send(batches: readonly AuthoredBatch[]): void {
     const payloads: string[] = [];
-    let batches: [string, Wire[]][] = [];
+    let parts: [string, Wire[]][] = [];
     let bytes = 0;
     const out = () => {
-      if (batches.length > 0) payloads.push(JSON.stringify({ f: this.from, b: batches } satisfies Payload));
-      batches = [];
+      if (parts.length > 0) payloads.push(JSON.stringify({ f: this.from, b: parts } satisfies Payload));
+      parts = [];
       bytes = 0;
     };
-    for (const [ws, events] of pending) {
+    for (const { workstreamId: ws, events } of batches) {
       let current: Wire[] = [];
-      batches.push([ws, current]);
+      parts.push([ws, current]);
       bytes += ws.length + 8;
       for (const event of events) {
         const wire = toWire(event);
@@ -207,7 +202,7 @@ export class ChannelRelay implements EventRelay {
         if (bytes + size > MAX_PAYLOAD) {
           out();
           current = [];
-          batches.push([ws, current]);
+          parts.push([ws, current]);
           bytes = ws.length + 8;
         }
         current.push(wire);

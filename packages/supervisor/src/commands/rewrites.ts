@@ -5,7 +5,6 @@
  * them. A committed rewrite makes what listeners hold stale: `history_resync` (E2).
  */
 import { errors } from '@turnwarden/protocol';
-import type { Cluster } from '../cluster/cluster.js';
 import { compactIdle, type MaintenanceHost, rewindIdle } from '../sessions/maintenance.js';
 import { claimRefusal, type SessionRecord, type Sessions } from '../sessions/sessions.js';
 import type { EventHub } from '../streams/events.js';
