@@ -172,7 +172,10 @@ export class ChannelRelay implements EventRelay {
   }
 
   async close(): Promise<void> {
-    await this.sent;
+    // What is still on its way goes, unless the channel does not take it within a second.
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.sent, new Promise<void>((r) => (timer = setTimeout(r, 1_000)))]);
+    clearTimeout(timer);
     this.closed = true;
     await this.stopListening?.();
   }
