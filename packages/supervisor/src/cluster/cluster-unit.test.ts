@@ -876,6 +876,18 @@ describe('relaying (E1, D6, E2 across hosts)', () => {
     expect(onB[1]).toEqual(sent.filter((_, i) => i % 2 === 1));
   });
 
+  it('the bound is in bytes: a tick of multi-byte tokens goes out in notifications under 8,000 bytes each, every token delivered', async () => {
+    const { world, a, b } = await twoHosts();
+    const onB = listen(b.events, 'w');
+    const sent: TurnwardenEvent[] = [];
+    for (let i = 0; i < 200; i++) sent.push(a.events.emit('w', 'token', 1, { text: '語'.repeat(40) }));
+    await world.clock.settle();
+    const payloads = world.sent.filter((x) => x.channel === 'turnwarden_events');
+    expect(payloads.length).toBeGreaterThan(3);
+    for (const p of payloads) expect(Buffer.byteLength(p.payload)).toBeLessThan(8_000);
+    expect(onB).toEqual(sent);
+  });
+
   it('relayed payloads that are not ours are dropped and logged, never delivered', async () => {
     const { world, b } = await twoHosts();
     const got = listen(b.events, 'w');

@@ -130,6 +130,8 @@ interface Payload {
 export class ChannelRelay implements EventRelay {
   readonly broadcast = true;
   private from = '';
+  /** How every payload this host sends begins: its own are recognised (and skipped) unparsed. */
+  private ownPrefix = '{"f":"",';
   private sink: RelaySink | undefined;
   private stopListening: (() => Promise<void>) | undefined;
   /** The notifications sent so far, in order (one connection): `flush` waits for the last. */
@@ -145,6 +147,7 @@ export class ChannelRelay implements EventRelay {
 
   async start(from: string, sink: RelaySink): Promise<void> {
     this.from = from;
+    this.ownPrefix = `{"f":${JSON.stringify(from)},`;
     this.sink = sink;
     this.stopListening = await this.channel.listen(
       EVENTS_CHANNEL,
@@ -181,32 +184,38 @@ export class ChannelRelay implements EventRelay {
   }
 
   private send(batches: readonly AuthoredBatch[]): void {
+    // Each event is serialized once, its size counted in bytes (PostgreSQL's bound is in bytes:
+    // a token of multi-byte text weighs up to three times its length), and the payload is the
+    // JSON of { f, b } assembled from those pieces.
     const payloads: string[] = [];
-    let parts: [string, Wire[]][] = [];
+    let parts: [string, string[]][] = [];
     let bytes = 0;
     const out = () => {
-      if (parts.length > 0) payloads.push(JSON.stringify({ f: this.from, b: parts } satisfies Payload));
+      if (parts.length === 0) return;
+      const b = parts.map(([ws, wires]) => `[${ws},[${wires.join(',')}]]`).join(',');
+      payloads.push(`${this.ownPrefix}"b":[${b}]}`);
       parts = [];
       bytes = 0;
     };
-    for (const { workstreamId: ws, events } of batches) {
-      let current: Wire[] = [];
+    for (const { workstreamId, events } of batches) {
+      const ws = JSON.stringify(workstreamId);
+      let current: string[] = [];
       parts.push([ws, current]);
-      bytes += ws.length + 8;
+      bytes += Buffer.byteLength(ws) + 8;
       for (const event of events) {
-        const wire = toWire(event);
-        const size = JSON.stringify(wire).length + 1;
+        let wire = JSON.stringify(toWire(event));
+        let size = Buffer.byteLength(wire) + 1;
         if (size > MAX_PAYLOAD - 200) {
           // Never larger than a notification: dropped, and the followers told (a gap, not a hole).
-          this.logger.warn({ workstreamId: ws, type: event.type, bytes: size }, 'event too large to relay');
-          current.push({ r: 1, id: event.id, seq: -1 });
-          continue;
+          this.logger.warn({ workstreamId, type: event.type, bytes: size }, 'event too large to relay');
+          wire = JSON.stringify({ r: 1, id: event.id, seq: -1 } satisfies Wire);
+          size = wire.length + 1;
         }
         if (bytes + size > MAX_PAYLOAD) {
           out();
           current = [];
           parts.push([ws, current]);
-          bytes = ws.length + 8;
+          bytes = Buffer.byteLength(ws) + 8;
         }
         current.push(wire);
         bytes += size;
@@ -225,12 +234,13 @@ export class ChannelRelay implements EventRelay {
   }
 
   private receive(raw: string): void {
+    if (this.closed || raw.startsWith(this.ownPrefix)) return; // LISTEN/NOTIFY delivers to the sender too
     const payload = parsePayload(raw);
     if (payload === undefined) {
       this.logger.warn({ payload: raw.slice(0, 200) }, 'malformed relayed events ignored');
       return;
     }
-    if (payload.f === this.from || this.closed) return;
+    if (payload.f === this.from) return;
     for (const [ws, wires] of payload.b) {
       const waiting = this.reading.get(ws);
       if (waiting === undefined && wires.every((w) => !('r' in w))) {

@@ -249,8 +249,11 @@ export class EventHub {
       this.gapIn(stream);
     }
     if (stream.completeAfter === GAP) stream.completeAfter = event.id - 1;
-    const { workstreamId: _w, ...rest } = event;
-    const own = { ...rest, workstreamId: stream.workstreamId } as TurnwardenEvent;
+    // Named as this host names it (the author's name is the same; a broker's copy may not be).
+    const own =
+      event.workstreamId === stream.workstreamId
+        ? event
+        : ({ ...event, workstreamId: stream.workstreamId } as TurnwardenEvent);
     if (own.type === 'ws_closed') {
       this.place(stream, own, false);
       this.terminal(workstreamId, stream, own);
