@@ -44,6 +44,24 @@ forEachStore((backend) => {
       expect(await store.releaseLease('w', 'host-a:old', dead.token)).toBe(false);
     });
 
+    it('E1: an acquisition that took over another holder’s unreleased lease — expired, or an earlier process’s replaced — names it (tookOverFrom); after a release, or its own, it does not', async () => {
+      const first = (await store.acquireLease('w', 'host-a:1', 1_000))!;
+      expect(first.tookOverFrom).toBeUndefined();
+      // Its own lease again (still live): no takeover.
+      expect((await store.acquireLease('w', 'host-a:1', 1_000))?.tookOverFrom).toBeUndefined();
+      clock.advance(1_001);
+      const taken = (await store.acquireLease('w', 'host-b:1', 1_000))!;
+      expect(taken).toMatchObject({ holder: 'host-b:1', tookOverFrom: 'host-a:1' });
+      // Not stored: a read of the lease never says it.
+      expect(await store.getLease('w')).not.toHaveProperty('tookOverFrom');
+      const replaced = await store.acquireLease('w', 'host-b:2', 1_000, { replacing: 'host-b:' });
+      expect(replaced).toMatchObject({ holder: 'host-b:2', tookOverFrom: 'host-b:1' });
+      expect(await store.releaseLease('w', 'host-b:2', replaced!.token)).toBe(true);
+      const handed = await store.acquireLease('w', 'host-c:1', 1_000);
+      expect(handed).toMatchObject({ holder: 'host-c:1' });
+      expect(handed).not.toHaveProperty('tookOverFrom');
+    });
+
     it('T4: tenantLimit bounds the live leases of a tenant (its key prefix) across holders: CAPACITY_EXHAUSTED, nothing taken', async () => {
       for (const id of ['t/a', 't/b', 't/c', 'u/a', 'tt/a'])
         await store.createWorkstream({ id, tenantId: id.split('/')[0]! });

@@ -114,7 +114,10 @@ export class LeaseTable {
     }
     const token = (current?.token ?? 0) + 1;
     this.#upsert.run({ ws: workstreamId, holder, token, now, expires: now + ttlMs });
-    return this.get(workstreamId);
+    const lease = this.get(workstreamId)!;
+    return current === undefined || current.released || current.holder === holder
+      ? lease
+      : { ...lease, tookOverFrom: current.holder };
   }
 
   /** Throws CAPACITY_EXHAUSTED when the tenant of `workstreamId` holds `limit` other live leases. */

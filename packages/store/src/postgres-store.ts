@@ -472,7 +472,11 @@ export class PostgresStore implements Store, QueuedSends {
            RETURNING *`,
           [workstreamId, holder, now, now + ttlMs],
         );
-        const lease = toLease(rows[0]!);
+        const acquired = toLease(rows[0]!);
+        const lease =
+          current === undefined || current.released || current.holder === holder
+            ? acquired
+            : { ...acquired, tookOverFrom: current.holder };
         // Sends an earlier holder took and did not answer: it stopped (queued-sends.ts). Under
         // the locks its appends take: its user row has committed, or it never will.
         sendReclaim(tx, workstreamId, lease.token - 1, LOST_OUTCOME);

@@ -112,6 +112,12 @@ export interface Lease {
   /** The lease is live while `now < expiresAt` and it is not released. */
   readonly expiresAt: number;
   readonly released: boolean;
+  /**
+   * Set only on the lease an acquisition returns when it took over another holder's unreleased
+   * lease (expired, or an earlier process's, replaced): that holder — which stopped without
+   * handing the workstream over, so what it had not yet told others (events) may be lost.
+   */
+  readonly tookOverFrom?: string;
 }
 
 /** An open workstream whose durable history ends with tool calls that have no result (S7). */

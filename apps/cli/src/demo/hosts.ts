@@ -13,8 +13,9 @@
  *
  * Each workstream is also followed for the whole run by an SSE client (watcher.ts) that
  * reconnects by `Last-Event-ID` whenever its connection breaks — through the balancer, or to the
- * next live host: no event may come twice or out of order, and no row may be missed unless the
- * client was told to re-read (E1 across hosts). With `--redis` the hosts relay their events
+ * next live host: no event may come twice or out of order, and every row must reach it — by its
+ * event, or by the history re-read it did when told to (`history_resync`, `replay_truncated`;
+ * E1 across hosts). With `--redis` the hosts relay their events
  * through a throwaway Redis server instead of PostgreSQL's LISTEN/NOTIFY.
  */
 import { type HistoryRow, openToolCalls, workstreamKey } from '@turnwarden/protocol';
@@ -82,7 +83,7 @@ export interface HostsReport {
   /** The SSE clients that followed the workstreams, summed (watcher.ts). */
   readonly sse: WatchCounts & {
     readonly watchers: number;
-    /** Rows an SSE client missed without being told to re-read (a failed check names them). */
+    /** Rows an SSE client has neither by their event nor by a re-read it was told to do (a failed check names them). */
     readonly missed: readonly {
       readonly workstreamId: string;
       readonly seq: number;
@@ -470,21 +471,21 @@ export async function runHostsDemo(args: HostsArgs): Promise<HostsReport> {
       if (open === 0 || Date.now() > deadline) break;
       await new Promise((r) => setTimeout(r, 100));
     }
-    // Each SSE client has every row it will get, or was told to re-read (bounded: in flight only).
+    // Each SSE client has every row, by its event or by a re-read it was told to do (bounded: in flight only).
     const byId = new Map(plan.workstreams.map((ws, k) => [ws.id, histories[k] ?? []]));
     const watched = plan.workstreams.map((ws) => watcherOf(watchers, ws.id));
     await Promise.all(
       plan.workstreams.map((ws, k) => {
         const w = watched[k];
         const rows = byId.get(ws.id) ?? [];
-        return w?.until(() => w.told || rows.every((r) => w.rows.has(r.commitKey)), 3_000);
+        return w?.until(() => rows.every((r) => w.rows.has(r.commitKey)), 3_000);
       }),
     );
     for (const w of watchers) await w.stop();
-    // E1 across hosts: a row before the last one a client got, missed without its being told.
+    // E1 across hosts: a row up to the last one a client has, missed without its being told.
     const missed = plan.workstreams.flatMap((ws, k) => {
       const w = watched[k];
-      if (w === undefined || w.told) return [];
+      if (w === undefined) return [];
       return (byId.get(ws.id) ?? [])
         .filter((r) => r.seq <= w.maxSeq && !w.rows.has(r.commitKey))
         .map((r) => ({ workstreamId: ws.id, seq: r.seq, commitKey: r.commitKey }));
@@ -498,11 +499,12 @@ export async function runHostsDemo(args: HostsArgs): Promise<HostsReport> {
           reconnects: sum.reconnects + x.reconnects,
           resumed: sum.resumed + x.resumed,
           truncated: sum.truncated + x.truncated,
+          rereads: sum.rereads + x.rereads,
           outOfOrder: sum.outOfOrder + x.outOfOrder,
           events: sum.events + x.events,
         };
       },
-      { watchers: 0, reconnects: 0, resumed: 0, truncated: 0, outOfOrder: 0, events: 0 },
+      { watchers: 0, reconnects: 0, resumed: 0, truncated: 0, rereads: 0, outOfOrder: 0, events: 0 },
     );
     const audit = mergeAudits(histories.map((rows) => auditHistory(rows)));
     const superseded = histories.reduce((n, rows) => n + supersededRows(rows), 0);
@@ -560,7 +562,12 @@ export async function runHostsDemo(args: HostsArgs): Promise<HostsReport> {
         'E1',
         sse.outOfOrder,
       ),
-      zero('sse_rows_missed', 'rows an SSE client missed without being told to re-read', 'E1 E2', rowsMissed),
+      zero(
+        'sse_rows_missed',
+        'rows an SSE client has neither by their event nor by a told re-read',
+        'E1 E2',
+        rowsMissed,
+      ),
     ];
     return {
       ok: checks.every((x) => x.ok),
@@ -617,6 +624,7 @@ export function formatHosts(report: HostsReport): string {
     `  SSE reconnections                 ${String(report.sse.reconnects).padStart(4)}  (${report.sse.watchers} clients following a workstream each, events relayed by ${report.relay})`,
     `    resumed by Last-Event-ID        ${String(report.sse.resumed).padStart(4)}`,
     `    told replay_truncated           ${String(report.sse.truncated).padStart(4)}  (the host had no ring of it and the relay keeps nothing: the client re-reads)`,
+    `  SSE clients' history re-reads     ${String(report.sse.rereads).padStart(4)}  (told history_resync or replay_truncated — a host that stopped mid-turn — they read GET …/history)`,
     '',
     '  integrity (the database re-read after the run):',
     ...report.checks.map(

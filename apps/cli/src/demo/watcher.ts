@@ -2,9 +2,11 @@
  * An SSE client that follows one workstream for the whole demo across several hosts: it reads
  * `GET …/events` as a browser's EventSource would and, whenever its connection breaks (a host
  * killed, a balancer that drops it), reconnects — through the balancer, or to the next live host —
- * with the last event id it saw (`Last-Event-ID`). What it records is what the demo checks (E1
- * across hosts): no event at or below an id it already had, every row delivered unless it was
- * told to re-read, and how each reconnect was answered (replayed, or `replay_truncated`).
+ * with the last event id it saw (`Last-Event-ID`). Told to re-read (`replay_truncated`,
+ * `history_resync`) it does what a client must: reads the history (`GET …/history`). What it
+ * records is what the demo checks (E1 across hosts): no event at or below an id it already had,
+ * every row it has — by its event, or by a re-read it was told to do — and how each reconnect was
+ * answered (replayed, or `replay_truncated`).
  */
 import { sseFrames } from '../sse.js';
 
@@ -17,10 +19,12 @@ interface Frame {
 export interface WatchCounts {
   /** Connections after the first. */
   readonly reconnects: number;
-  /** Reconnects whose first event continued the stream (replayed by Last-Event-ID). */
+  /** Reconnects replayed by Last-Event-ID (the first event was not `replay_truncated`). */
   readonly resumed: number;
   /** Reconnects answered `replay_truncated` (the client must re-read the history). */
   readonly truncated: number;
+  /** Times it was told to re-read (`replay_truncated`, `history_resync`) and read the history. */
+  readonly rereads: number;
   /** Events with an id at or below one already received (a duplicate, or out of order). */
   readonly outOfOrder: number;
   readonly events: number;
@@ -30,12 +34,13 @@ export class Watcher {
   private lastId: number | undefined;
   private readonly stopper = new AbortController();
   private running: Promise<void> = Promise.resolve();
-  private counts = { reconnects: 0, resumed: 0, truncated: 0, outOfOrder: 0, events: 0 };
-  /** Rows seen as `message` events, by commit key, and the highest seq among them. */
+  private counts = { reconnects: 0, resumed: 0, truncated: 0, rereads: 0, outOfOrder: 0, events: 0 };
+  /** Rows it has — from `message` events and from the history re-reads — by commit key, and the highest seq. */
   readonly rows = new Set<string>();
   maxSeq = 0;
-  /** The client was told to re-read the history (`replay_truncated`, `history_resync`). */
-  told = false;
+  private rereading: Promise<void> = Promise.resolve();
+  /** The host it connects to (an index into `urls`). */
+  private at = 0;
   private waiters: (() => void)[] = [];
 
   constructor(
@@ -69,23 +74,66 @@ export class Watcher {
   async stop(): Promise<void> {
     this.stopper.abort();
     await this.running;
+    await this.rereading;
   }
 
   private async loop(): Promise<void> {
-    let at = 0;
     while (!this.stopper.signal.aborted) {
-      const url = this.urls[at % this.urls.length]!;
+      const url = this.urls[this.at % this.urls.length]!;
       const outcome = await this.connect(url).catch(() => 'refused' as const);
       if (outcome === 'closed' || this.stopper.signal.aborted) return;
-      if (outcome === 'refused') at++; // a dead host: the next one
+      if (outcome === 'refused') this.at++; // a dead host: the next one
       await new Promise((r) => setTimeout(r, 50));
     }
+  }
+
+  /** The whole history, from the host it follows (or the next that answers): its rows are had. */
+  private reread(): void {
+    this.rereading = this.rereading.then(async () => {
+      for (let attempt = 0; attempt < 3 * this.urls.length; attempt++) {
+        if (this.stopper.signal.aborted) return;
+        const url = this.urls[(this.at + attempt) % this.urls.length]!;
+        if ((await this.history(url).catch(() => undefined)) !== undefined) {
+          this.counts.rereads++;
+          return;
+        }
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      // Every host refused: the rows it lacks are the demo's failed check.
+    });
+  }
+
+  /** `GET …/history` at `url`: its rows are had; its handoff token, or undefined when refused. */
+  private async history(url: string): Promise<string | undefined> {
+    const res = await fetch(`${url}/v1/workstreams/${this.workstreamId}/history`, {
+      headers: { authorization: `Bearer ${this.token}` },
+      signal: this.stopper.signal,
+    });
+    if (res.status !== 200) {
+      await res.body?.cancel().catch(() => undefined);
+      return undefined;
+    }
+    const body = (await res.json()) as { rows?: { commitKey: string; seq: number }[]; handoff?: string };
+    for (const row of body.rows ?? []) {
+      this.rows.add(row.commitKey);
+      this.maxSeq = Math.max(this.maxSeq, row.seq);
+    }
+    for (const w of this.waiters.splice(0)) w();
+    return body.handoff ?? '';
   }
 
   private connected = false;
 
   private async connect(url: string): Promise<'closed' | 'dropped' | 'refused'> {
-    const res = await fetch(`${url}/v1/workstreams/${this.workstreamId}/events`, {
+    // No event yet: as a client starts — the history, then the events after it (E2's handoff),
+    // so the turns the demo drives meanwhile are not missed by a connection still on its way.
+    let query = '';
+    if (this.lastId === undefined) {
+      const handoff = await this.history(url);
+      if (handoff === undefined) return 'refused';
+      if (handoff !== '') query = `?handoff=${encodeURIComponent(handoff)}`;
+    }
+    const res = await fetch(`${url}/v1/workstreams/${this.workstreamId}/events${query}`, {
       headers: {
         authorization: `Bearer ${this.token}`,
         accept: 'text/event-stream',
@@ -106,8 +154,10 @@ export class Watcher {
         const frame = parseFrame(raw.data);
         if (frame === undefined) continue;
         if (first) {
+          // The reconnect's own answer: its replay, or `replay_truncated` (a `history_resync`
+          // first is news after a replay of nothing: the reconnect itself was resumed).
           first = false;
-          if (isTruncation(frame)) this.counts.truncated++;
+          if (frame.type === 'replay_truncated') this.counts.truncated++;
           else this.counts.resumed++;
         }
         if (this.take(frame)) return 'closed';
@@ -121,9 +171,9 @@ export class Watcher {
   /** Records one event; true after `ws_closed`. */
   private take(frame: Frame): boolean {
     this.counts.events++;
-    if (isTruncation(frame) || frame.type === 'history_resync') {
+    if (frame.type === 'replay_truncated' || frame.type === 'history_resync') {
       // A notice carries the last id it follows (or the host's position): not a new event.
-      this.told = true;
+      this.reread();
     } else if (this.lastId !== undefined && frame.id <= this.lastId) {
       this.counts.outOfOrder++;
     }
@@ -135,13 +185,6 @@ export class Watcher {
     for (const w of this.waiters.splice(0)) w();
     return frame.type === 'ws_closed';
   }
-}
-
-function isTruncation(frame: Frame): boolean {
-  return (
-    frame.type === 'replay_truncated' ||
-    (frame.type === 'history_resync' && frame.data.reason === 'replay_truncated')
-  );
 }
 
 /** One frame's data: the event (the server frames each event as its JSON). */

@@ -7,6 +7,7 @@
  */
 import { RedisRelay } from '@turnwarden/relay-redis';
 import { type RedisServer, redisSkipReason, startRedis } from '@turnwarden/relay-redis/testing';
+import { newSession, offer } from '@turnwarden/session';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { TurnwardenEvent } from '../streams/events.js';
 import { within } from '../test-support/bounded.js';
@@ -79,7 +80,7 @@ async function listener(rt: Host, lastEventId?: number) {
       () => got.some((x) => x.type === 'idle' && x.generation === generation),
       `turn ${generation}'s idle`,
     );
-  return { got, off, seen, idleOf };
+  return { got, off, seen, idleOf, until };
 }
 
 const withTool = script({ tools: [{ name: 'echo', args: { text: 'tool output' } }] }, { text: 'done' });
@@ -214,6 +215,66 @@ describe.each(kinds)('events relayed between hosts: $name', (kind) => {
         'idle',
       ]);
       // Each host's result names where it ran.
+      expect(c.tw.stats().cluster?.relayGaps).toBe(0);
+    },
+  );
+
+  it.skipIf(skip)(
+    'E1: a host that stopped without handing its lease over (rows journaled, never relayed): the host that takes over tells every listener, on every host, to re-read before any event of its own — a reconnect from before is told too',
+    async () => {
+      const { a, b, c, store } = await start();
+      await a.tw.createWorkstream(ref);
+      const onA = await listener(a);
+      await (await send(a, 'first')).done;
+      await onA.idleOf(1);
+      // Listening on c from now on: its stream begins after the first turn, so it cannot tell
+      // from a row's seq that rows before it never came.
+      const onC = await listener(c);
+      // A host that died mid-turn: its rows and machine journaled under its lease, which it never
+      // released, and nothing of it relayed (it was killed before its tick's events went out).
+      const key = `${ref.tenantId}/${ref.workstreamId}`;
+      const generation = await store.nextGeneration(key);
+      const lease = (await store.acquireLease(key, 'host-z:dead', 100))!;
+      await store.appendMessages({
+        workstreamId: key,
+        generation,
+        fencingToken: lease.token,
+        entries: [
+          { commitKey: `g${generation}:u`, message: { role: 'user', content: 'lost' } },
+          {
+            commitKey: `g${generation}:a0`,
+            message: {
+              role: 'assistant',
+              content: '',
+              toolCalls: [{ id: 'c1', name: 'echo', arguments: '{}' }],
+            },
+          },
+        ],
+        session: offer(newSession(key), { type: 'CLAIM', generation })!,
+      });
+      // Its lease runs out (the store's clock is the real one here).
+      while (Date.now() <= lease.expiresAt) await new Promise((r) => setTimeout(r, 10));
+      // Taken over (by b's claim, or a host's failover sweep): repaired, then b's turn.
+      const next = await send(b, 'after');
+      expect((await within(next.done, 10_000, 'the turn after the takeover')).status).toBe('completed');
+      await onC.until(
+        () => onC.got.some((e) => e.type === 'idle' && e.generation === next.generation),
+        'c hears the turn',
+      );
+      const told = (got: readonly TurnwardenEvent[]) => {
+        const at = got.findIndex((e) => e.type === 'history_resync');
+        const firstRow = got.findIndex((e) => e.type === 'message' && e.data.seq > 2);
+        return { told: at >= 0 && at < firstRow, reason: got[at]?.data };
+      };
+      expect(told(onC.got)).toEqual({ told: true, reason: { reason: 'replay_truncated' } });
+      // A client that had read up to the first turn's end reconnects, to the host that ran it.
+      const lastOfFirst = onA.got.find((e) => e.type === 'idle' && e.generation === 1)!.id;
+      const resumed = await listener(a, lastOfFirst);
+      await resumed.until(
+        () => resumed.got.some((e) => e.type === 'idle' && e.generation === next.generation),
+        'the reconnect reaches the turn after',
+      );
+      expect(told(resumed.got)).toEqual({ told: true, reason: { reason: 'replay_truncated' } });
       expect(c.tw.stats().cluster?.relayGaps).toBe(0);
     },
   );

@@ -44,7 +44,10 @@ export async function acquireLease(
     ...(host.predecessors === undefined ? {} : { replacing: host.predecessors }),
     ...(tenantLimit === undefined ? {} : { tenantLimit }),
   });
-  if (lease) return lease;
+  if (lease) {
+    if (lease.tookOverFrom !== undefined) tookOver(host, workstreamId, lease.tookOverFrom);
+    return lease;
+  }
   // What refused it (a failed read is the store's error, thrown as it is). A lease that ended
   // since is refused all the same, with the least retryAfterMs: the retry takes it.
   const held = await host.store.getLease(workstreamId);
@@ -55,6 +58,23 @@ export async function acquireLease(
   }
   if (rec !== undefined && rec.turn === undefined) rec.snapshot = undefined;
   throw leasedElsewhere(workstreamId, held, host.leaseTtlMs);
+}
+
+/**
+ * E1 across hosts: the lease's last holder stopped without handing the workstream over (killed,
+ * or paused past its lease), so events it authored — a row's `message`, the last tokens — may
+ * never have reached the relay, and the listeners on other hosts would miss them without a word
+ * (a stream that began after the last row it saw cannot tell a row is missing). Before any event
+ * of its own, the new holder tells every listener, on every host, to re-read: a relayed
+ * `history_resync` (`replay_truncated`), which a reconnect from before it is replayed too.
+ */
+function tookOver(host: MaintenanceHost, workstreamId: string, from: string): void {
+  if (!host.events.relaying) return; // one host: its listeners went with the process that stopped
+  host.logger.warn(
+    { workstreamId, from },
+    'took over the lease of a host that did not hand it over; listeners re-read',
+  );
+  host.events.emit(workstreamId, 'history_resync', undefined, { reason: 'replay_truncated' });
 }
 
 /**

@@ -214,6 +214,11 @@ export class EventHub {
     this.limits = { replayLimit: 1_024, maxIdleStreams: 1_000, listenerBuffer: 1_024, ...limits };
   }
 
+  /** Cluster mode: events authored here go to a relay (`relayTo`). */
+  get relaying(): boolean {
+    return this.relay !== undefined;
+  }
+
   /** Cluster mode: the events authored here go to `relay`, and it hears of the streams in memory. */
   relayTo(relay: HubRelay): void {
     this.relay = relay;
