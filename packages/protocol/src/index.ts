@@ -15,6 +15,7 @@ export type {
 } from './history.js';
 export { openToolCalls, structuralRefusal } from './history.js';
 export type {
+  ApprovalPolicy,
   ControlMessage,
   HistoryReaderSpec,
   HostApi,
@@ -35,6 +36,7 @@ export type {
   TurnLimits,
   TurnOutcome,
   TurnRequest,
+  TurnResume,
   WorkerApi,
   WorkerEvent,
   WorkerInit,

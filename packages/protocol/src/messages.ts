@@ -50,6 +50,34 @@ export interface TurnRequest {
   readonly limits: TurnLimits;
   /** The session's machine, claimed for this turn: the worker restores it and drives it. */
   readonly snapshot: SessionSnapshotData;
+  /** Calls that need a person's approval before they run (besides tools that say so themselves). */
+  readonly approvals?: ApprovalPolicy;
+  /**
+   * A turn resumed by a decision: `snapshot` waits in `tool-debt.awaiting-approval`; the worker
+   * applies `decision` (the step the supervisor made durable) and goes on from the call.
+   */
+  readonly resume?: TurnResume;
+}
+
+/** Which calls of a turn need approval, and how long a wait lasts. */
+export interface ApprovalPolicy {
+  /** Tool names whose calls need approval (`'all'`: every call). */
+  readonly tools: readonly string[] | 'all';
+  /** How long a call waits for its decision before it is denied (ms). */
+  readonly timeoutMs: number;
+}
+
+export interface TurnResume {
+  /** The model steps the turn had taken (its assistant rows' commit keys go on from them). */
+  readonly steps: number;
+  /** The calls of the turn's last assistant message. */
+  readonly calls: readonly ToolCall[];
+  readonly decision: {
+    readonly nonce: string;
+    readonly approved: boolean;
+    readonly arguments?: string;
+    readonly reason?: string;
+  };
 }
 
 export interface TurnOutcome {
@@ -67,8 +95,18 @@ export interface TurnOutcome {
   readonly modelSteps: number;
   /** Control-port events the worker had posted when it returned (see `JournalRequest.eventsPosted`). */
   readonly eventsPosted: number;
-  /** The machine where the worker left it: idle, or force-abandoning for the supervisor to finish. */
+  /**
+   * The machine where the worker left it: idle, force-abandoning for the supervisor to finish, or
+   * waiting for an approval (`awaiting_approval`).
+   */
   readonly snapshot: SessionSnapshotData;
+  /** `awaiting_approval`: the call that waits. */
+  readonly approval?: {
+    readonly callIndex: number;
+    readonly call: ToolCall;
+    readonly nonce: string;
+    readonly expiresAt: number;
+  };
 }
 
 /** A row the worker asks the supervisor to make durable. */

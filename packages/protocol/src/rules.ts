@@ -106,8 +106,11 @@ export const SessionState = {
 export type SessionState = (typeof SessionState)[keyof typeof SessionState];
 export const SESSION_STATES = Object.values(SessionState) as readonly SessionState[];
 
-/** How a turn ended. */
-export const TURN_STATUSES = ['completed', 'interrupted', 'failed'] as const;
+/**
+ * How a turn ended. `awaiting_approval`: a call it made needs a person's approval — the session
+ * waits for it in `tool-debt`, durable, with no thread held; the decision resumes the turn.
+ */
+export const TURN_STATUSES = ['completed', 'interrupted', 'failed', 'awaiting_approval'] as const;
 export type TurnStatus = (typeof TURN_STATUSES)[number];
 
 /** Why a turn was aborted (`workstream_gone`: the workstream was deleted under it, P5). */

@@ -78,6 +78,12 @@ export interface ToolContext extends TurnSignals {
 }
 
 export interface Tool extends ToolSpec {
+  /**
+   * A person must approve each call before it runs (or, as a function of the call's parsed
+   * arguments, the calls it says): the turn waits, holding no thread, until `approve` or `deny`.
+   * Honoured only where the runtime sends the turn an approval policy (`TurnRequest.approvals`).
+   */
+  readonly needsApproval?: boolean | ((args: Record<string, unknown>) => boolean);
   /** Runs the tool. `args` is the parsed JSON object. Resolve with the result text; throw to report a tool error. */
   run(args: Record<string, unknown>, ctx: ToolContext): Promise<string>;
 }

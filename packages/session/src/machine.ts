@@ -11,6 +11,8 @@
  *                     ▲  │                  │ (tool calls)
  *                     │  └─FAIL─▶ idle       ▼
  *                     └──(debt paid)──── tool-debt ⟲ (one occurrence answered)
+ *   tool-debt.running ──(the call needs approval)──▶ tool-debt.awaiting-approval
+ *   tool-debt.awaiting-approval ──DECIDE (its nonce)──▶ tool-debt.running (the decision applied)
  *   claimed | streaming | tool-debt ──ABORT──▶ force-abandoning.pending
  *   streaming ──(the model or the answer's write failed)──▶ force-abandoning.pending
  *   tool-debt ──(a result cannot be journaled, S5)──▶ force-abandoning.pending
@@ -39,6 +41,35 @@ export interface SessionContext {
   readonly abortReason: string | undefined;
   /** Why the last repair failed, while the debt stays unrepaired (S3). */
   readonly repairError: string | undefined;
+  /**
+   * The approval the first open call waits for (in `tool-debt.awaiting-approval`), or was given
+   * (back in `tool-debt.running` with `decision`): cleared once that call has its result.
+   */
+  readonly approval?: Approval | undefined;
+}
+
+/** A person's answer to a call that needs approval. */
+export interface Decision {
+  readonly approved: boolean;
+  /** Approved with edited arguments (JSON object text): the call runs with them. */
+  readonly arguments?: string;
+  /** Denied: why (the call's result says it). */
+  readonly reason?: string;
+}
+
+/** A call waiting for approval: which occurrence, the token's nonce, until when. */
+interface Approval {
+  readonly callIndex: number;
+  /** Random, fresh for each wait: an approval token names it, so a stale token cannot match. */
+  readonly nonce: string;
+  /** When the wait ends unanswered (epoch ms): the call is then denied (`approvals.timeoutMs`). */
+  readonly expiresAt: number;
+  readonly decision?: Decision;
+}
+
+/** What `runTool` resolves with: nothing (the result is journaled), or the wait it asks for. */
+export interface ToolOutput {
+  readonly awaiting?: { readonly nonce: string; readonly expiresAt: number };
 }
 
 export type SessionEvent =
@@ -52,6 +83,8 @@ export type SessionEvent =
   | { readonly type: 'ABORT'; readonly reason: string }
   /** Synthesize the missing results (supervisor); again after a failed repair. */
   | { readonly type: 'REPAIR' }
+  /** The answer to the approval the session waits for: only its nonce's wait takes it. */
+  | ({ readonly type: 'DECIDE'; readonly nonce: string } & Decision)
   | { readonly type: 'CLOSE' };
 
 export interface SessionInput {
@@ -78,18 +111,30 @@ export const sessionMachine = setup({
   actors: {
     /** Worker: streams one assistant message and journals it (S4); resolves with its call count. */
     streamModel: unprovided<StreamOutput, { generation: number }>('streamModel'),
-    /** Worker: runs one call occurrence and journals its result. */
-    runTool: unprovided<void, { generation: number; callIndex: number }>('runTool'),
+    /**
+     * Worker: runs one call occurrence and journals its result — or, for a call that needs
+     * approval and has no decision, journals nothing and asks to wait (`awaiting`).
+     */
+    runTool: unprovided<
+      ToolOutput | undefined,
+      { generation: number; callIndex: number; decision: Decision | undefined }
+    >('runTool'),
     /** Supervisor: journals a synthesized result for every open occurrence (S2). */
     repair: unprovided<number, { generation: number; reason: string | undefined }>('repair'),
   },
   guards: {
     askedForTools: (_, output: StreamOutput) => output.calls > 0,
     lastOpenCall: ({ context }) => context.openCalls.length <= 1,
+    awaitsApproval: (_, output: ToolOutput | undefined) => output?.awaiting !== undefined,
+    decides: ({ context, event }) =>
+      event.type === 'DECIDE' && context.approval !== undefined && event.nonce === context.approval.nonce,
   },
   actions: {
     recordAbort: assign({ abortReason: (_, params: { reason: string }) => params.reason }),
-    answerFirstOpenCall: assign({ openCalls: ({ context }) => context.openCalls.slice(1) }),
+    answerFirstOpenCall: assign({
+      openCalls: ({ context }) => context.openCalls.slice(1),
+      approval: undefined,
+    }),
   },
 }).createMachine({
   id: 'session',
@@ -147,16 +192,59 @@ export const sessionMachine = setup({
       },
     },
     'tool-debt': {
-      invoke: {
-        id: 'tool',
-        src: 'runTool',
-        input: ({ context }) => ({ generation: context.generation, callIndex: context.openCalls[0] ?? -1 }),
-        onDone: [
-          { guard: 'lastOpenCall', target: 'claimed', actions: 'answerFirstOpenCall' },
-          { target: 'tool-debt', reenter: true, actions: 'answerFirstOpenCall' },
-        ],
-        // A result that cannot be journaled leaves the debt in place (S5).
-        onError: { target: 'force-abandoning', actions: assign({ abortReason: 'failure' }) },
+      initial: 'running',
+      states: {
+        running: {
+          invoke: {
+            id: 'tool',
+            src: 'runTool',
+            input: ({ context }) => {
+              const callIndex = context.openCalls[0] ?? -1;
+              const approval = context.approval;
+              return {
+                generation: context.generation,
+                callIndex,
+                decision: approval?.callIndex === callIndex ? approval.decision : undefined,
+              };
+            },
+            onDone: [
+              {
+                guard: { type: 'awaitsApproval', params: ({ event }) => event.output },
+                target: 'awaiting-approval',
+                actions: assign({
+                  approval: ({ context, event }) => ({
+                    callIndex: context.openCalls[0] ?? -1,
+                    nonce: event.output!.awaiting!.nonce,
+                    expiresAt: event.output!.awaiting!.expiresAt,
+                  }),
+                }),
+              },
+              { guard: 'lastOpenCall', target: '#session.claimed', actions: 'answerFirstOpenCall' },
+              { target: 'running', reenter: true, actions: 'answerFirstOpenCall' },
+            ],
+            // A result that cannot be journaled leaves the debt in place (S5).
+            onError: { target: '#session.force-abandoning', actions: assign({ abortReason: 'failure' }) },
+          },
+        },
+        // Durable, and no thread holds it: the turn's worker returned; a decision resumes it.
+        'awaiting-approval': {
+          on: {
+            DECIDE: {
+              guard: 'decides',
+              target: 'running',
+              actions: assign({
+                approval: ({ context, event }) => {
+                  const {
+                    type: _,
+                    nonce: __,
+                    ...decision
+                  } = event as Extract<SessionEvent, { type: 'DECIDE' }>;
+                  return { ...context.approval!, decision };
+                },
+              }),
+            },
+          },
+        },
       },
       on: {
         ABORT: { target: 'force-abandoning', actions: { type: 'recordAbort', params: ({ event }) => event } },

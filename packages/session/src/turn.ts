@@ -27,10 +27,13 @@ import { createActor, fromPromise } from 'xstate';
 import { raceAbort } from './abort.js';
 import type { IsolatedTask, ModelProvider, ModelRequest, Tool, ToolSpec } from './contracts.js';
 import {
+  type Decision,
   persistable,
   type SessionSnapshot,
   sessionMachine,
   sessionState,
+  stateName,
+  type ToolOutput,
   watchTransitions,
 } from './machine.js';
 import { asModelError } from './model-error.js';
@@ -79,7 +82,10 @@ export type LoopOutcome = Omit<TurnOutcome, 'eventsPosted'>;
 /** What a turn's invoked actors do, bound to the turn (its deps, history and calls). */
 interface TurnScope {
   streamModel(signal: AbortSignal): Promise<{ calls: number }>;
-  runTool(input: { callIndex: number }, signal: AbortSignal): Promise<void>;
+  runTool(
+    input: { callIndex: number; decision: Decision | undefined },
+    signal: AbortSignal,
+  ): Promise<ToolOutput | undefined>;
 }
 
 /**
@@ -110,9 +116,10 @@ export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<LoopOut
     description: t.description,
     ...(t.parameters === undefined ? {} : { parameters: t.parameters }),
   }));
-  let calls: readonly ToolCall[] = [];
+  // A turn resumed by a decision goes on from its last assistant message's calls and steps.
+  let calls: readonly ToolCall[] = req.resume?.calls ?? [];
   const started: number[] = [];
-  let steps = 0;
+  let steps = req.resume?.steps ?? 0;
   let finalText: string | undefined;
   let failure: WireError | undefined;
 
@@ -201,9 +208,28 @@ export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<LoopOut
     runTool: (input, signal) =>
       failing(async () => {
         await reported; // listeners hear of `tool-debt` before the tool starts
-        const { callIndex } = input;
-        const call = calls[callIndex];
-        if (call === undefined) throw errors.internal(`no call #${callIndex}`);
+        const { callIndex, decision } = input;
+        const asked = calls[callIndex];
+        if (asked === undefined) throw errors.internal(`no call #${callIndex}`);
+        if (decision === undefined && needsApproval(asked, deps.tools, req)) {
+          // Nothing runs and nothing is journaled: the machine waits, durable, for a decision.
+          return {
+            awaiting: {
+              nonce: globalThis.crypto.randomUUID(),
+              expiresAt: Date.now() + (req.approvals?.timeoutMs ?? DEFAULT_APPROVAL_TIMEOUT_MS),
+            },
+          };
+        }
+        if (decision?.approved === false) {
+          // Denied: the call never runs; its result says so (effect none).
+          const denied = deniedResult(asked, callIndex, decision.reason);
+          await journal(commitKey(generation, steps, callIndex), denied);
+          history.push(denied);
+          deps.emit({ t: 'tool_finished', generation, callIndex, isError: true });
+          return undefined;
+        }
+        // Approved, with the arguments as edited when they were.
+        const call = decision?.arguments === undefined ? asked : { ...asked, arguments: decision.arguments };
         const result = await runToolCall(call, callIndex, {
           tools: deps.tools,
           ...(deps.runIsolated === undefined
@@ -226,6 +252,7 @@ export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<LoopOut
         await journal(commitKey(generation, steps, callIndex), result);
         history.push(result);
         deps.emit({ t: 'tool_finished', generation, callIndex, isError: result.isError });
+        return undefined;
       }),
   };
 
@@ -253,7 +280,7 @@ export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<LoopOut
           via: step.via,
         });
         if (state === 'claimed') next();
-        else if (state === 'idle' || state === 'force-abandoning') settle(snap);
+        else if (state === 'idle' || state === 'force-abandoning' || awaiting(snap)) settle(snap);
       },
     ),
   });
@@ -274,7 +301,16 @@ export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<LoopOut
   actor.start();
   progress(Activity.turnEntry); // L9: the turn is measured from its own entry
   turnSignal.addEventListener('abort', onAbort, { once: true });
-  if (sessionState(actor.getSnapshot()) !== 'claimed') {
+  const resume = req.resume;
+  if (resume !== undefined && awaiting(actor.getSnapshot())) {
+    // A decision resumes the turn: the step the supervisor made durable, applied here, runs the call.
+    if (turnSignal.aborted) onAbort();
+    else actor.send({ type: 'DECIDE', ...resume.decision });
+    if (awaiting(actor.getSnapshot()) && !turnSignal.aborted) {
+      failure = toWire(errors.internal('the decision does not answer the waiting call'));
+      settle(actor.getSnapshot());
+    }
+  } else if (sessionState(actor.getSnapshot()) !== 'claimed') {
     // Only a claimed session runs a turn; anything else is handed back as it is.
     failure = toWire(errors.internal(`the session is not claimed`));
     settle(actor.getSnapshot());
@@ -288,6 +324,16 @@ export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<LoopOut
 
   const snapshot = persistable(end);
   const base = { generation, startedCalls: [...started], modelSteps: steps, snapshot };
+  const waiting = end.context.approval;
+  if (awaiting(end) && waiting !== undefined && failure === undefined) {
+    const call = calls[waiting.callIndex]!;
+    return {
+      ...base,
+      status: 'awaiting_approval',
+      approval: { callIndex: waiting.callIndex, call, nonce: waiting.nonce, expiresAt: waiting.expiresAt },
+    };
+  }
+  if (awaiting(end)) return { ...base, status: 'failed', ...(failure ? { error: failure } : {}) };
   if (sessionState(end) === 'idle') {
     return finalText !== undefined
       ? { ...base, status: 'completed', finalText }
@@ -303,5 +349,45 @@ export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<LoopOut
     status: 'interrupted',
     ...(reason === undefined ? {} : { abortReason: reason }),
     error: toWire(turnSignal.reason instanceof Error ? turnSignal.reason : asModelError(turnSignal.reason)),
+  };
+}
+
+/** How long a call waits for its decision when the request does not say (one hour). */
+const DEFAULT_APPROVAL_TIMEOUT_MS = 3_600_000;
+
+const awaiting = (snapshot: { readonly value: unknown }): boolean =>
+  stateName(snapshot) === 'tool-debt.awaiting-approval';
+
+/**
+ * Whether a call needs a person's approval: its tool says so, or the turn's policy names it. Only
+ * a runtime that sends a policy (`req.approvals`) can resume a waiting turn: without one, no call
+ * waits.
+ */
+function needsApproval(call: ToolCall, tools: ReadonlyMap<string, Tool>, req: TurnRequest): boolean {
+  if (req.approvals === undefined) return false;
+  const policy = req.approvals.tools;
+  if (policy === 'all' || policy.includes(call.name)) return true;
+  const rule = tools.get(call.name)?.needsApproval;
+  if (typeof rule !== 'function') return rule === true;
+  try {
+    const args: unknown = call.arguments.trim() === '' ? {} : JSON.parse(call.arguments);
+    return typeof args === 'object' && args !== null && !Array.isArray(args)
+      ? rule(args as Record<string, unknown>) === true
+      : false; // malformed: refused by the call's run, never reaching the tool
+  } catch {
+    return false;
+  }
+}
+
+/** A denied call's result: it never ran (effect none). */
+function deniedResult(call: ToolCall, callIndex: number, reason: string | undefined) {
+  return {
+    role: 'tool' as const,
+    toolCallId: call.id,
+    callIndex,
+    name: call.name,
+    content: `denied: ${reason ?? 'not approved'}`,
+    isError: true,
+    effect: 'none' as const,
   };
 }
