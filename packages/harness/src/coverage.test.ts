@@ -19,12 +19,15 @@ describe('model-based coverage of the session machine', () => {
       'idle --CLOSE--> closed',
       'streaming --ABORT--> force-abandoning.pending',
       'streaming --xstate.done.actor.stream--> idle',
-      'streaming --xstate.done.actor.stream--> tool-debt',
+      'streaming --xstate.done.actor.stream--> tool-debt.running',
       'streaming --xstate.error.actor.stream--> force-abandoning.pending',
-      'tool-debt --ABORT--> force-abandoning.pending',
-      'tool-debt --xstate.done.actor.tool--> claimed',
-      'tool-debt --xstate.done.actor.tool--> tool-debt',
-      'tool-debt --xstate.error.actor.tool--> force-abandoning.pending',
+      'tool-debt.awaiting-approval --ABORT--> force-abandoning.pending',
+      'tool-debt.awaiting-approval --DECIDE--> tool-debt.running',
+      'tool-debt.running --ABORT--> force-abandoning.pending',
+      'tool-debt.running --xstate.done.actor.tool--> claimed',
+      'tool-debt.running --xstate.done.actor.tool--> tool-debt.awaiting-approval',
+      'tool-debt.running --xstate.done.actor.tool--> tool-debt.running',
+      'tool-debt.running --xstate.error.actor.tool--> force-abandoning.pending',
     ]);
   });
 

@@ -35,6 +35,8 @@ const EVENTS: readonly ModelEvent[] = [
   done('stream', { calls: 2 }),
   failed('stream'),
   done('tool'),
+  done('tool', { awaiting: { nonce: 'n', expiresAt: 1 } }),
+  { type: 'DECIDE', nonce: 'n', approved: true },
   failed('tool'),
   done('repair', 1),
   failed('repair'),
@@ -130,6 +132,10 @@ const CLAIM: ModelEvent = { type: 'CLAIM', generation: 1 };
 const STREAM: ModelEvent = { type: 'STREAM' };
 const ABORT: ModelEvent = { type: 'ABORT', reason: 'cancel' };
 const REPAIR: ModelEvent = { type: 'REPAIR' };
+const AWAIT: ModelEvent = done('tool', { awaiting: { nonce: 'n', expiresAt: 1 } });
+const DECIDE: ModelEvent = { type: 'DECIDE', nonce: 'n', approved: true };
+/** A call that needs approval (the runtime's `approvals.tools`, below). */
+const APPROVED = { name: 'heartbeat', args: { ms: 1, everyMs: 1 } };
 
 /** Real stimuli, each with the events the model must see; together they take every transition. */
 export const JOURNEYS: readonly Journey[] = [
@@ -258,6 +264,47 @@ export const JOURNEYS: readonly Journey[] = [
     },
   },
   {
+    name: 'a call that needs approval waits (awaiting-approval); approved, it runs and the turn goes on',
+    events: [
+      CLAIM,
+      STREAM,
+      done('stream', { calls: 2 }),
+      AWAIT,
+      DECIDE,
+      done('tool'),
+      done('tool'),
+      STREAM,
+      done('stream', { calls: 0 }),
+    ],
+    run: async (w) => {
+      const waiting = w.next('approval_requested');
+      await w.send(script({ tools: [APPROVED, ...TOOLS(1)] }, { text: 'done' }));
+      await waiting;
+      const { awaitingApproval } = await w.tw.status({
+        tenantId: 'model',
+        principal: 'user',
+        workstreamId: w.workstreamId,
+      });
+      const decided = await w.tw.approve({
+        tenantId: 'model',
+        principal: 'user',
+        workstreamId: w.workstreamId,
+        token: awaitingApproval!.token,
+      });
+      if (decided.status === 'resumed') await decided.turn.done;
+    },
+  },
+  {
+    name: 'a wait for approval cancelled: force-abandoning → idle, the call not run',
+    events: [CLAIM, STREAM, done('stream', { calls: 2 }), AWAIT, ABORT, REPAIR, done('repair', 1)],
+    run: async (w) => {
+      const waiting = w.next('approval_requested');
+      await w.send(script({ tools: [APPROVED, ...TOOLS(1)] }));
+      await waiting;
+      await w.tw.cancel({ tenantId: 'model', principal: 'user', workstreamId: w.workstreamId });
+    },
+  },
+  {
     name: 'close: idle → closed (final)',
     events: [{ type: 'CLOSE' }],
     run: (w) => w.tw.close({ tenantId: 'model', principal: 'user', workstreamId: w.workstreamId }),
@@ -342,6 +389,7 @@ export async function modelCoverage(): Promise<CoverageReport> {
       // The journeys are walked through the session worker's seams (see runtime.ts).
       models: { placement: 'session' },
       limits: { maxModelSteps: 2 },
+      approvals: { tools: [APPROVED.name] },
     },
     { harness: link, manualWatchdog: true, now: () => time.now, timers },
   );

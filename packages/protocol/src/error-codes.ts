@@ -68,6 +68,23 @@ export const ERROR_TABLE = {
     409,
     false,
   ),
+  /**
+   * The workstream's turn waits for a person's approval of a call: no new turn until it is
+   * decided (`approve`, `deny`) or the wait ends (a cancel, its timeout). Nothing was written.
+   */
+  APPROVAL_PENDING: code<{ readonly workstreamId: string; readonly token?: string }>(409, false),
+  /**
+   * The approval token names no wait of this workstream: another turn's (`generation`), a call
+   * no longer waiting or never asked — another workstream's, one deleted and created again
+   * (its session is new), one cancelled or timed out — (`not_waiting`), or not a token
+   * (`malformed`). Nothing changed.
+   */
+  APPROVAL_STALE: code<{
+    readonly workstreamId: string;
+    readonly reason: 'malformed' | 'generation' | 'not_waiting';
+  }>(409, false),
+  /** The approval was decided the other way already (the same decision again is no error). Nothing changed. */
+  APPROVAL_DECIDED: code<{ readonly workstreamId: string; readonly approved: boolean }>(409, false),
   /** No active-worker capacity right now; retry after `retryAfterMs` (T4). */
   CAPACITY_EXHAUSTED: code<
     { readonly reason: CapacityReason; readonly retryAfterMs: number; readonly tenantId?: string } | undefined

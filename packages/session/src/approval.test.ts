@@ -83,7 +83,7 @@ function recording(name: string, needsApproval?: Tool['needsApproval']) {
 }
 
 describe('approvals in the turn loop', () => {
-  it('a call that needs approval: its assistant row is journaled, the tool does not run, the turn returns awaiting_approval with the machine waiting in tool-debt', async () => {
+  it('A1: a call that needs approval: its assistant row is journaled, the tool does not run, the turn returns awaiting_approval with the machine waiting in tool-debt', async () => {
     const pay = recording('pay', true);
     const asked = { n: 0 };
     const { outcome, entries, results } = await drive(
@@ -109,7 +109,7 @@ describe('approvals in the turn loop', () => {
     expect(contextOf(outcome.snapshot).openCalls).toEqual([0]);
   });
 
-  it('approved (arguments edited): resumed from the waiting snapshot, the call runs with them under the commit key it would have had, and the turn goes on to the model', async () => {
+  it('A3: approved (arguments edited): resumed from the waiting snapshot, the call runs with them under the commit key it would have had, and the turn goes on to the model', async () => {
     const pay = recording('pay', true);
     const asked = { n: 0 };
     const model = stubModel([[callOf('c1', 'pay', '{"amount":5}')], [{ type: 'text', text: 'paid' }]], asked);
@@ -135,7 +135,7 @@ describe('approvals in the turn loop', () => {
     expect(contextOf(resumed.outcome.snapshot).approval).toBeUndefined();
   });
 
-  it('denied: the tool never runs; the result says why with effect none, and the model is asked again', async () => {
+  it('A3: denied: the tool never runs; the result says why with effect none, and the model is asked again', async () => {
     const pay = recording('pay', true);
     const asked = { n: 0 };
     const model = stubModel([[callOf('c1', 'pay', '{}')], [{ type: 'text', text: 'ok, not paying' }]], asked);
@@ -171,7 +171,7 @@ describe('approvals in the turn loop', () => {
     });
   });
 
-  it('only the waiting nonce decides: another is refused by the machine, and a turn resumed with it runs nothing', async () => {
+  it('A2: only the waiting nonce decides: another is refused by the machine, and a turn resumed with it runs nothing', async () => {
     const pay = recording('pay', true);
     const asked = { n: 0 };
     const model = stubModel([[callOf('c1', 'pay', '{}')]], asked);
@@ -200,7 +200,7 @@ describe('approvals in the turn loop', () => {
     expect(stateNameOf(stale.outcome.snapshot)).toBe('tool-debt.awaiting-approval');
   });
 
-  it('which calls wait: the turn’s policy by tool name (or all), a tool’s rule on its arguments; the others run at once, in order, before the one that waits', async () => {
+  it('A1: which calls wait: the turn’s policy by tool name (or all), a tool’s rule on its arguments; the others run at once, in order, before the one that waits', async () => {
     const read = recording('read');
     const pay = recording('pay', (args) => Number(args.amount) > 100);
     const asked = { n: 0 };
@@ -247,7 +247,7 @@ describe('approvals in the turn loop', () => {
     expect(all.runs).toEqual([]);
   });
 
-  it('S1 S2: a session waiting for approval takes ABORT (cancel, close, delete, timeout): force-abandoning, the call still open for the repair', () => {
+  it('A4 S1 S2: a session waiting for approval takes ABORT (cancel, close, delete, timeout): force-abandoning, the call still open for the repair', () => {
     const waiting = {
       ...offer(newSession('ws'), { type: 'CLAIM', generation: 1 })!,
       value: { 'tool-debt': 'awaiting-approval' },

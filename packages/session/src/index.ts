@@ -19,8 +19,11 @@ export {
   offer,
   stateNameOf,
   stateOf,
+  waitingApproval,
 } from './lifecycle.js';
 export type {
+  Approval,
+  Decision as ApprovalDecision,
   SessionContext,
   SessionEvent,
   SessionInput,

@@ -6,6 +6,7 @@
 import type { SessionSnapshotData, SessionState } from '@turnwarden/protocol';
 import { type AnyActorScope, createActor, fromPromise, initialTransition } from 'xstate';
 import {
+  type Approval,
   persistable,
   type SessionContext,
   type SessionEvent,
@@ -49,6 +50,11 @@ export function stateOf(data: SessionSnapshotData): SessionState {
 
 export function contextOf(data: SessionSnapshotData): SessionContext {
   return data.context as SessionContext;
+}
+
+/** The approval a session waits for (in `tool-debt.awaiting-approval`), or undefined. */
+export function waitingApproval(data: SessionSnapshotData): Approval | undefined {
+  return stateNameOf(data) === 'tool-debt.awaiting-approval' ? contextOf(data).approval : undefined;
 }
 
 /** Whether the machine takes `event` in `data`'s state (`offer` without computing the result). */

@@ -46,6 +46,8 @@ export interface SessionContext {
    * (back in `tool-debt.running` with `decision`): cleared once that call has its result.
    */
   readonly approval?: Approval | undefined;
+  /** The last decision taken (its nonce): the same decision again is recognised, not repeated. */
+  readonly decided?: { readonly nonce: string; readonly approved: boolean } | undefined;
 }
 
 /** A person's answer to a call that needs approval. */
@@ -58,7 +60,7 @@ export interface Decision {
 }
 
 /** A call waiting for approval: which occurrence, the token's nonce, until when. */
-interface Approval {
+export interface Approval {
   readonly callIndex: number;
   /** Random, fresh for each wait: an approval token names it, so a stale token cannot match. */
   readonly nonce: string;
@@ -240,6 +242,10 @@ export const sessionMachine = setup({
                     ...decision
                   } = event as Extract<SessionEvent, { type: 'DECIDE' }>;
                   return { ...context.approval!, decision };
+                },
+                decided: ({ event }) => {
+                  const e = event as Extract<SessionEvent, { type: 'DECIDE' }>;
+                  return { nonce: e.nonce, approved: e.approved };
                 },
               }),
             },

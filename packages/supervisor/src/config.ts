@@ -169,6 +169,17 @@ import type { IsolationConfig } from './tools/isolation.js';
 
 export type { IsolationConfig };
 
+/** Calls that need a person's approval before they run (issue 26), and how long one waits. */
+export interface ApprovalsConfig {
+  /**
+   * Tool names whose every call waits for `approve` or `deny` (`'all'`: every call), besides the
+   * tools that say so themselves (`Tool.needsApproval`). Default: none.
+   */
+  readonly tools: readonly string[] | 'all';
+  /** How long a call waits for its decision; then it is denied (effect `none`). Default 1 hour. */
+  readonly timeoutMs: number;
+}
+
 export interface SupervisorConfig {
   readonly watchdog: WatchdogConfig;
   readonly lease: LeaseConfig;
@@ -181,6 +192,7 @@ export interface SupervisorConfig {
   readonly isolation: IsolationConfig;
   /** Where model calls run: shared model threads (default) or each session's worker. */
   readonly models: ModelsConfig;
+  readonly approvals: ApprovalsConfig;
   /**
    * The model provider turns use, by name: one of `pluginModules` must export it (there is no
    * default; the offline one is `scripted`, from the `@turnwarden/session/scripted` plugin).
@@ -211,6 +223,7 @@ export type SupervisorConfigInput = {
   readonly admission?: Partial<AdmissionConfig>;
   readonly isolation?: Partial<IsolationConfig>;
   readonly models?: Partial<ModelsConfig>;
+  readonly approvals?: Partial<ApprovalsConfig>;
   /** Required: the name of a model provider one of `pluginModules` exports. */
   readonly model: string;
   readonly pluginModules?: readonly string[];
@@ -262,6 +275,7 @@ export const DEFAULT_CONFIG: Omit<SupervisorConfig, 'model'> = {
     flushMs: 10,
     nice: 0,
   },
+  approvals: { tools: [], timeoutMs: 60 * 60 * 1000 },
   pluginModules: [],
   hostToolModules: [],
 };
@@ -301,6 +315,7 @@ export function resolveConfig(input: unknown): SupervisorConfig {
     'admission',
     'isolation',
     'models',
+    'approvals',
     'model',
     'pluginModules',
     'hostToolModules',
@@ -531,6 +546,22 @@ export function resolveConfig(input: unknown): SupervisorConfig {
     nice: int('models.nice', mo.nice ?? d.models.nice, 0, 19),
   };
 
+  const ap = section('approvals', top.approvals, ['tools', 'timeoutMs']);
+  const approvalTools = ap.tools ?? d.approvals.tools;
+  if (
+    approvalTools !== 'all' &&
+    !(
+      Array.isArray(approvalTools) &&
+      approvalTools.every((t) => typeof t === 'string' && t.length > 0 && t.length <= 128)
+    )
+  ) {
+    throw bad('approvals.tools', "must be 'all' or an array of tool names", approvalTools);
+  }
+  const approvals: ApprovalsConfig = {
+    tools: approvalTools === 'all' ? 'all' : [...(approvalTools as string[])],
+    timeoutMs: int('approvals.timeoutMs', ap.timeoutMs ?? d.approvals.timeoutMs, 1_000, 7 * DAY_MS),
+  };
+
   const hostId = top.hostId;
   if (hostId !== undefined && (typeof hostId !== 'string' || !HOST_ID_PATTERN.test(hostId))) {
     throw bad('hostId', HOST_ID_RULE, hostId);
@@ -564,6 +595,7 @@ export function resolveConfig(input: unknown): SupervisorConfig {
     admission,
     isolation,
     models,
+    approvals,
     model,
     pluginModules: [...(plugins as string[])],
     hostToolModules: [...(hostTools as string[])],

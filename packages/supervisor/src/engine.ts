@@ -19,7 +19,7 @@ import type {
   SessionSnapshotData,
 } from '@turnwarden/protocol';
 import { errors, keyTenantId, workstreamKey } from '@turnwarden/protocol';
-import { modelThreadUrl, sessionWorkerUrl } from '@turnwarden/session';
+import { modelThreadUrl, sessionWorkerUrl, waitingApproval } from '@turnwarden/session';
 import { type QueuedSends, queuedSendsOf, type Store } from '@turnwarden/store';
 import type { Logger } from 'pino';
 import { Admission } from './capacity/admission.js';
@@ -27,6 +27,7 @@ import { WorkerPool } from './capacity/pool.js';
 import { TenantSlots } from './capacity/tenant-slots.js';
 import { Cluster, channelOf, type RoutedOp } from './cluster/cluster.js';
 import type { EventRelay } from './cluster/relay.js';
+import { Approvals, type Decided, type DecisionInput } from './commands/approvals.js';
 import { Cancels } from './commands/cancels.js';
 import { Closes } from './commands/closes.js';
 import { Deletes, type Tombstone } from './commands/deletes.js';
@@ -269,6 +270,7 @@ export class TurnEngine implements Commands {
   private readonly tenantSlots: TenantSlots | undefined;
   private readonly sends: Sends;
   private readonly cancels: Cancels;
+  private readonly approvals: Approvals;
   private readonly closes: Closes;
   private readonly deletes: Deletes;
   private readonly rewrites: Rewrites;
@@ -446,6 +448,9 @@ export class TurnEngine implements Commands {
         this.sends.pump(workstreamId);
       },
       ...(tenantLimit === undefined ? {} : { tenantLimit }),
+      approvals: {
+        waiting: (workstreamId, nonce, expiresAt) => this.approvals.waiting(workstreamId, nonce, expiresAt),
+      },
     };
     this.maintenance = claims;
     this.recovery = new Recovery({
@@ -454,6 +459,7 @@ export class TurnEngine implements Commands {
       logger,
       clustered: cluster !== undefined,
       repairIfLeft: (workstreamId) => this.repairIfLeft(workstreamId),
+      approvals: claims.approvals!,
     });
     const { admission } = this;
     this.sends = new Sends({
@@ -467,6 +473,16 @@ export class TurnEngine implements Commands {
       slots: tenantSlots,
     });
     this.cancels = new Cancels({ logger, sessions, queue, cluster, durable, maintenance: claims });
+    this.approvals = new Approvals({
+      claims,
+      sessions,
+      admission: this.admission,
+      queue,
+      timers,
+      logger,
+      counters,
+      config,
+    });
     this.closes = new Closes({
       logger,
       timers,
@@ -538,6 +554,7 @@ export class TurnEngine implements Commands {
   async stop(inFlight: () => Promise<unknown>): Promise<void> {
     this.shuttingDown = true;
     this.recovery.stop();
+    this.approvals.stop();
     // No more takeovers of other hosts' workstreams; routed calls are answered SHUTTING_DOWN.
     this.cluster?.beginShutdown();
     // Sends waiting behind a turn never start now.
@@ -630,7 +647,10 @@ export class TurnEngine implements Commands {
   status(
     workstreamId: string,
     durable: SessionSnapshotData | undefined,
-  ): Pick<WorkstreamStatus, 'state' | 'cleanupPending' | 'persistence' | 'queuedSends' | 'activeTurn'> {
+  ): Pick<
+    WorkstreamStatus,
+    'state' | 'cleanupPending' | 'persistence' | 'queuedSends' | 'activeTurn' | 'awaitingApproval'
+  > {
     return this.workstreams.status(workstreamId, durable);
   }
 
@@ -674,6 +694,10 @@ export class TurnEngine implements Commands {
 
   queuedDurably(workstreamId: string): Promise<number> | undefined {
     return this.durable?.count(workstreamId);
+  }
+
+  decide(claim: SendClaim, input: DecisionInput): Promise<Decided> {
+    return this.approvals.decide(claim, input);
   }
 
   cancel(workstreamId: string, fence: Announced): Promise<boolean> {
@@ -750,7 +774,8 @@ export class TurnEngine implements Commands {
   /** A session without a running turn that holds debt is repaired (recovery's and the cluster's). */
   private repairIfLeft(workstreamId: string): Promise<boolean> {
     return this.sessions.idle(workstreamId, async (rec) => {
-      if (rec.turn !== undefined || !leftover(rec, undefined)) return false;
+      // A wait for an approval is not debt a crash left: it is decided, or ends by its timeout.
+      if (rec.turn !== undefined || !leftover(rec, undefined) || waitingApproval(rec.snapshot!)) return false;
       await repairLeftover(this.maintenance, rec, 'interrupted by a crash');
       return true;
     });

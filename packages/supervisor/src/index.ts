@@ -46,6 +46,7 @@ export type { ClusterStats } from './cluster/cluster.js';
 export type { EventRelay, RelayedBatch, RelaySink } from './cluster/relay.js';
 export type {
   AdmissionConfig,
+  ApprovalsConfig,
   IsolationConfig,
   LeaseConfig,
   LimitsConfig,
@@ -71,10 +72,14 @@ export type {
 export type { LifecycleListener, WorkstreamLifecycleEvent } from './streams/lifecycle-feed.js';
 export type { IsolationStats } from './tools/isolation.js';
 export type {
+  ApprovalRequest,
+  ApproveInput,
   Caller,
   CloseInput,
   CompactInput,
+  DecisionResult,
   DeleteInput,
+  DenyInput,
   HistoryInput,
   HistoryMore,
   HistoryPage,

@@ -17,9 +17,11 @@ import {
 } from '@turnwarden/protocol';
 import type { LimitsConfig } from './config.js';
 import type {
+  ApproveInput,
   CloseInput,
   CompactInput,
   DeleteInput,
+  DenyInput,
   HistoryInput,
   ListWorkstreamsInput,
   RewindInput,
@@ -98,6 +100,22 @@ export function checkSendInput(input: SendInput, limits: InputLimits, known?: re
   if (input.tools !== undefined) checkToolNames(input.tools, known);
   if (input.maxWaitMs !== undefined) checkInteger(input.maxWaitMs, 'maxWaitMs', Bounds.maxWaitMs);
   checkText(input.content, 'content', limits.maxMessageBytes);
+}
+
+/** `approve` and `deny`: the token, edited arguments (an object) or a reason (text). */
+export function checkDecisionInput(input: ApproveInput | DenyInput, call: 'approve' | 'deny'): void {
+  checkRef(input, call, call === 'approve' ? ['token', 'arguments'] : ['token', 'reason']);
+  const { token } = input;
+  if (typeof token !== 'string' || token.length === 0 || token.length > 128)
+    throw invalid('token must be an approval token (a string)', 'token');
+  if (call === 'approve') {
+    const args = (input as ApproveInput).arguments;
+    if (args !== undefined && (typeof args !== 'object' || args === null || Array.isArray(args)))
+      throw invalid('arguments must be an object', 'arguments');
+  } else {
+    const { reason } = input as DenyInput;
+    if (reason !== undefined) checkText(reason, 'reason', 4_096);
+  }
 }
 
 export function checkCompactInput(input: CompactInput, limits: InputLimits): void {

@@ -94,8 +94,8 @@ describe('a model that fails mid-stream', () => {
     expect(steps(rt.logs, turn.generation)).toEqual([
       'idle --CLAIM--> claimed',
       'claimed --STREAM--> streaming',
-      'streaming --xstate.done.actor.stream--> tool-debt',
-      'tool-debt --xstate.done.actor.tool--> claimed',
+      'streaming --xstate.done.actor.stream--> tool-debt.running',
+      'tool-debt.running --xstate.done.actor.tool--> claimed',
       'claimed --STREAM--> streaming',
       ...ABANDONED,
     ]);

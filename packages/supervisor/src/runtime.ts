@@ -28,6 +28,7 @@ import {
 import { openPostgresStore, openSqliteStore, type Store } from '@turnwarden/store';
 import { type Level, type Logger, pino } from 'pino';
 import type { EventRelay } from './cluster/relay.js';
+import type { Decided } from './commands/approvals.js';
 import type { Commands } from './commands/index.js';
 import type { Announced } from './commands/send-queue.js';
 import {
@@ -42,6 +43,7 @@ import {
   checkCaller,
   checkCloseInput,
   checkCompactInput,
+  checkDecisionInput,
   checkDeleteInput,
   checkHistoryInput,
   checkId,
@@ -60,11 +62,14 @@ import type { Earlier, Listener, StartAt, TurnwardenEvent } from './streams/even
 import type { LifecycleListener } from './streams/lifecycle-feed.js';
 import { EventIterator, fromCursor, startAt } from './streams/streams.js';
 import type {
+  ApproveInput,
   Caller,
   ClaimedTurn,
   CloseInput,
   CompactInput,
+  DecisionResult,
   DeleteInput,
+  DenyInput,
   HistoryInput,
   HistoryPage,
   HistoryRead,
@@ -699,6 +704,61 @@ export class Turnwarden {
         this.commands.send(claim, { ...rest, workstreamId: key }, signal, maxWaitMs),
       );
       return this.handle(claimed, id, signal);
+    });
+  }
+
+  /**
+   * Approves the call a workstream's turn waits for (its `approval_requested` token; issue 26):
+   * the turn resumes — on any worker — and the call runs, with `arguments` instead of the
+   * model's when given. Refused with a typed error, nothing changed: a token that names no wait
+   * of this workstream (APPROVAL_STALE: another turn's, one cancelled, timed out or decided), a
+   * denial already given (APPROVAL_DECIDED), another tenant's workstream (WORKSTREAM_NOT_FOUND),
+   * arguments that are not a JSON object within `limits.maxToolArgBytes` (INVALID_INPUT). The
+   * same approval again answers `already_decided`.
+   */
+  approve(input: ApproveInput): Promise<DecisionResult> {
+    return this.decide(input, true);
+  }
+
+  /**
+   * Denies the call a workstream's turn waits for: the turn resumes, the call's result says it was
+   * denied (and `reason`), effect `none` — it never ran — and the model goes on. Refusals as `approve`.
+   */
+  deny(input: DenyInput): Promise<DecisionResult> {
+    return this.decide(input, false);
+  }
+
+  private decide(input: ApproveInput | DenyInput, approved: boolean): Promise<DecisionResult> {
+    return this.tracked(async () => {
+      this.assertOpen();
+      checkDecisionInput(input, approved ? 'approve' : 'deny');
+      const id = input.workstreamId;
+      const key = workstreamKey(input.tenantId, id);
+      // C7: a cancel the host makes after this call revokes it, as it would a send.
+      const claim = this.commands.capture(key);
+      const args = approved ? (input as ApproveInput).arguments : undefined;
+      const reason = approved ? undefined : (input as DenyInput).reason;
+      let decided: Decided;
+      try {
+        await this.owned(input.tenantId, id);
+        decided = await named(
+          key,
+          id,
+          this.commands.decide(claim, {
+            workstreamId: key,
+            tenantId: input.tenantId,
+            principal: input.principal,
+            token: input.token,
+            approved,
+            ...(args === undefined ? {} : { arguments: JSON.stringify(args) }),
+            ...(reason === undefined ? {} : { reason }),
+          }),
+        );
+      } finally {
+        this.commands.settled(claim);
+      }
+      if ('alreadyDecided' in decided) return { status: 'already_decided' };
+      return { status: 'resumed', turn: this.handle(decided.resumed, id, undefined) };
     });
   }
 

@@ -13,6 +13,12 @@ export interface RuntimeCounters {
   turnsCompleted: number;
   turnsInterrupted: number;
   turnsFailed: number;
+  /** Turns that ended waiting for a person's approval of a call (issue 26). */
+  turnsAwaitingApproval: number;
+  /** Approvals decided: approved, denied, and denied by their timeout. */
+  approvalsApproved: number;
+  approvalsDenied: number;
+  approvalsTimedOut: number;
   watchdogFired: number;
   abortsCommitted: number;
   abortsDeclined: number;
@@ -30,6 +36,10 @@ export function newCounters(): RuntimeCounters {
     turnsCompleted: 0,
     turnsInterrupted: 0,
     turnsFailed: 0,
+    turnsAwaitingApproval: 0,
+    approvalsApproved: 0,
+    approvalsDenied: 0,
+    approvalsTimedOut: 0,
     watchdogFired: 0,
     abortsCommitted: 0,
     abortsDeclined: 0,

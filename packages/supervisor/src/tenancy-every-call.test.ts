@@ -117,6 +117,7 @@ const NOT_TENANT_CALLS = new Set([
   'follow',
   'register', // follow's body, after a cluster's catch-up
   'deleteOwned', // deleteWorkstream's body, after its announcement (C7)
+  'decide', // approve's and deny's body
 ]);
 
 describe('T2: another tenant, on every call', () => {
@@ -174,6 +175,18 @@ describe('T2: another tenant, on every call', () => {
       compact: (id: string) => tw.compact({ ...other, workstreamId: id, throughSeq: 2, summary: 'stolen' }),
       rewind: (id: string) => tw.rewind({ ...other, workstreamId: id, turns: 1 }),
       cancel: (id: string) => tw.cancel({ ...other, workstreamId: id }),
+      approve: (id: string) =>
+        tw.approve({
+          ...other,
+          workstreamId: id,
+          token: `apr.1.0.${'0'.repeat(8)}-0000-0000-0000-${'0'.repeat(12)}`,
+        }),
+      deny: (id: string) =>
+        tw.deny({
+          ...other,
+          workstreamId: id,
+          token: `apr.1.0.${'0'.repeat(8)}-0000-0000-0000-${'0'.repeat(12)}`,
+        }),
       close: (id: string) => tw.close({ ...other, workstreamId: id }),
       'close waitMs': (id: string) => tw.close({ ...other, workstreamId: id, waitMs: 1_000 }),
       // The right incarnation, as if it had leaked: still not found.

@@ -194,7 +194,43 @@ export interface TurnResult {
    * durably may run on another host than the one it was sent to.
    */
   readonly host?: string;
+  /** `awaiting_approval`: the call that waits, and the token that decides it (`approve`, `deny`). */
+  readonly approval?: ApprovalRequest;
 }
+
+/** A call waiting for a person's approval (the `approval_requested` event says the same). */
+export interface ApprovalRequest {
+  /** Decides it, for this workstream only: `approve({ …, token })` or `deny({ …, token })`. */
+  readonly token: string;
+  /** The occurrence among the assistant message's calls. */
+  readonly callIndex: number;
+  readonly callId: string;
+  readonly name: string;
+  /** The arguments the model gave (JSON object text). */
+  readonly arguments: string;
+  /** When the wait ends unanswered and the call is denied (epoch ms). */
+  readonly expiresAt: number;
+}
+
+/** `approve()`'s argument: the wait's token, and the call's arguments when a person edited them. */
+export interface ApproveInput extends WorkstreamRef {
+  readonly token: string;
+  /** The arguments the call runs with instead of the model's (within `limits.maxToolArgBytes` as JSON). */
+  readonly arguments?: Readonly<Record<string, unknown>>;
+}
+
+/** `deny()`'s argument: the wait's token and why (the call's result says it; at most 4 KB). */
+export interface DenyInput extends WorkstreamRef {
+  readonly token: string;
+  readonly reason?: string;
+}
+
+/** What `approve` and `deny` answer. */
+export type DecisionResult =
+  /** The decision resumed the turn: its handle (the turn goes on from the call). */
+  | { readonly status: 'resumed'; readonly turn: TurnHandle }
+  /** The same decision was taken already (by this token): nothing changed. */
+  | { readonly status: 'already_decided' };
 
 /**
  * A claimed turn, before the facade adds `cancel` (engine side). One that runs on another host
@@ -244,5 +280,11 @@ export interface WorkstreamStatus {
     readonly idleMs: number;
     readonly lastActivity: string;
     readonly abortReason?: AbandonReason;
+  };
+  /** The session waits for the approval of a call (`state` is `tool-debt`): the token that decides it. */
+  readonly awaitingApproval?: {
+    readonly token: string;
+    readonly callIndex: number;
+    readonly expiresAt: number;
   };
 }

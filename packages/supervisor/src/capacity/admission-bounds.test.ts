@@ -279,6 +279,7 @@ describe('T5: every input that becomes a timer is bounded below Node’s timer l
     { field: 'admission.maxWaitMs', max: DAY },
     { field: 'isolation.idleTimeoutMs', max: DAY },
     { field: 'models.flushMs', max: 1_000 },
+    { field: 'approvals.timeoutMs', max: 7 * DAY },
   ];
 
   /** `{ a: { b: v } }` for `a.b`, merged over `base`. */

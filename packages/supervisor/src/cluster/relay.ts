@@ -104,6 +104,7 @@ const EVENT_TYPES: ReadonlySet<string> = new Set<TurnwardenEventType>([
   'turn_aborted',
   'warning',
   'tool_results_synthesized',
+  'approval_requested',
   'stream_end',
   'idle',
   'persistence',

@@ -17,6 +17,7 @@ import type {
   WorkstreamInfo,
   WorkstreamStatus,
 } from '../types.js';
+import type { Decided, DecisionInput } from './approvals.js';
 import type { Tombstone } from './deletes.js';
 import type { Summary } from './rewrites.js';
 import type { Announced, SendClaim } from './send-queue.js';
@@ -53,7 +54,10 @@ export interface Commands {
   status(
     workstreamId: string,
     durable: SessionSnapshotData | undefined,
-  ): Pick<WorkstreamStatus, 'state' | 'cleanupPending' | 'persistence' | 'queuedSends' | 'activeTurn'>;
+  ): Pick<
+    WorkstreamStatus,
+    'state' | 'cleanupPending' | 'persistence' | 'queuedSends' | 'activeTurn' | 'awaitingApproval'
+  >;
   /** Cluster mode: how many sends wait on the workstream in the store's queue (any host's); else undefined. */
   queuedDurably(workstreamId: string): Promise<number> | undefined;
   /** Closes; true when this call closed it, false when it joined another soft close (C1). */
@@ -82,6 +86,8 @@ export interface Commands {
     maxWaitMs?: number,
   ): Promise<ClaimedTurn>;
   cancel(workstreamId: string, fence: Announced): Promise<boolean>;
+  /** Approves or denies the call a workstream's session waits for (commands/approvals.ts). */
+  decide(claim: SendClaim, input: DecisionInput): Promise<Decided>;
   /** Force-cancels the turn whose `done` this is, not a later one (C4). */
   cancelTurn(workstreamId: string, done: Promise<unknown>): void;
   compact(workstreamId: string, throughSeq: number, summary: Summary): Promise<{ removed: number }>;

@@ -5,7 +5,7 @@
  */
 import { type ActivityClock, activityName } from '@turnwarden/clock';
 import { ErrorCode, errors, isTurnwardenError, type SessionSnapshotData } from '@turnwarden/protocol';
-import { stateOf } from '@turnwarden/session';
+import { contextOf, stateOf, waitingApproval } from '@turnwarden/session';
 import type { Store, WorkstreamStatus as StoredStatus, WorkstreamRecord } from '@turnwarden/store';
 import type { Logger } from 'pino';
 import { invalid } from '../input.js';
@@ -15,6 +15,7 @@ import type { Sessions } from '../sessions/sessions.js';
 import type { EventHub } from '../streams/events.js';
 import type { LifecycleFeed } from '../streams/lifecycle-feed.js';
 import { cursorToken, type HistoryCursor, handoffToken, incarnationDigest } from '../streams/streams.js';
+import { approvalToken } from '../turn/approval-token.js';
 import type { HistoryPage, HistoryRead, WorkstreamInfo, WorkstreamStatus } from '../types.js';
 import type { Deletes } from './deletes.js';
 import type { SendQueue } from './send-queue.js';
@@ -154,15 +155,29 @@ export class Workstreams {
   status(
     workstreamId: string,
     durable: SessionSnapshotData | undefined,
-  ): Pick<WorkstreamStatus, 'state' | 'cleanupPending' | 'persistence' | 'queuedSends' | 'activeTurn'> {
+  ): Pick<
+    WorkstreamStatus,
+    'state' | 'cleanupPending' | 'persistence' | 'queuedSends' | 'activeTurn' | 'awaitingApproval'
+  > {
     const { sessions, gate, queue, clock, watchdog } = this.deps;
     const rec = sessions.peek(workstreamId);
     const snapshot = rec?.snapshot ?? durable;
     const state = snapshot === undefined ? 'idle' : stateOf(snapshot);
     const turn = rec?.turn;
-    const cleanupPending = turn === undefined && state !== 'idle' && state !== 'closed';
+    const waiting = turn === undefined && snapshot !== undefined ? waitingApproval(snapshot) : undefined;
+    const cleanupPending =
+      turn === undefined && waiting === undefined && state !== 'idle' && state !== 'closed';
     const persistence = gate.status(workstreamId);
     const queuedSends = queue.depth(workstreamId);
+    if (waiting !== undefined) {
+      const generation = contextOf(snapshot!).generation;
+      const awaitingApproval = {
+        token: approvalToken(generation, waiting.callIndex, waiting.nonce),
+        callIndex: waiting.callIndex,
+        expiresAt: waiting.expiresAt,
+      };
+      return { state, cleanupPending, persistence, queuedSends, awaitingApproval };
+    }
     if (!turn) return { state, cleanupPending, persistence, queuedSends };
     return {
       state,

@@ -6,7 +6,7 @@
  */
 import type { HistoryRow, RevokeReason } from '@turnwarden/protocol';
 import { errors, openToolCalls, type TurnwardenError } from '@turnwarden/protocol';
-import { offer, stateOf } from '@turnwarden/session';
+import { offer, stateOf, waitingApproval } from '@turnwarden/session';
 import type { AdminStore, CompactInput, CompactResult, Lease, TurnStore } from '@turnwarden/store';
 import type { Logger } from 'pino';
 import { hostOf } from '../cluster/cluster.js';
@@ -147,13 +147,16 @@ export async function repairLeftover(
       from = claimed ?? from;
     }
     const log = host.logger.child({ workstreamId, generation });
+    // A call that waited for approval never ran, nor did the calls after it: their results say
+    // denied (effect none), whatever ended the wait (a cancel, a close, a delete, its timeout).
+    const waited = waitingApproval(from) !== undefined;
     const result = await abandon(host, rec, {
       from,
       reason: 'crash',
-      why,
+      why: waited ? `${why} while it waited for approval` : why,
       lease,
       generation,
-      startedCalls: undefined,
+      startedCalls: waited ? [] : undefined,
       log,
     });
     if (!result.repaired) {

@@ -5,7 +5,7 @@
  * host to `cancel` it; a send that arrives first repairs it on its own claim.
  */
 import { ErrorCode, isTurnwardenError } from '@turnwarden/protocol';
-import { stateOf } from '@turnwarden/session';
+import { stateOf, waitingApproval } from '@turnwarden/session';
 import type { AdminStore, TurnStore } from '@turnwarden/store';
 import type { Logger } from 'pino';
 import type { CancelTimer, Timers } from '../liveness/timers.js';
@@ -26,6 +26,8 @@ export interface RecoveryHost {
    * host died — the failover sweep's (cluster.ts) once the lease expires. Nothing is scheduled.
    */
   readonly clustered: boolean;
+  /** Sessions found waiting for an approval: their timeouts are kept again. */
+  readonly approvals?: { waiting(workstreamId: string, nonce: string, expiresAt: number): void };
 }
 
 export class Recovery {
@@ -39,6 +41,16 @@ export class Recovery {
     let repaired = 0;
     for (const ws of await this.host.store.listWorkstreams({ status: 'open' })) {
       if (ws.session === undefined || stateOf(ws.session) === 'idle') continue;
+      // Waiting for an approval: kept waiting (its timeout is the approvals' to keep).
+      const waiting = waitingApproval(ws.session);
+      if (waiting !== undefined) {
+        this.host.approvals?.waiting(ws.id, waiting.nonce, waiting.expiresAt);
+        this.host.logger.info(
+          { workstreamId: ws.id, expiresAt: waiting.expiresAt },
+          'session waiting for an approval; still waiting, its timeout kept',
+        );
+        continue;
+      }
       if (await this.attempt(ws.id, 1)) repaired++;
     }
     return repaired;

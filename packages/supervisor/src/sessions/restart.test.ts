@@ -28,7 +28,7 @@ describe('restart after a crash', () => {
     // What the killed process left: the machine in tool-debt, one open call, a live lease.
     const store = openSqliteStore({ path: dbPath });
     const left = await store.getWorkstream('tenant-a/ws-1');
-    expect(left?.session?.value).toBe('tool-debt');
+    expect(left?.session?.value).toEqual({ 'tool-debt': 'running' });
     expect(openToolCalls(await store.readHistory('tenant-a/ws-1'))).toHaveLength(1);
     const lease = await store.getLease('tenant-a/ws-1');
     expect(lease?.released).toBe(false);
@@ -46,7 +46,7 @@ describe('restart after a crash', () => {
         .filter((l) => l.workstreamId === 'tenant-a/ws-1')
         .map((l) => `${String(l.from)} --${String(l.via)}--> ${String(l.to)}`);
       expect(steps).toEqual([
-        'tool-debt --ABORT--> force-abandoning.pending',
+        'tool-debt.running --ABORT--> force-abandoning.pending',
         'force-abandoning.pending --REPAIR--> force-abandoning.repairing',
         'force-abandoning.repairing --xstate.done.actor.repair--> idle',
       ]);

@@ -18,6 +18,7 @@ import {
   stateNameOf,
   stateOf,
   type Transition,
+  waitingApproval,
 } from '@turnwarden/session';
 import type { TurnStore } from '@turnwarden/store';
 import type { Logger } from 'pino';
@@ -75,7 +76,11 @@ export class SessionRecord {
     return (
       this.turn === undefined &&
       this.pending === 0 &&
-      (state === undefined || state === 'idle' || state === 'closed')
+      (state === undefined ||
+        state === 'idle' ||
+        state === 'closed' ||
+        // A wait for an approval is durable: nothing of it needs memory (issue 26).
+        (this.snapshot !== undefined && waitingApproval(this.snapshot) !== undefined))
     );
   }
 }

@@ -74,6 +74,18 @@ export interface EventData {
   /** Text for the user; the definitive one only after the abort committed. */
   warning: { readonly stage: 'observational' | 'definitive'; readonly message: string };
   tool_results_synthesized: { readonly count: number };
+  /**
+   * The turn's call waits for a person's approval (issue 26): decide it with `token` (`approve`,
+   * `deny`) before `expiresAt`, or it is denied. The turn's `stream_end` follows; no `idle`.
+   */
+  approval_requested: {
+    readonly token: string;
+    readonly callIndex: number;
+    readonly callId: string;
+    readonly name: string;
+    readonly arguments: string;
+    readonly expiresAt: number;
+  };
   stream_end: { readonly status: TurnStatus };
   /** The workstream accepts the next message. */
   idle: Record<string, never>;

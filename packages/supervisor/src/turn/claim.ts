@@ -9,7 +9,7 @@
 import { randomUUID } from 'node:crypto';
 import type { HistoryMessage, UserMessage } from '@turnwarden/protocol';
 import { errors, type TurnwardenError } from '@turnwarden/protocol';
-import { accepts, offer } from '@turnwarden/session';
+import { accepts, offer, waitingApproval } from '@turnwarden/session';
 import type { TurnStore } from '@turnwarden/store';
 import type { Permit } from '../capacity/admission.js';
 import type { WorkerPool } from '../capacity/pool.js';
@@ -111,6 +111,13 @@ export async function claim(
         : admissionRefusal(host, workstreamId);
     if (refused) throw refused;
     await host.sessions.load(rec);
+    // A call waits for a person's approval: no new turn until it is decided or the wait ends.
+    if (waitingApproval(rec.snapshot!) !== undefined) {
+      throw errors.approvalPending(
+        `workstream ${workstreamId} waits for the approval of a tool call: approve or deny it, or cancel`,
+        { workstreamId },
+      );
+    }
     // The machine is mid-turn with no turn running here: a crashed process left it (S7).
     const crashed = leftover(rec, undefined) && rec.state !== 'force-abandoning';
     // The machine decides: only idle takes CLAIM (the generation is not known yet).

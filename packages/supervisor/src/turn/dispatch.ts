@@ -10,6 +10,7 @@ import type {
   HistoryMessage,
   SessionSnapshotData,
   TurnOutcome,
+  TurnResume,
   UserMessage,
 } from '@turnwarden/protocol';
 import { SeamName, seam } from '@turnwarden/protocol';
@@ -21,7 +22,7 @@ import { LogMessage } from '../liveness/reporting.js';
 import type { EventHub } from '../streams/events.js';
 
 export interface DispatchHost {
-  readonly config: Pick<SupervisorConfig, 'model' | 'limits'>;
+  readonly config: Pick<SupervisorConfig, 'model' | 'limits' | 'approvals'>;
   readonly events: EventHub;
   readonly sends: Pick<SendQueue, 'announcedAfter'>;
 }
@@ -48,6 +49,8 @@ export interface DispatchJob {
   readonly user: UserMessage;
   /** The machine as the claim left it; the worker restores it (an abort may move the session meanwhile). */
   readonly claimed: SessionSnapshotData;
+  /** A turn resumed by a decision (`claimed` waits for it). */
+  readonly resume?: TurnResume;
 }
 
 /** The worker's outcome of the turn — or the one of a turn aborted before it was sent. */
@@ -80,6 +83,8 @@ export function dispatch(host: DispatchHost, turn: DispatchedTurn, job: Dispatch
           maxToolArgBytes: host.config.limits.maxToolArgBytes,
         },
         snapshot: job.claimed,
+        approvals: host.config.approvals,
+        ...(job.resume === undefined ? {} : { resume: job.resume }),
       });
     });
 }

@@ -6,7 +6,7 @@
  * status and how many results were synthesized; the turn does the rest of its end.
  */
 import type { AbandonReason, TurnOutcome, TurnStatus } from '@turnwarden/protocol';
-import { stateOf } from '@turnwarden/session';
+import { stateOf, waitingApproval } from '@turnwarden/session';
 import type { Lease, TurnStore } from '@turnwarden/store';
 import type { Logger } from 'pino';
 import { describeAbort } from '../liveness/reporting.js';
@@ -59,10 +59,15 @@ export async function settle(
         ? 'failed'
         : abort
           ? 'interrupted'
-          : (outcome?.status ?? 'failed');
+          : outcome?.status === 'awaiting_approval'
+            ? 'failed' // unless the machine waits (below)
+            : (outcome?.status ?? 'failed');
   // Once an abort committed the supervisor owns the machine; otherwise it is where the worker left it.
   const from = abort !== undefined || outcome === undefined ? rec.snapshot! : outcome.snapshot;
-  if (stateOf(from) === 'idle') {
+  // A call waits for a person's approval (no abort): the wait is made durable as it is, like an
+  // idle session's snapshot; the session holds no thread until the decision (commands/approvals.ts).
+  const waiting = abort === undefined && outcome?.status === 'awaiting_approval' && waitingApproval(from);
+  if (stateOf(from) === 'idle' || waiting) {
     host.sessions.set(rec, from, generation);
     await host.gate
       .write(
@@ -71,7 +76,7 @@ export async function settle(
         () => undefined,
       )
       .catch((e: unknown) => log.warn({ err: e }, 'session snapshot not saved; the durable one is older'));
-    return { status, synthesized: 0 };
+    return { status: waiting ? 'awaiting_approval' : status, synthesized: 0 };
   }
   const { synthesized } = await abandon(host, rec, {
     from,

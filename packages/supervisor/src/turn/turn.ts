@@ -25,6 +25,7 @@ import type { SessionRecord } from '../sessions/sessions.js';
 import type { ClaimedTurn, TurnResult } from '../types.js';
 import { variant } from '../variants.js';
 import { announceAbort } from './abort.js';
+import { approvalToken } from './approval-token.js';
 import { dispatch } from './dispatch.js';
 import { LeaseRenewal } from './renewal.js';
 import { settle } from './settle.js';
@@ -161,8 +162,8 @@ export class Turn {
 
   /** Sends the turn to its worker (dispatch.ts); its end follows in the session's mailbox. */
   run(claim: SendClaim, tools: readonly string[] | undefined): ClaimedTurn {
-    const { history, user, claimed } = this.init;
-    dispatch(this.host, this, { claim, tools, history, user, claimed })
+    const { history, user, claimed, resume } = this.init;
+    dispatch(this.host, this, { claim, tools, history, user, claimed, ...(resume ? { resume } : {}) })
       .then(
         // The worker reported the turn done: nothing of it can stall any more, so the watchdog
         // stops watching now, not once its end had its turn in the mailbox. Every event the
@@ -301,6 +302,18 @@ export class Turn {
     this.modelCall?.abort('ended');
     this.unwatch();
     const { status, synthesized } = await settle(host, this.rec, this, outcome);
+    const awaiting = status === 'awaiting_approval' ? outcome?.approval : undefined;
+    const approval =
+      awaiting === undefined
+        ? undefined
+        : {
+            token: approvalToken(this.generation, awaiting.callIndex, awaiting.nonce),
+            callIndex: awaiting.callIndex,
+            callId: awaiting.call.id,
+            name: awaiting.call.name,
+            arguments: awaiting.call.arguments,
+            expiresAt: awaiting.expiresAt,
+          };
     const error = outcome?.error ?? (err === undefined ? undefined : toWire(err));
     const abortReason = this.abortRecord?.reason ?? outcome?.abortReason;
     const workerTerminated = this.terminated || workerGone;
@@ -312,11 +325,17 @@ export class Turn {
       synthesized,
       workerTerminated,
       ...ranOn(host),
+      ...(approval === undefined ? {} : { approval }),
     };
     // C3: stream_end then idle, before any successor turn can publish — on any host: emitted
-    // while the lease is held and, in cluster mode, in the relay before it goes (cluster.ts).
+    // while the lease is held and, in cluster mode, in the relay before it goes (cluster.ts). A
+    // turn that waits for an approval says what waits instead of idle: the session is not idle.
+    if (approval !== undefined) {
+      host.events.emit(this.workstreamId, 'approval_requested', this.generation, approval);
+      host.approvals?.waiting(this.workstreamId, awaiting!.nonce, approval.expiresAt);
+    }
     host.events.emit(this.workstreamId, 'stream_end', this.generation, { status });
-    host.events.emit(this.workstreamId, 'idle', this.generation, {});
+    if (approval === undefined) host.events.emit(this.workstreamId, 'idle', this.generation, {});
     await host
       .published?.()
       .catch((e: unknown) => log.warn({ err: e }, 'events not relayed before the lease went'));
@@ -343,12 +362,13 @@ export class Turn {
       // Only a worker whose turn completed goes back to the pool; one that was aborted or failed
       // may hold leaked work and is retired (replaced in the background) — unless the turn's
       // work was reclaimed (it was only waiting on an isolated task or a host tool, now cancelled).
-      if (status === 'completed' || this.reclaimed) host.pool.release(this.worker);
+      if (status === 'completed' || approval !== undefined || this.reclaimed) host.pool.release(this.worker);
       else host.pool.retire(this.worker);
     }
     // T4: the permit frees only now: the next turn admitted finds the worker back (or retiring).
     this.permit.release();
     if (status === 'completed') host.counters.turnsCompleted++;
+    else if (status === 'awaiting_approval') host.counters.turnsAwaitingApproval++;
     else if (status === 'interrupted') host.counters.turnsInterrupted++;
     else host.counters.turnsFailed++;
     log.info({ status, synthesized, workerTerminated }, 'turn finished');

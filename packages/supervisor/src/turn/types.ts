@@ -8,6 +8,7 @@ import type {
   AbortReason,
   HistoryMessage,
   SessionSnapshotData,
+  TurnResume,
   UserMessage,
   WireError,
 } from '@turnwarden/protocol';
@@ -50,7 +51,9 @@ export type TurnEnd =
       readonly error: WireError | undefined;
       readonly crashed: boolean;
       readonly result: TurnResult;
-    };
+    }
+  /** A call waits for a person's approval: the session waits, durable, holding no thread. */
+  | { readonly kind: 'awaiting_approval'; readonly result: TurnResult };
 
 /** A committed abort: from then on the turn's journal writes are refused (L3). */
 export interface AbortRecord {
@@ -79,6 +82,8 @@ export interface TurnHost extends SettleHost, WorkerEventHost, RenewalHost, Anno
   readonly slots: TurnSlots;
   /** Cluster mode: resolves once the events emitted so far are in the relay (cluster.ts `published`). */
   published?(): Promise<void>;
+  /** A turn ended waiting for an approval: its wait's bound is kept (commands/approvals.ts). */
+  readonly approvals?: { waiting(workstreamId: string, nonce: string, expiresAt: number): void };
   readonly logger: Logger;
   /** The turn has ended, still in its session's mailbox (a poisoned end fences the sends before it, C7). */
   turnEnded(rec: SessionRecord): void;
@@ -100,6 +105,8 @@ export interface TurnInit {
   readonly history: readonly HistoryMessage[];
   readonly user: UserMessage;
   readonly claimed: SessionSnapshotData;
+  /** A turn resumed by a decision: `claimed` waits for it; the worker applies it (commands/approvals.ts). */
+  readonly resume?: TurnResume;
   /**
    * Told the turn's result while it still holds its lease, before the lease is released (a send
    * queued durably records its outcome under the lease: commands/durable-sends.ts).
@@ -110,6 +117,7 @@ export interface TurnInit {
 /** The outcome of a turn's result; `crashed`: its worker died (T7). */
 export function endOf(result: TurnResult, crashed: boolean): TurnEnd {
   if (result.status === 'completed') return { kind: 'completed', result };
+  if (result.status === 'awaiting_approval') return { kind: 'awaiting_approval', result };
   if (result.status === 'interrupted') {
     const reason = result.abortReason === 'crash' ? undefined : result.abortReason;
     return { kind: 'aborted', reason, result };

@@ -1,0 +1,188 @@
+/**
+ * Approvals through the runtime (issue 26): a turn whose call needs approval (`approvals.tools`)
+ * ends `awaiting_approval`, holding no worker, its wait durable; `approve` and `deny` resume it
+ * on any worker; stale, repeated and cross-tenant decisions are typed refusals that change
+ * nothing; a cancel or the wait's timeout answers the call as denied (effect none); a runtime
+ * started again on the store finds the wait still pending and a decision resumes it.
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ErrorCode, type ToolResultMessage } from '@turnwarden/protocol';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { TurnResult } from './index.js';
+import { refusal, within } from './test-support/bounded.js';
+import { script, startRuntime } from './test-support/runtime.js';
+
+type Rt = Awaited<ReturnType<typeof startRuntime>>;
+const running: Rt[] = [];
+afterEach(async () => {
+  for (const rt of running.splice(0)) await rt.tw.shutdown();
+});
+
+const ref = { tenantId: 'tenant-a', principal: 'user-a', workstreamId: 'ws-1' };
+const ECHO = script({ tools: [{ name: 'echo', args: { text: 'from the model' } }] }, { text: 'all done' });
+
+async function start(options: Parameters<typeof startRuntime>[0] = {}, existing = false) {
+  const rt = await startRuntime({ approvals: { tools: ['echo'] }, ...options }, { existing });
+  running.push(rt);
+  return rt;
+}
+
+/** A turn that waits: its result, with the approval it waits for. */
+async function waiting(
+  rt: Rt,
+  content = ECHO,
+): Promise<TurnResult & { approval: NonNullable<TurnResult['approval']> }> {
+  const result = await within((await rt.send(content)).done, 10_000, 'the turn ends waiting');
+  expect(result.status).toBe('awaiting_approval');
+  return result as TurnResult & { approval: NonNullable<TurnResult['approval']> };
+}
+
+const results = (rows: readonly { message: { role: string } }[]) =>
+  rows.flatMap((r) => (r.message.role === 'tool' ? [r.message as ToolResultMessage] : []));
+
+describe('approvals', () => {
+  it('A1: a call that needs approval: the turn ends awaiting_approval with the call and its token, holding no worker; the history ends with the open call; approval_requested, stream_end, no idle', async () => {
+    const rt = await start();
+    const result = await waiting(rt);
+    expect(result.approval).toMatchObject({
+      token: expect.stringMatching(/^apr\.1\.0\./),
+      callIndex: 0,
+      name: 'echo',
+      arguments: JSON.stringify({ text: 'from the model' }),
+    });
+    expect(result.approval.expiresAt).toBeGreaterThan(Date.now() + 3_000_000);
+    const rows = await rt.history();
+    expect(rows.map((r) => r.message.role)).toEqual(['user', 'assistant']);
+    const stats = rt.tw.stats();
+    expect(stats).toMatchObject({ activeTurns: 0, turnsAwaitingApproval: 1, turnsFailed: 0 });
+    expect(stats.pool.busy).toBe(0);
+    const ends = rt.events.filter((e) => ['approval_requested', 'stream_end', 'idle'].includes(e.type));
+    expect(ends.map((e) => e.type)).toEqual(['approval_requested', 'stream_end']);
+    expect(ends[0]?.data).toEqual(result.approval);
+    expect(ends[1]?.data).toEqual({ status: 'awaiting_approval' });
+    const status = await rt.tw.status(ref);
+    expect(status).toMatchObject({
+      state: 'tool-debt',
+      cleanupPending: false,
+      awaitingApproval: { token: result.approval.token, callIndex: 0, expiresAt: result.approval.expiresAt },
+    });
+  });
+
+  it('A1: while it waits, a send is refused APPROVAL_PENDING and nothing is written', async () => {
+    const rt = await start();
+    await waiting(rt);
+    const e = await refusal(rt.send(script({ text: 'again' })));
+    expect(e).toMatchObject({ code: ErrorCode.APPROVAL_PENDING, details: { workstreamId: 'ws-1' } });
+    expect((await rt.history()).length).toBe(2);
+  });
+
+  it('A2 A3: approve: the turn resumes, the call runs with the arguments as edited, the model goes on; the same approval again is already_decided, a denial now APPROVAL_DECIDED', async () => {
+    const rt = await start();
+    const { approval, generation } = await waiting(rt);
+    const decided = await rt.tw.approve({ ...ref, token: approval.token, arguments: { text: 'edited' } });
+    expect(decided.status).toBe('resumed');
+    if (decided.status !== 'resumed') return;
+    const done = await within(decided.turn.done, 10_000, 'the resumed turn ends');
+    expect(done).toMatchObject({ status: 'completed', finalText: 'all done', generation });
+    const rows = await rt.history();
+    expect(rows.map((r) => r.message.role)).toEqual(['user', 'assistant', 'tool', 'assistant']);
+    expect(results(rows)[0]).toMatchObject({ content: 'edited', isError: false, effect: 'applied' });
+    expect(rows.map((r) => r.commitKey)).toEqual(['g1:u', 'g1:a1', 'g1:a1:t0', 'g1:a2']);
+    expect(await rt.tw.approve({ ...ref, token: approval.token })).toEqual({ status: 'already_decided' });
+    const other = await refusal(rt.tw.deny({ ...ref, token: approval.token }));
+    expect(other).toMatchObject({ code: ErrorCode.APPROVAL_DECIDED, details: { approved: true } });
+    expect((await rt.history()).length).toBe(4);
+    expect(rt.tw.stats()).toMatchObject({ approvalsApproved: 1, approvalsDenied: 0, turnsCompleted: 1 });
+  });
+
+  it('A3: deny: the tool never runs; its result says so with the reason, effect none; the model goes on', async () => {
+    const rt = await start();
+    const { approval } = await waiting(rt);
+    const decided = await rt.tw.deny({ ...ref, token: approval.token, reason: 'not today' });
+    if (decided.status !== 'resumed') throw new Error('not resumed');
+    expect((await within(decided.turn.done, 10_000, 'the resumed turn ends')).status).toBe('completed');
+    const tool = results(await rt.history());
+    expect(tool).toEqual([
+      expect.objectContaining({ content: 'denied: not today', isError: true, effect: 'none', name: 'echo' }),
+    ]);
+    expect(await rt.tw.deny({ ...ref, token: approval.token })).toEqual({ status: 'already_decided' });
+  });
+
+  it('A2: refusals change nothing: a token that is not one, another turn’s, another tenant’s workstream, arguments that are not an object', async () => {
+    const rt = await start();
+    const { approval } = await waiting(rt);
+    const malformed = await refusal(rt.tw.approve({ ...ref, token: 'nope' }));
+    expect(malformed).toMatchObject({ code: ErrorCode.APPROVAL_STALE, details: { reason: 'malformed' } });
+    const other = approval.token.replace(/^apr\.1\./, 'apr.7.');
+    const stale = await refusal(rt.tw.approve({ ...ref, token: other }));
+    expect(stale).toMatchObject({ code: ErrorCode.APPROVAL_STALE, details: { reason: 'generation' } });
+    const guessed = approval.token.replace(/[0-9a-f]{4}$/, '0000');
+    const notWaiting = await refusal(rt.tw.approve({ ...ref, token: guessed }));
+    expect(notWaiting).toMatchObject({ code: ErrorCode.APPROVAL_STALE, details: { reason: 'not_waiting' } });
+    const tenant = await refusal(
+      rt.tw.approve({ ...ref, tenantId: 'tenant-b', principal: 'user-b', token: approval.token }),
+    );
+    expect(tenant).toMatchObject({ code: ErrorCode.WORKSTREAM_NOT_FOUND });
+    const args = await refusal(
+      rt.tw.approve({ ...ref, token: approval.token, arguments: [1] as unknown as Record<string, unknown> }),
+    );
+    expect(args).toMatchObject({ code: ErrorCode.INVALID_INPUT, details: { field: 'arguments' } });
+    // Still waiting, still decidable.
+    expect((await rt.history()).length).toBe(2);
+    expect((await rt.tw.status(ref)).state).toBe('tool-debt');
+    const decided = await rt.tw.approve({ ...ref, token: approval.token });
+    expect(decided.status).toBe('resumed');
+  });
+
+  it('A4 S1 S2: a cancel while it waits answers the call as denied (effect none, synthesized); the token is stale after; the next send runs', async () => {
+    const rt = await start();
+    const { approval } = await waiting(rt);
+    expect(await rt.tw.cancel(ref)).toBe(true);
+    const tool = results(await rt.history());
+    expect(tool).toEqual([expect.objectContaining({ effect: 'none', synthesized: true, isError: true })]);
+    expect(tool[0]!.content).toContain('cancelled while it waited for approval');
+    const after = await refusal(rt.tw.approve({ ...ref, token: approval.token }));
+    expect(after).toMatchObject({ code: ErrorCode.APPROVAL_STALE, details: { reason: 'not_waiting' } });
+    const next = await within((await rt.send(script({ text: 'next' }))).done, 10_000, 'the next turn');
+    expect(next.status).toBe('completed');
+  });
+
+  it('A4: a wait unanswered by approvals.timeoutMs: the call is denied (effect none) and the workstream takes the next send', async () => {
+    const rt = await start({ approvals: { tools: ['echo'], timeoutMs: 1_000 } });
+    const timedOut = rt.waitForLog('approval timed out; the call is denied');
+    await waiting(rt);
+    await within(timedOut, 10_000, 'the wait times out');
+    const tool = results(await rt.history());
+    expect(tool).toEqual([expect.objectContaining({ effect: 'none', synthesized: true })]);
+    expect(tool[0]!.content).toContain('not approved in time');
+    expect(rt.tw.stats().approvalsTimedOut).toBe(1);
+    const next = await within((await rt.send(script({ text: 'next' }))).done, 10_000, 'the next turn');
+    expect(next.status).toBe('completed');
+  });
+
+  it('A1 S7: a runtime started again on the store finds the wait pending — its send refused APPROVAL_PENDING — and the decision resumes the turn there', async () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'tw-approval-')), 'store.db');
+    const first = await start({ store: { path } });
+    const { approval } = await waiting(first);
+    await first.tw.shutdown();
+    running.splice(running.indexOf(first), 1);
+    const second = await start({ store: { path } }, true);
+    expect((await second.tw.status(ref)).state).toBe('tool-debt');
+    expect(second.logged('session waiting for an approval; still waiting, its timeout kept')).toEqual([
+      expect.objectContaining({ workstreamId: 'tenant-a/ws-1', expiresAt: approval.expiresAt }),
+    ]);
+    const e = await refusal(second.send(script({ text: 'again' })));
+    expect(e).toMatchObject({ code: ErrorCode.APPROVAL_PENDING });
+    const decided = await second.tw.approve({ ...ref, token: approval.token });
+    if (decided.status !== 'resumed') throw new Error('not resumed');
+    expect((await within(decided.turn.done, 10_000, 'the resumed turn')).status).toBe('completed');
+    expect((await second.history()).map((r) => r.message.role)).toEqual([
+      'user',
+      'assistant',
+      'tool',
+      'assistant',
+    ]);
+  });
+});
