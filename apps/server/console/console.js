@@ -1,5 +1,6 @@
 // The live console: a tenant's workstreams with their machine state, a turn's tokens and tool
-// calls as they stream, watchdog warnings, and a cancel button. Events are read with fetch
+// calls as they stream, watchdog warnings, a cancel button, and approve/deny buttons for a call
+// that waits for a person's approval. Events are read with fetch
 // streaming (EventSource cannot send an Authorization header); a dropped stream reconnects with
 // Last-Event-ID and misses nothing the replay ring still holds.
 const $ = (id) => document.getElementById(id);
@@ -63,6 +64,41 @@ function setState(state) {
   $('cancel').disabled = state === 'idle' || state === 'closed';
 }
 
+/** A call waiting for approval: what it is, and Approve / Deny (each posts the token once). */
+function approvalCard(approval) {
+  const card = document.createElement('div');
+  card.className = 'approval';
+  card.dataset.token = approval.token;
+  const what = document.createElement('span');
+  what.textContent = `⏸ ${approval.name ?? 'call'}(${approval.arguments ?? ''}) needs your approval `;
+  const approve = document.createElement('button');
+  approve.type = 'button';
+  approve.className = 'approve';
+  approve.textContent = 'Approve';
+  const deny = document.createElement('button');
+  deny.type = 'button';
+  deny.className = 'deny';
+  deny.textContent = 'Deny';
+  const decide = async (approved) => {
+    approve.disabled = true;
+    deny.disabled = true;
+    try {
+      await api('POST', `/workstreams/${selected}/${approved ? 'approve' : 'deny'}`, {
+        token: approval.token,
+        ...(approved ? {} : { reason: 'denied in the console' }),
+      });
+      what.textContent = `${approved ? '✓ approved' : '✗ denied'}: ${approval.name ?? 'call'} `;
+    } catch (err) {
+      warn(String(err.message));
+    }
+  };
+  approve.addEventListener('click', () => void decide(true));
+  deny.addEventListener('click', () => void decide(false));
+  card.append(what, approve, deny);
+  $('transcript').append(card);
+  $('transcript').scrollTop = $('transcript').scrollHeight;
+}
+
 let assistant;
 function onEvent(e) {
   switch (e.type) {
@@ -96,6 +132,10 @@ function onEvent(e) {
       break;
     case 'turn_aborted':
       warn(`Turn ${e.generation} aborted (${e.data.reason})`);
+      break;
+    case 'approval_requested':
+      approvalCard(e.data);
+      assistant = undefined;
       break;
     case 'stream_end':
       line('system', `— turn ${e.generation} ${e.data.status} —`);
@@ -178,6 +218,8 @@ async function select(id) {
   const { handoff } = page;
   const status = await api('GET', `/workstreams/${id}/status`);
   setState(status.state);
+  // Opened while a call waits for approval (its event is in the past): the card all the same.
+  if (status.awaitingApproval) approvalCard(status.awaitingApproval);
   stream = follow(id, handoff);
   $('message').disabled = false;
   $('send').disabled = false;

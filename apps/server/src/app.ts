@@ -124,6 +124,30 @@ const Workstream = z.object({
   createdAt: z.number().optional(),
   closedAt: z.number().optional(),
 });
+/** A call waiting for a person's approval (issue 26): its token decides it. */
+const ApprovalRequestSchema = z.object({
+  token: z.string(),
+  callIndex: z.number(),
+  callId: z.string(),
+  name: z.string(),
+  arguments: z.string().describe('The arguments the model gave (JSON object text)'),
+  expiresAt: z.number().describe('When the wait ends unanswered and the call is denied (epoch ms)'),
+});
+/** A turn's result (`wait: true`). */
+const TurnResultSchema = z.object({
+  workstreamId: Id,
+  generation: z.number(),
+  status: TurnStatusEnum,
+  finalText: z.string().optional(),
+  abortReason: AbandonReasonEnum.optional(),
+  error: WireErrorSchema.optional(),
+  synthesized: z.number(),
+  workerTerminated: z.boolean(),
+  host: z.string().optional().describe('The host that ran the turn (cluster mode)'),
+  approval: ApprovalRequestSchema.optional().describe(
+    'awaiting_approval: the call that waits; approve or deny it with its token',
+  ),
+});
 /**
  * The runtime's results are readonly and carry literal unions; the response schemas validate
  * their shape at the edge (and serialize them). The cast only bridges readonly to the schemas'
@@ -371,17 +395,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
             }),
             response: {
               202: z.object({ workstreamId: Id, generation: z.number() }),
-              200: z.object({
-                workstreamId: Id,
-                generation: z.number(),
-                status: TurnStatusEnum,
-                finalText: z.string().optional(),
-                abortReason: AbandonReasonEnum.optional(),
-                error: WireErrorSchema.optional(),
-                synthesized: z.number(),
-                workerTerminated: z.boolean(),
-                host: z.string().optional().describe('The host that ran the turn (cluster mode)'),
-              }),
+              200: TurnResultSchema,
               ...refusals(404, 409, 429),
             },
           },
@@ -415,6 +429,60 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
         },
         async (request) => ({ cancelled: await tw.cancel({ ...who(request), ...request.params }) }),
       );
+
+      for (const approved of [true, false]) {
+        r.post(
+          `/workstreams/:workstreamId/${approved ? 'approve' : 'deny'}`,
+          {
+            schema: {
+              summary: approved
+                ? 'Approve the call the turn waits for (its approval_requested token): the turn resumes and the call runs — with arguments instead of the model’s when given (A2, A3)'
+                : 'Deny the call the turn waits for: the turn resumes, the call’s result says it was denied (effect none) and the model goes on (A2, A3)',
+              params: WorkstreamParams,
+              body: approved
+                ? z.strictObject({
+                    token: z.string().min(1).max(128),
+                    arguments: z.record(z.string(), z.unknown()).optional(),
+                    wait: z.boolean().optional(),
+                  })
+                : z.strictObject({
+                    token: z.string().min(1).max(128),
+                    reason: z.string().min(1).max(4_096).optional(),
+                    wait: z.boolean().optional(),
+                  }),
+              response: {
+                200: z
+                  .object({
+                    status: z.enum(['resumed', 'already_decided']),
+                    generation: z.number().optional(),
+                    result: TurnResultSchema.optional(),
+                  })
+                  .describe(
+                    'already_decided: the same decision was taken already, nothing changed; resumed: the turn goes on (with wait, its result)',
+                  ),
+                ...refusals(400, 404, 409, 429),
+              },
+            },
+          },
+          async (request) => {
+            const { wait, ...decision } = request.body as { wait?: boolean; token: string };
+            const input = { ...who(request), ...request.params, ...decision };
+            const decided = approved
+              ? await tw.approve(input as Parameters<Turnwarden['approve']>[0])
+              : await tw.deny(input as Parameters<Turnwarden['deny']>[0]);
+            if (decided.status === 'already_decided') return { status: 'already_decided' as const };
+            const { turn } = decided;
+            if (wait !== true) return { status: 'resumed' as const, generation: turn.generation };
+            return json(
+              turn.done.then((result) => ({
+                status: 'resumed' as const,
+                generation: turn.generation,
+                result,
+              })),
+            );
+          },
+        );
+      }
 
       r.post(
         '/workstreams/:workstreamId/close',
@@ -461,6 +529,10 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
                     abortReason: AbandonReasonEnum.optional(),
                   })
                   .optional(),
+                awaitingApproval: z
+                  .object({ token: z.string(), callIndex: z.number(), expiresAt: z.number() })
+                  .optional()
+                  .describe('The session waits for the approval of a call: the token that decides it'),
               }),
               ...refusals(404),
             },

@@ -74,4 +74,61 @@ describe.skipIf(CHROMIUM === undefined)('the live console in headless Chromium',
       await browser.close();
     }
   }, 60_000);
+
+  it('A3: a call that needs approval shows Approve and Deny; approve resumes the turn and the call runs, deny resumes it with the call denied', async () => {
+    server = await startServer(
+      checkServerConfig({
+        port: 0,
+        db: ':memory:',
+        logLevel: 'silent',
+        tokens: [{ token: TOKEN, tenantId: 'acme', principal: 'alice' }],
+        runtime: { pool: { maxWorkers: 2, warmWorkers: 1 }, approvals: { tools: ['echo'] } },
+      }),
+    );
+    const browser = await chromium.launch({
+      executablePath: CHROMIUM!,
+      args: ['--headless', '--no-sandbox'],
+    });
+    try {
+      const page = await browser.newPage();
+      await page.goto(`${server.url}/console`);
+      await page.fill('#token', TOKEN);
+      await page.click('#login button');
+      await page.waitForSelector('#who:text("connected")', { timeout: 10_000 });
+      await page.click('#create');
+      await page.waitForSelector('#list li.selected', { timeout: 10_000 });
+      const echo = (text: string) =>
+        JSON.stringify({
+          script: [{ tools: [{ name: 'echo', args: { text } }] }, { text: `after ${text}` }],
+        });
+      await page.fill('#message', echo('approve me'));
+      await page.click('#send');
+      const first = page.locator('#transcript .approval').first();
+      await first.waitFor({ timeout: 10_000 });
+      expect(await first.textContent()).toContain('echo');
+      await page.waitForSelector('#transcript .system:text("awaiting_approval")', { timeout: 10_000 });
+      await first.locator('button.approve').click();
+      await page
+        .locator('#transcript .tool', { hasText: '↳ echo → approve me' })
+        .waitFor({ timeout: 10_000 });
+      await page
+        .locator('#transcript .assistant', { hasText: 'after approve me' })
+        .waitFor({ timeout: 10_000 });
+      expect(await first.textContent()).toContain('approved');
+      await page.fill('#message', echo('deny me'));
+      await page.click('#send');
+      const second = page.locator('#transcript .approval').nth(1);
+      await second.waitFor({ timeout: 10_000 });
+      await second.locator('button.deny').click();
+      await page
+        .locator('#transcript .tool', { hasText: 'denied: denied in the console' })
+        .waitFor({ timeout: 10_000 });
+      await page.locator('#transcript .assistant', { hasText: 'after deny me' }).waitFor({ timeout: 10_000 });
+      expect(await page.textContent('#machine')).toBe('idle');
+      mkdirSync(ARTIFACTS, { recursive: true });
+      await page.screenshot({ path: new URL('console-approval.png', ARTIFACTS).pathname, fullPage: true });
+    } finally {
+      await browser.close();
+    }
+  }, 60_000);
 });

@@ -291,6 +291,8 @@ describe('the HTTP API on a real port', () => {
       ['POST', '/v1/workstreams/X/close'],
       ['POST', '/v1/workstreams/X/compact', { throughSeq: 1, summary: 's' }],
       ['POST', '/v1/workstreams/X/rewind', { turns: 1 }],
+      ['POST', '/v1/workstreams/X/approve', { token: 'apr.1.0.00000000-0000-0000-0000-000000000000' }],
+      ['POST', '/v1/workstreams/X/deny', { token: 'apr.1.0.00000000-0000-0000-0000-000000000000' }],
       ['DELETE', '/v1/workstreams/X?incarnation=any'],
     ];
     for (const [method, path, body] of routes) {
@@ -354,6 +356,71 @@ describe('the HTTP API on a real port', () => {
     ]);
     expect((await call('GET', '/v1/workstreams/shared', { token: ALICE })).body.status).toBe('open');
     expect(JSON.stringify([made, refused.body])).not.toMatch(/(acme|globex)\/shared/);
+  });
+
+  it('A1 A2 A3: over HTTP — a waited send ends awaiting_approval with the call and its token, status shows the wait, a send meanwhile is 409 APPROVAL_PENDING; approve with edited arguments resumes the turn; again: already_decided; deny after: 409 APPROVAL_DECIDED; a bad token: 409 APPROVAL_STALE', async () => {
+    await start({ approvals: { tools: ['echo'] } });
+    await call('POST', '/v1/workstreams', { token: ALICE, body: { workstreamId: 'w1' } });
+    const waited = await call('POST', '/v1/workstreams/w1/messages', {
+      token: ALICE,
+      body: {
+        content: script({ tools: [{ name: 'echo', args: { text: 'model' } }] }, { text: 'fine' }),
+        wait: true,
+      },
+    });
+    expect(waited.status).toBe(200);
+    expect(waited.body).toMatchObject({
+      status: 'awaiting_approval',
+      approval: { token: expect.stringMatching(/^apr\./), name: 'echo', callIndex: 0 },
+    });
+    const { token } = waited.body.approval;
+    expect((await call('GET', '/v1/workstreams/w1/status', { token: ALICE })).body).toMatchObject({
+      state: 'tool-debt',
+      cleanupPending: false,
+      awaitingApproval: { token, callIndex: 0 },
+    });
+    const pending = await call('POST', '/v1/workstreams/w1/messages', {
+      token: ALICE,
+      body: { content: 'hi' },
+    });
+    expect([pending.status, pending.body.error.code]).toEqual([409, 'APPROVAL_PENDING']);
+    const stale = await call('POST', '/v1/workstreams/w1/approve', {
+      token: ALICE,
+      body: { token: 'apr.x' },
+    });
+    expect([stale.status, stale.body.error.code, stale.body.error.details.reason]).toEqual([
+      409,
+      'APPROVAL_STALE',
+      'malformed',
+    ]);
+    const approved = await call('POST', '/v1/workstreams/w1/approve', {
+      token: ALICE,
+      body: { token, arguments: { text: 'edited' }, wait: true },
+    });
+    expect(approved.status).toBe(200);
+    expect(approved.body).toMatchObject({
+      status: 'resumed',
+      generation: 1,
+      result: { status: 'completed', finalText: 'fine' },
+    });
+    const rows = (await call('GET', '/v1/workstreams/w1/history', { token: ALICE })).body.rows;
+    expect(rows.map((r: { message: { role: string } }) => r.message.role)).toEqual([
+      'user',
+      'assistant',
+      'tool',
+      'assistant',
+    ]);
+    expect(rows[2].message).toMatchObject({ content: 'edited', effect: 'applied' });
+    expect(
+      (await call('POST', '/v1/workstreams/w1/approve', { token: ALICE, body: { token } })).body,
+    ).toEqual({
+      status: 'already_decided',
+    });
+    const denied = await call('POST', '/v1/workstreams/w1/deny', {
+      token: ALICE,
+      body: { token, reason: 'no' },
+    });
+    expect([denied.status, denied.body.error.code]).toEqual([409, 'APPROVAL_DECIDED']);
   });
 
   it('T5: bad bodies, unknown fields, bad ids and oversize bodies are 400 INVALID_INPUT naming the field; nothing is written', async () => {
