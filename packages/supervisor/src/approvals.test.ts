@@ -12,6 +12,7 @@ import { ErrorCode, type ToolResultMessage } from '@turnwarden/protocol';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { TurnResult } from './index.js';
 import { refusal, within } from './test-support/bounded.js';
+import { killAwaitingApproval } from './test-support/crash.js';
 import { script, startRuntime } from './test-support/runtime.js';
 
 type Rt = Awaited<ReturnType<typeof startRuntime>>;
@@ -184,5 +185,40 @@ describe('approvals', () => {
       'tool',
       'assistant',
     ]);
+  });
+
+  it('A1 S7: SIGKILLed while a call waits for approval, then started again: still pending (a send is APPROVAL_PENDING), the decision resumes the turn, the history is valid', async () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'tw-approval-kill-')), 'store.db');
+    const token = await killAwaitingApproval(path);
+    expect(token).toMatch(/^apr\.1\.0\./);
+    const rt = await start({ store: { path } }, true);
+    expect((await rt.tw.status(ref)).awaitingApproval?.token).toBe(token);
+    expect(await refusal(rt.send(script({ text: 'again' })))).toMatchObject({
+      code: ErrorCode.APPROVAL_PENDING,
+    });
+    const decided = await rt.tw.approve({ ...ref, token });
+    if (decided.status !== 'resumed') throw new Error('not resumed');
+    expect(await within(decided.turn.done, 10_000, 'the resumed turn')).toMatchObject({
+      status: 'completed',
+      finalText: 'resumed',
+    });
+    const rows = await rt.history();
+    expect(rows.map((r) => r.message.role)).toEqual(['user', 'assistant', 'tool', 'assistant']);
+    expect(results(rows)[0]).toMatchObject({ content: 'approved after a kill', effect: 'applied' });
+  });
+
+  it('A1: on one worker, twenty sessions wait for approval at once: each turn ends waiting and frees it — no active turn, no busy worker', async () => {
+    const rt = await start({ pool: { maxWorkers: 1, warmWorkers: 1 } });
+    const ids = Array.from({ length: 20 }, (_, i) => `wait-${i}`);
+    for (const workstreamId of ids) await rt.tw.createWorkstream({ ...ref, workstreamId });
+    for (const workstreamId of ids) {
+      const turn = await rt.tw.send({ ...ref, workstreamId, content: ECHO });
+      expect((await within(turn.done, 10_000, 'the turn ends waiting')).status).toBe('awaiting_approval');
+    }
+    const stats = rt.tw.stats();
+    expect(stats).toMatchObject({ activeTurns: 0, turnsAwaitingApproval: 20 });
+    expect(stats.pool).toMatchObject({ busy: 0, spawned: 1 });
+    for (const workstreamId of ids)
+      expect((await rt.tw.status({ ...ref, workstreamId })).awaitingApproval).toBeDefined();
   });
 });

@@ -13,6 +13,8 @@ import { sleep } from './stats.js';
 export interface MemoryChildConfig {
   readonly count: number;
   readonly active: number;
+  /** Sessions whose turn ends waiting for an approval (issue 26). */
+  readonly waiting: number;
 }
 
 export interface MemoryReport {
@@ -27,6 +29,18 @@ export interface MemoryReport {
   readonly activeRssPerTurnWarm: number;
   readonly activeHeapPerTurnWarm: number;
   readonly idleThreadRss: number;
+  readonly waiting: {
+    readonly count: number;
+    readonly rssPerSession: number;
+    readonly heapPerSession: number;
+    /** What stats() said once every turn had ended waiting. */
+    readonly activeTurns: number;
+    readonly busyWorkers: number;
+    readonly workersSpawned: number;
+    readonly maxWorkers: number;
+    readonly awaiting: number;
+    readonly msPerTurn: number;
+  };
 }
 
 export type MemoryChildMessage =
@@ -203,7 +217,9 @@ async function measure(cfg: MemoryChildConfig): Promise<MemoryReport> {
   } finally {
     await pool.close();
   }
+  const waiting = await measureWaiting(cfg);
   return {
+    waiting,
     gcExposed: gc !== undefined,
     count: cfg.count,
     active: cfg.active,
@@ -218,6 +234,67 @@ async function measure(cfg: MemoryChildConfig): Promise<MemoryReport> {
   };
 }
 
+/**
+ * `waiting` sessions whose turn's call needs approval: each turn runs on one of two workers and
+ * ends waiting; the rss and heap they add, and what stats() says of threads once all wait.
+ */
+async function measureWaiting(cfg: MemoryChildConfig): Promise<MemoryReport['waiting']> {
+  const maxWorkers = 2;
+  const tw = await Turnwarden.start({
+    ...SCRIPTED,
+    store: { path: ':memory:' },
+    logger: silentLogger(),
+    watchdog: { timeoutMs: 60_000, pollMs: 1_000, graceMs: 1_000 },
+    pool: { maxWorkers, warmWorkers: maxWorkers },
+    approvals: { tools: ['echo'] },
+  });
+  try {
+    const content = script([{ tools: [{ name: 'echo', args: { text: 'needs a yes' } }] }, { text: 'ok' }]);
+    const ids: string[] = [];
+    for (let i = 0; i < cfg.waiting; i++)
+      ids.push(
+        (await tw.createWorkstream({ tenantId: TENANT, principal: PRINCIPAL, workstreamId: `waiting-${i}` }))
+          .workstreamId,
+      );
+    // Warm-up: one turn to its wait and back, so code paths are compiled before the reading.
+    const warm = await (
+      await tw.send({ tenantId: TENANT, principal: PRINCIPAL, workstreamId: ids[0]!, content })
+    ).done;
+    if (warm.approval === undefined) throw new Error(`the warm-up turn ended ${warm.status}, not waiting`);
+    await tw.cancel({ tenantId: TENANT, principal: PRINCIPAL, workstreamId: ids[0]! });
+    const before = await reading();
+    const t0 = performance.now();
+    // Two at a time, as the two workers allow: each turn ends waiting and frees its worker.
+    for (let i = 0; i < ids.length; i += maxWorkers) {
+      const turns = await Promise.all(
+        ids
+          .slice(i, i + maxWorkers)
+          .map((workstreamId) => tw.send({ tenantId: TENANT, principal: PRINCIPAL, workstreamId, content })),
+      );
+      for (const t of turns) {
+        const r = await t.done;
+        if (r.status !== 'awaiting_approval') throw new Error(`a turn ended ${r.status}, not waiting`);
+      }
+    }
+    const msPerTurn = (performance.now() - t0) / ids.length;
+    const after = await reading();
+    const stats = tw.stats();
+    return {
+      count: ids.length,
+      rssPerSession: (after.rss - before.rss) / ids.length,
+      heapPerSession: (after.heap - before.heap) / ids.length,
+      activeTurns: stats.activeTurns,
+      busyWorkers: stats.pool.busy,
+      workersSpawned: stats.pool.spawned,
+      maxWorkers,
+      awaiting: stats.turnsAwaitingApproval,
+      msPerTurn,
+    };
+  } finally {
+    await tw.shutdown();
+  }
+}
+
 function send(message: MemoryChildMessage): Promise<void> {
   return new Promise((resolve) => {
     if (!process.send) {
@@ -228,7 +305,7 @@ function send(message: MemoryChildMessage): Promise<void> {
   });
 }
 
-const cfg = JSON.parse(process.argv[2] ?? '{"count":10000,"active":4}') as MemoryChildConfig;
+const cfg = JSON.parse(process.argv[2] ?? '{"count":10000,"active":4,"waiting":1000}') as MemoryChildConfig;
 try {
   await send({ ok: true, report: await measure(cfg) });
 } catch (e) {

@@ -50,9 +50,10 @@ const KB = 1024;
 const MB = 1024 * 1024;
 
 export async function benchMemory(ctx: BenchContext): Promise<Omit<SectionResult, 'durationMs'>> {
-  const cfg: MemoryChildConfig = { count: ctx.quick ? 3_000 : 10_000, active: 4 };
+  const cfg: MemoryChildConfig = { count: ctx.quick ? 3_000 : 10_000, active: 4, waiting: 1_000 };
   const r = await runChild(cfg, ctx.quick ? 45_000 : 90_000);
   const heapKb = r.idleHeapPerWorkstream / KB;
+  const w = r.waiting;
   const rssKb = r.idleRssPerWorkstream / KB;
   return {
     name: 'memory',
@@ -74,6 +75,23 @@ export async function benchMemory(ctx: BenchContext): Promise<Omit<SectionResult
       row('main-thread heap per active turn, spawned worker', 'KB', r.activeHeapPerTurnWithSpawn / KB),
       row('main-thread heap per active turn, pre-warmed worker', 'KB', r.activeHeapPerTurnWarm / KB),
       row('ms per createWorkstream (batches of 100)', 'ms', r.createMsPerWorkstream),
+      row(
+        `rss per session waiting for approval (${w.count.toLocaleString('en-US')})`,
+        'KB',
+        w.rssPerSession / KB,
+        {
+          baseline: r.idleThreadRss / KB,
+          target: target('no thread held: < a parked worker thread', w.rssPerSession < r.idleThreadRss),
+        },
+      ),
+      row('heap per session waiting for approval', 'KB', w.heapPerSession / KB),
+      row('worker threads held by the waiting sessions (stats: busy)', '', w.busyWorkers, {
+        target: target('0', w.busyWorkers === 0 && w.activeTurns === 0),
+      }),
+      row('workers ever spawned for them (pool.maxWorkers 2)', '', w.workersSpawned, {
+        target: target(`≤ ${w.maxWorkers}`, w.workersSpawned <= w.maxWorkers),
+      }),
+      row('ms per turn to its wait', 'ms', w.msPerTurn),
     ],
     notes: [
       r.gcExposed
@@ -82,6 +100,7 @@ export async function benchMemory(ctx: BenchContext): Promise<Omit<SectionResult
       'rss is process-wide: it includes SQLite pages and the worker threads; freed memory is not always returned to the OS, so small rss deltas are noisy',
       `spawned row: each turn spawned its worker (no warm pool); warm row: a second runtime whose start warmed ${r.active} workers, each reused by one turn — both rows fail if stats().pool shows another spawn count or a retirement`,
       'idle workstream: nothing of it lives on the supervisor heap (the watchdog watches active turns only); its cost is its store rows',
+      `waiting for approval (A1): ${w.awaiting.toLocaleString('en-US')} turns ended awaiting_approval on a runtime with pool.maxWorkers 2 — each turn's call needs approval (approvals.tools); stats() then: ${w.activeTurns} active turns, ${w.busyWorkers} busy workers; baseline: a parked worker thread`,
     ],
   };
 }

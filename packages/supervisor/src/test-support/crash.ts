@@ -37,6 +37,34 @@ export async function killInToolDebt(dbPath: string, leaseTtlMs = 1_000, hostId?
   expect(await exited).toBe('SIGKILL');
 }
 
+/**
+ * Runs approval-host.mjs until its turn waits for an approval, then kills it with SIGKILL;
+ * resolves with the wait's token.
+ */
+export async function killAwaitingApproval(dbPath: string): Promise<string> {
+  const child = spawn(process.execPath, [new URL('./approval-host.mjs', import.meta.url).pathname, dbPath], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const exited = new Promise<NodeJS.Signals | null>((resolve) =>
+    child.once('exit', (_code, signal) => resolve(signal)),
+  );
+  const token = await within(
+    new Promise<string>((resolve) => {
+      let out = '';
+      child.stdout.on('data', (chunk: Buffer) => {
+        out += chunk.toString();
+        const m = /AWAITING (\S+)\n/.exec(out);
+        if (m) resolve(m[1]!);
+      });
+    }),
+    20_000,
+    'the host process ends its turn waiting for approval',
+  );
+  child.kill('SIGKILL');
+  expect(await exited).toBe('SIGKILL');
+  return token;
+}
+
 /** The lease of tenant-a's ws-1 as the database holds it, read through a connection of its own. */
 export async function leaseOf(dbPath: string) {
   const probe = openSqliteStore({ path: dbPath });
