@@ -31,6 +31,8 @@ export interface RunRecord {
   readonly journalReleases: { readonly afterCommit: boolean }[];
   history: HistoryRow[];
   result: TurnResult | undefined;
+  /** The scheduled turn is a decision's resumed turn (issue 26): which decision. */
+  decision?: 'approve' | 'deny';
   renewalsAtCommit: number | undefined;
   renewalsAtEnd: number;
   /**

@@ -89,8 +89,30 @@ export class Run {
       }
       harness.rearm();
     }
+    const ref = { tenantId: TENANT, principal: PRINCIPAL, workstreamId };
+    if (scenario.resume !== undefined) {
+      // The prelude's turn waits for an approval: the decision's resumed turn is the scheduled
+      // one, under the same generation.
+      const status = await tw.status(ref);
+      const waiting = status.awaitingApproval;
+      if (waiting === undefined) throw new Error('the prelude left no call waiting for approval');
+      scheduled = status.generation;
+      const decided =
+        scenario.resume === 'approve'
+          ? await tw.approve({ ...ref, token: waiting.token })
+          : await tw.deny({ ...ref, token: waiting.token, reason: 'the schedule said no' });
+      if (decided.status !== 'resumed') throw new Error('the decision did not resume the turn');
+      run.record.decision = scenario.resume;
+      run.turn = decided.turn;
+      run.running.add(`W${run.turn.generation}`);
+      void run.turn.done.then((result) => {
+        run.record.result = result;
+        run.turnDone = true;
+      });
+      return run;
+    }
     // The scheduled turn's generation is the next one: its turn_started names its worker.
-    scheduled = (await tw.status({ tenantId: TENANT, principal: PRINCIPAL, workstreamId })).generation + 1;
+    scheduled = (await tw.status(ref)).generation + 1;
     // The scheduled send itself is not a competing send: it is not held before it enqueues.
     harness.passNext(SeamName.sendCaptureToEnqueue);
     // Nor is its user row's announcement held: the send resolves once the turn has started.

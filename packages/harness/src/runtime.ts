@@ -26,6 +26,8 @@ export const RUN_CONFIG = {
   // model runs in the session worker here. The shared model threads' crossings (a call's tokens,
   // result and abort against the turn's) are proven by the supervisor's tests of that placement.
   models: { placement: 'session' },
+  // The approvals' scenarios: a `heartbeat` call waits for a decision (no other scenario calls it).
+  approvals: { tools: ['heartbeat'] },
 } as const;
 
 /** The offline scripted model and demo tools: a plugin the harness loads explicitly. */

@@ -25,6 +25,11 @@ export interface Scenario {
   readonly prelude?: readonly string[];
   /** The user message that starts the turn (a scripted-model script). */
   readonly script: string;
+  /**
+   * The scheduled turn is not a send's but a decision's (issue 26): the prelude's last turn ends
+   * waiting for an approval, and the run approves or denies it — the resumed turn is scheduled.
+   */
+  readonly resume?: 'approve' | 'deny';
   readonly actions: readonly Action[];
   /** A fault to inject when the schedule releases a parked thread (e.g. L7: the publish throws). */
   fault?(parked: Parked): SeamFault | undefined;

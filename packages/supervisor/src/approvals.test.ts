@@ -221,4 +221,61 @@ describe('approvals', () => {
     for (const workstreamId of ids)
       expect((await rt.tw.status({ ...ref, workstreamId })).awaitingApproval).toBeDefined();
   });
+
+  /** `after` held by the test (its callbacks kept even once cancelled, to fire late); `every` real. */
+  function heldTimers() {
+    const held: { fn: () => void; cancelled: boolean }[] = [];
+    return {
+      held,
+      timers: {
+        every: (ms: number, fn: () => void) => {
+          const t = setInterval(fn, ms);
+          t.unref();
+          return () => clearInterval(t);
+        },
+        after: (_ms: number, fn: () => void) => {
+          const entry = { fn, cancelled: false };
+          held.push(entry);
+          return () => {
+            entry.cancelled = true;
+          };
+        },
+      },
+    };
+  }
+
+  it('A2 A4: a timeout racing a decision — the timeout first: the call is denied and the decision is stale, nothing else changes', async () => {
+    const { held, timers } = heldTimers();
+    const rt = await start({ timers });
+    const { approval } = await waiting(rt);
+    const timeout = held.at(-1)!;
+    expect(timeout.cancelled).toBe(false);
+    // The decision is on its way (its ownership read) when the timeout fires: the timeout is first in the mailbox.
+    const deciding = rt.tw.approve({ ...ref, token: approval.token });
+    timeout.fn();
+    expect(await refusal(deciding)).toMatchObject({
+      code: ErrorCode.APPROVAL_STALE,
+      details: { reason: 'not_waiting' },
+    });
+    const tool = results(await rt.history());
+    expect(tool).toEqual([expect.objectContaining({ effect: 'none', synthesized: true })]);
+    expect(rt.tw.stats()).toMatchObject({ approvalsTimedOut: 1, approvalsApproved: 0, turnsStarted: 1 });
+  });
+
+  it('A2 A4: a timeout racing a decision — the decision first: its timer is cancelled, and one that fires all the same finds nothing waiting: the call runs once, approved', async () => {
+    const { held, timers } = heldTimers();
+    const rt = await start({ timers });
+    const { approval } = await waiting(rt);
+    const timeout = held.at(-1)!;
+    const decided = await rt.tw.approve({ ...ref, token: approval.token });
+    expect(timeout.cancelled).toBe(true);
+    // A timer whose cancel came too late fires anyway, while the resumed turn runs.
+    timeout.fn();
+    if (decided.status !== 'resumed') throw new Error('not resumed');
+    expect((await within(decided.turn.done, 10_000, 'the resumed turn')).status).toBe('completed');
+    const tool = results(await rt.history());
+    expect(tool).toEqual([expect.objectContaining({ effect: 'applied', isError: false })]);
+    expect(tool[0]!.synthesized).toBeUndefined();
+    expect(rt.tw.stats()).toMatchObject({ approvalsTimedOut: 0, approvalsApproved: 1 });
+  });
 });

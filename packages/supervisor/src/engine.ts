@@ -450,6 +450,7 @@ export class TurnEngine implements Commands {
       ...(tenantLimit === undefined ? {} : { tenantLimit }),
       approvals: {
         waiting: (workstreamId, nonce, expiresAt) => this.approvals.waiting(workstreamId, nonce, expiresAt),
+        ended: (workstreamId) => this.approvals.ended(workstreamId),
       },
     };
     this.maintenance = claims;

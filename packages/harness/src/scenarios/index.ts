@@ -1,4 +1,5 @@
 import type { Scenario } from '../scenario.js';
+import { a3 } from './a3.scenario.js';
 import { c1 } from './c1.scenario.js';
 import { c3 } from './c3.scenario.js';
 import { c7 } from './c7.scenario.js';
@@ -15,4 +16,4 @@ import { s6 } from './s6.scenario.js';
 import { t7 } from './t7.scenario.js';
 
 /** Every scenario, by guarantee id. */
-export const SCENARIOS: readonly Scenario[] = [l3, l4, l6, l7, l8, s3, s6, t7, c1, c3, c7, e2, d4, d6];
+export const SCENARIOS: readonly Scenario[] = [l3, l4, l6, l7, l8, s3, s6, t7, c1, c3, c7, e2, d4, d6, a3];

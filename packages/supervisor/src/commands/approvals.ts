@@ -66,6 +66,12 @@ export class Approvals {
     this.timeouts.set(workstreamId, { nonce, cancel });
   }
 
+  /** The wait ended otherwise (a cancel's repair, a close, a delete): its timeout goes. */
+  ended(workstreamId: string): void {
+    this.timeouts.get(workstreamId)?.cancel();
+    this.timeouts.delete(workstreamId);
+  }
+
   /** Shutdown: no timeout fires any more (a restart keeps them again, recovery.ts). */
   stop(): void {
     this.stopped = true;
@@ -121,8 +127,7 @@ export class Approvals {
       }
       if (input.approved) this.deps.counters.approvalsApproved++;
       else this.deps.counters.approvalsDenied++;
-      this.timeouts.get(workstreamId)?.cancel();
-      this.timeouts.delete(workstreamId);
+      this.ended(workstreamId);
       return { resumed: step.run(sent, undefined) };
     } catch (e) {
       permit?.release();

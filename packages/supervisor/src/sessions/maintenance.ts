@@ -25,6 +25,11 @@ export interface MaintenanceHost extends AbandonHost {
   readonly predecessors: string | undefined;
   readonly leaseTtlMs: number;
   readonly logger: Logger;
+  /** Waits for an approval and their timeouts (commands/approvals.ts): a wait repaired here has ended. */
+  readonly approvals?: {
+    waiting(workstreamId: string, nonce: string, expiresAt: number): void;
+    ended(workstreamId: string): void;
+  };
 }
 
 /**
@@ -159,6 +164,7 @@ export async function repairLeftover(
       startedCalls: waited ? [] : undefined,
       log,
     });
+    if (waited && result.repaired) host.approvals?.ended(workstreamId);
     if (!result.repaired) {
       throw errors.storeError(`repair of ${workstreamId} failed; it refuses claims until repaired`);
     }

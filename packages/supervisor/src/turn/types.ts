@@ -83,7 +83,10 @@ export interface TurnHost extends SettleHost, WorkerEventHost, RenewalHost, Anno
   /** Cluster mode: resolves once the events emitted so far are in the relay (cluster.ts `published`). */
   published?(): Promise<void>;
   /** A turn ended waiting for an approval: its wait's bound is kept (commands/approvals.ts). */
-  readonly approvals?: { waiting(workstreamId: string, nonce: string, expiresAt: number): void };
+  readonly approvals?: {
+    waiting(workstreamId: string, nonce: string, expiresAt: number): void;
+    ended(workstreamId: string): void;
+  };
   readonly logger: Logger;
   /** The turn has ended, still in its session's mailbox (a poisoned end fences the sends before it, C7). */
   turnEnded(rec: SessionRecord): void;
