@@ -1,0 +1,77 @@
+/**
+ * Approvals across hosts (issue 26): a wait is durable in the shared store and holds no lease, so
+ * any host decides it — the turn resumes on the deciding host — and any host refuses a send
+ * while it waits, or cancels it (the call denied, effect none). Listeners on every host hear
+ * `approval_requested` (relayed).
+ */
+import { ErrorCode, type ToolResultMessage } from '@turnwarden/protocol';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { TurnwardenEvent } from '../streams/events.js';
+import { refusal, within } from '../test-support/bounded.js';
+import { script } from '../test-support/runtime.js';
+import { type Host, threeHostCluster } from '../test-support/three-hosts.js';
+
+const cluster = threeHostCluster();
+afterEach(() => cluster.stop());
+
+const ref = { tenantId: 'tenant-a', principal: 'user-a', workstreamId: 'waits' };
+const ECHO = script({ tools: [{ name: 'echo', args: { text: 'approved elsewhere' } }] }, { text: 'done' });
+const start = () => cluster.start({ approvals: { tools: ['echo'] } });
+
+async function waitingOn(host: Host) {
+  const result = await within((await host.tw.send({ ...ref, content: ECHO })).done, 10_000, 'the turn waits');
+  expect(result.status).toBe('awaiting_approval');
+  return result.approval!;
+}
+
+const toolRows = async (host: Host) =>
+  (await host.tw.history(ref)).rows.flatMap((r) =>
+    r.message.role === 'tool' ? [r.message as ToolResultMessage] : [],
+  );
+
+describe('approvals across hosts', () => {
+  it('A1 A3: a turn that waits on host A is approved on host B: it resumes there and completes; a listener on C hears the request', async () => {
+    const { a, b, c } = await start();
+    await a.tw.createWorkstream(ref);
+    const heard: TurnwardenEvent[] = [];
+    await c.tw.subscribe({ ...ref, listener: (e) => heard.push(e) });
+    const approval = await waitingOn(a);
+    // B refuses a send while it waits, as A would.
+    expect(await refusal(b.tw.send({ ...ref, content: 'hi' }))).toMatchObject({
+      code: ErrorCode.APPROVAL_PENDING,
+    });
+    const decided = await b.tw.approve({ ...ref, token: approval.token });
+    if (decided.status !== 'resumed') throw new Error('not resumed');
+    const done = await within(decided.turn.done, 10_000, 'the resumed turn');
+    expect(done).toMatchObject({ status: 'completed', host: 'host-b', finalText: 'done' });
+    expect((await toolRows(c))[0]).toMatchObject({ content: 'approved elsewhere', effect: 'applied' });
+    await within(
+      (async () => {
+        while (!heard.some((e) => e.type === 'approval_requested'))
+          await new Promise((r) => setTimeout(r, 10));
+      })(),
+      10_000,
+      'C hears the request',
+    );
+    expect(heard.find((e) => e.type === 'approval_requested')?.data).toEqual(approval);
+    // And the same decision on a third host is recognised.
+    expect(await c.tw.approve({ ...ref, token: approval.token })).toEqual({ status: 'already_decided' });
+  });
+
+  it('A4: a cancel on host C while a call waits on A denies it (effect none); the next send runs on any host', async () => {
+    const { a, b, c } = await start();
+    await a.tw.createWorkstream(ref);
+    const approval = await waitingOn(a);
+    expect(await c.tw.cancel(ref)).toBe(true);
+    expect(await toolRows(b)).toEqual([expect.objectContaining({ effect: 'none', synthesized: true })]);
+    expect(await refusal(b.tw.approve({ ...ref, token: approval.token }))).toMatchObject({
+      code: ErrorCode.APPROVAL_STALE,
+    });
+    const next = await within(
+      (await b.tw.send({ ...ref, content: script({ text: 'next' }) })).done,
+      10_000,
+      'next',
+    );
+    expect(next.status).toBe('completed');
+  });
+});
