@@ -244,19 +244,18 @@ describe('approvals', () => {
     };
   }
 
-  it('A2 A4: a timeout racing a decision — the timeout first: the call is denied and the decision is stale, nothing else changes', async () => {
+  it('A2 A4: a timeout racing a decision — the timeout first (before the host decides): the call is denied and the decision is stale, nothing else changes', async () => {
     const { held, timers } = heldTimers();
     const rt = await start({ timers });
     const { approval } = await waiting(rt);
     const timeout = held.at(-1)!;
     expect(timeout.cancelled).toBe(false);
-    // The decision is on its way (its ownership read) when the timeout fires: the timeout is first in the mailbox.
-    const deciding = rt.tw.approve({ ...ref, token: approval.token });
+    const denied = rt.waitForLog('approval timed out; the call is denied');
     timeout.fn();
-    expect(await refusal(deciding)).toMatchObject({
-      code: ErrorCode.APPROVAL_STALE,
-      details: { reason: 'not_waiting' },
-    });
+    // The host decides once the time ran out, while the timeout's denial is on its way or done.
+    const late = await refusal(rt.tw.approve({ ...ref, token: approval.token }));
+    expect(late).toMatchObject({ code: ErrorCode.APPROVAL_STALE, details: { reason: 'not_waiting' } });
+    await within(denied, 10_000, 'the timeout denies the call');
     const tool = results(await rt.history());
     expect(tool).toEqual([expect.objectContaining({ effect: 'none', synthesized: true })]);
     expect(rt.tw.stats()).toMatchObject({ approvalsTimedOut: 1, approvalsApproved: 0, turnsStarted: 1 });
@@ -276,6 +275,32 @@ describe('approvals', () => {
     const tool = results(await rt.history());
     expect(tool).toEqual([expect.objectContaining({ effect: 'applied', isError: false })]);
     expect(tool[0]!.synthesized).toBeUndefined();
+    expect(rt.tw.stats()).toMatchObject({ approvalsTimedOut: 0, approvalsApproved: 1 });
+  });
+
+  it('A2 A4: a timeout while a decision in time waits for a worker: the decision goes first — the call runs, approved', async () => {
+    const { held, timers } = heldTimers();
+    const rt = await start({ timers, pool: { maxWorkers: 1, warmWorkers: 1 } });
+    const { approval } = await waiting(rt);
+    const timeout = held.at(-1)!;
+    // Another workstream's turn holds the only worker.
+    const other = { ...ref, workstreamId: 'busy' };
+    await rt.tw.createWorkstream(other);
+    const busy = await rt.tw.send({
+      ...other,
+      content: script({ tools: [{ name: 'sleep', args: { ms: 600_000 } }] }),
+    });
+    const deciding = rt.tw.approve({ ...ref, token: approval.token });
+    // The decision waits for a worker when the wait's time runs out.
+    timeout.fn();
+    await rt.tw.cancel(other);
+    await busy.done;
+    const decided = await within(deciding, 10_000, 'the decision');
+    if (decided.status !== 'resumed') throw new Error('not resumed');
+    expect((await within(decided.turn.done, 10_000, 'the resumed turn')).status).toBe('completed');
+    expect(results(await rt.history())).toEqual([
+      expect.objectContaining({ effect: 'applied', isError: false }),
+    ]);
     expect(rt.tw.stats()).toMatchObject({ approvalsTimedOut: 0, approvalsApproved: 1 });
   });
 });

@@ -701,6 +701,10 @@ export class TurnEngine implements Commands {
     return this.approvals.decide(claim, input);
   }
 
+  decisionMade(workstreamId: string, decision: Promise<unknown>): void {
+    this.approvals.track(workstreamId, decision);
+  }
+
   cancel(workstreamId: string, fence: Announced): Promise<boolean> {
     return this.cancels.cancel(workstreamId, fence);
   }

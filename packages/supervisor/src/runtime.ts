@@ -738,10 +738,9 @@ export class Turnwarden {
       const claim = this.commands.capture(key);
       const args = approved ? (input as ApproveInput).arguments : undefined;
       const reason = approved ? undefined : (input as DenyInput).reason;
-      let decided: Decided;
-      try {
+      const deciding = (async () => {
         await this.owned(input.tenantId, id);
-        decided = await named(
+        return named(
           key,
           id,
           this.commands.decide(claim, {
@@ -754,6 +753,12 @@ export class Turnwarden {
             ...(reason === undefined ? {} : { reason }),
           }),
         );
+      })();
+      // Made now, in time: the wait's timeout, should it fire meanwhile, lets it go first.
+      this.commands.decisionMade(key, deciding);
+      let decided: Decided;
+      try {
+        decided = await deciding;
       } finally {
         this.commands.settled(claim);
       }

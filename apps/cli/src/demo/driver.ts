@@ -4,7 +4,7 @@
  * no retry loop — and any refusal is recorded as the turn's outcome.
  */
 import { isTurnwardenError } from '@turnwarden/protocol';
-import type { TurnHandle, Turnwarden } from '@turnwarden/supervisor';
+import type { TurnHandle, TurnResult, Turnwarden } from '@turnwarden/supervisor';
 import { classifyTurn } from './integrity.js';
 import type { RecordKind, TurnRecord } from './types.js';
 import { EXPECTED, type Expectation, type WorkstreamPlan } from './workload.js';
@@ -17,6 +17,8 @@ export interface DemoObserver {
   turnFinished(record: TurnRecord): void;
   /** The host force-cancels a workstream's turn (a cancel turn). */
   forceCancel?(workstreamId: string): void;
+  /** A turn waits for an approval: the driver approves, denies or lets it time out (`variant`). */
+  approval?(workstreamId: string, variant: string): void;
 }
 
 export interface DriverContext {
@@ -123,10 +125,14 @@ async function sendAndWait(
   }
   ctx.observer.turnStarted(spec.workstreamId, spec.index, spec.kind);
   const t0 = performance.now();
-  const result = await sent.handle.done; // never rejects
+  const first = await sent.handle.done; // never rejects
+  const decided = first.approval === undefined ? undefined : await decide(ctx, spec, first.approval.token);
+  const result = decided?.result ?? first;
+  const approval = decided?.approval;
   return {
     ...base,
     ...timing,
+    ...(approval === undefined ? {} : { approval }),
     generation: result.generation,
     status: result.status,
     ...(result.abortReason === undefined ? {} : { abortReason: result.abortReason }),
@@ -136,8 +142,40 @@ async function sendAndWait(
     ...(result.error === undefined
       ? {}
       : { errorCode: result.error.code, errorMessage: result.error.message }),
-    verdict: classifyTurn(spec.expected, { ...result, errorCode: result.error?.code }),
+    verdict: classifyTurn(spec.expected, { ...result, errorCode: result.error?.code, approval }),
   };
+}
+
+/**
+ * A turn that ended waiting for an approval (A1–A4): the driver approves it, denies it, or lets
+ * it time out, as the plan's variant says — then the resumed turn's result (approve, deny), or
+ * the wait's end by its timeout, seen as the call's synthesized result (`timeout`).
+ */
+async function decide(
+  ctx: DriverContext,
+  spec: Omit<TurnSpec, 'content'>,
+  token: string,
+): Promise<{ approval: 'approved' | 'denied' | 'timed_out'; result?: TurnResult } | undefined> {
+  const ref = { tenantId: ctx.tenantId, principal: ctx.principal, workstreamId: spec.workstreamId };
+  ctx.observer.approval?.(spec.workstreamId, spec.variant);
+  if (spec.variant === 'timeout') {
+    // The wait ends by itself (approvals.timeoutMs): its call's synthesized result is the sign.
+    const deadline = Date.now() + 60_000;
+    while (Date.now() < deadline && !ctx.stop.aborted) {
+      const status = await ctx.tw.status(ref);
+      if (status.awaitingApproval === undefined && status.state === 'idle') return { approval: 'timed_out' };
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    return undefined;
+  }
+  const approved = spec.variant === 'approve';
+  // A refusal (the demo stopping: SHUTTING_DOWN) leaves the turn undecided: its verdict says so.
+  const decision = await (approved
+    ? ctx.tw.approve({ ...ref, token })
+    : ctx.tw.deny({ ...ref, token, reason: 'the demo driver said no' })
+  ).catch(() => undefined);
+  if (decision?.status !== 'resumed') return undefined;
+  return { approval: approved ? 'approved' : 'denied', result: await decision.turn.done };
 }
 
 /** Runs the workstream's turns sequentially, then its idle check; returns every record. */

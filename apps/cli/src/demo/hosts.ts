@@ -432,6 +432,8 @@ export async function runHostsDemo(args: HostsArgs): Promise<HostsReport> {
       seed: args.seed,
       timeoutMs: args.timeoutMs,
       storeFaults: false,
+      // This driver does not decide approval waits (the in-process demo does).
+      approvals: false,
       idPrefix: '',
     });
     const total = plan.workstreams.reduce((n, ws) => n + ws.turns.length, 0);

@@ -62,6 +62,21 @@ describe('turn classification', () => {
     ).toBe('unexpected_failure');
   });
 
+  it('A1–A4: an approval turn is as expected once decided — completed after approve or deny, or still waiting when its turn ended and then timed out; anything else is an unexpected failure', () => {
+    const w = { workerTerminated: false };
+    expect(classifyTurn('decided', { ...w, status: 'completed', approval: 'approved' })).toBe('ok');
+    expect(classifyTurn('decided', { ...w, status: 'completed', approval: 'denied' })).toBe('ok');
+    expect(classifyTurn('decided', { ...w, status: 'awaiting_approval', approval: 'timed_out' })).toBe('ok');
+    expect(classifyTurn('decided', { ...w, status: 'awaiting_approval' })).toBe('unexpected_failure');
+    expect(classifyTurn('decided', { ...w, status: 'completed' })).toBe('unexpected_failure');
+    expect(classifyTurn('decided', { ...w, status: 'failed', approval: 'approved' })).toBe(
+      'unexpected_failure',
+    );
+    expect(classifyTurn('decided', { ...w, status: 'completed', approval: 'timed_out' })).toBe(
+      'unexpected_failure',
+    );
+  });
+
   it('L1: a stalled turn that completes or fails instead of being interrupted is not recovered', () => {
     expect(
       classifyTurn('interrupted', {

@@ -14,6 +14,8 @@ export interface Observation {
   readonly abortReason?: string | undefined;
   readonly workerTerminated: boolean;
   readonly errorCode?: string | undefined;
+  /** An approval turn: how its wait was decided (seen by the driver). */
+  readonly approval?: 'approved' | 'denied' | 'timed_out' | undefined;
 }
 
 const WATCHDOG_REASONS: ReadonlySet<string> = new Set(['watchdog', 'deadline']);
@@ -45,6 +47,12 @@ export function classifyTurn(expected: Expectation, obs: Observation): Verdict {
     case 'failed':
       // S5: the store refused a tool row: the turn fails with the store's error (and is repaired).
       return obs.status === 'failed' && obs.errorCode === 'STORE_ERROR' ? 'ok' : 'unexpected_failure';
+    case 'decided':
+      // A1–A4: the turn ended waiting; approved or denied, the resumed turn completed; let to
+      // time out, the wait was denied by its timeout (the driver saw the call's result).
+      if (obs.approval === 'timed_out')
+        return obs.status === 'awaiting_approval' ? 'ok' : 'unexpected_failure';
+      return obs.status === 'completed' && obs.approval !== undefined ? 'ok' : 'unexpected_failure';
   }
 }
 

@@ -152,6 +152,8 @@ export async function runRemoteDemo(
     seed: args.seed,
     timeoutMs: args.timeoutMs,
     storeFaults: false,
+    // This driver does not decide approval waits (the in-process demo does).
+    approvals: false,
     // Workstream ids of their own, so runs against one server do not collide.
     idPrefix: `demo-${Date.now().toString(36)}-`,
   });

@@ -40,6 +40,8 @@ const tenantOf = (index: number) => (index % 4 === 3 ? 'globex' : 'acme');
 const principalOf = (tenant: string) => `${tenant}-user`;
 /** A send waits this long for a worker at most; the demo's turns are seconds long. */
 const DEMO_MAX_WAIT_MS = 120_000;
+/** How long an approval turn the driver lets time out waits (approvals.timeoutMs, its shortest). */
+const APPROVAL_TIMEOUT_MS = 1_000;
 const LEASE_TTL_MS = 5000;
 const LEASE_RENEW_MS = 1000;
 
@@ -148,6 +150,8 @@ export async function runDemo(args: DemoArgs, env: DemoEnv): Promise<DemoReport>
     lease: { ttlMs: Math.max(LEASE_TTL_MS, args.graceMs + LEASE_RENEW_MS + 1000), renewMs: LEASE_RENEW_MS },
     pool: { maxWorkers: args.maxWorkers, warmWorkers: args.warmWorkers },
     admission: { maxActivePerTenant: Math.max(1, Math.ceil((args.maxWorkers * 3) / 4)) },
+    // An approval turn the driver lets time out is denied after this (its shortest allowed).
+    approvals: { timeoutMs: APPROVAL_TIMEOUT_MS },
   };
   const mode = viewMode(args, output);
   if (mode !== 'quiet') {

@@ -58,6 +58,16 @@ export interface DemoSummary {
   readonly journal_retries: number;
   /** Force cancels the host issued (cancel turns). */
   readonly force_cancels: number;
+  /**
+   * Approval turns (A1–A4): turns that ended waiting for an approval (the supervisor's count),
+   * and how the driver decided them — approved, denied, or let time out.
+   */
+  readonly approvals: {
+    readonly awaited: number;
+    readonly approved: number;
+    readonly denied: number;
+    readonly timed_out: number;
+  };
   readonly watchdog_poll_lateness_ms: { readonly p50: number; readonly p99: number; readonly max: number };
   // Integrity (per-turn verdicts, and the durable history re-read after shutdown).
   readonly false_aborts: number;
@@ -209,6 +219,12 @@ export function buildSummary(input: SummaryInput): DemoSummary {
     store_faults: input.storeFaults,
     journal_retries: input.journalRetries,
     force_cancels: input.forceCancels,
+    approvals: {
+      awaited: stats.turnsAwaitingApproval,
+      approved: input.records.filter((r) => r.approval === 'approved').length,
+      denied: input.records.filter((r) => r.approval === 'denied').length,
+      timed_out: input.records.filter((r) => r.approval === 'timed_out').length,
+    },
     watchdog_poll_lateness_ms: {
       p50: round(lateness.p50),
       p99: round(lateness.p99),
@@ -247,6 +263,7 @@ const GUARANTEE: Readonly<Record<RecordKind, string>> = {
   cancel: 'C3',
   'store-fault': 'P1 P3',
   'store-reject': 'S5',
+  approval: 'A1–A4',
   'idle-check': 'L1 L3',
 };
 
@@ -324,6 +341,10 @@ export function formatSummary(s: DemoSummary, checks: readonly IntegrityCheck[],
       ],
       ['journal retries (persistence retrying)', String(s.journal_retries)],
       ['force cancels by the host', String(s.force_cancels)],
+      [
+        'turns that waited for an approval: approved / denied / timed out',
+        `${s.approvals.awaited}: ${s.approvals.approved} / ${s.approvals.denied} / ${s.approvals.timed_out}`,
+      ],
       [
         'sends admitted after waiting for a worker / refused for capacity',
         `${s.admission.admitted_after_waiting} / ${s.admission.capacity_refusals}`,

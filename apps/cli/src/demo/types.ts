@@ -34,6 +34,8 @@ export interface TurnRecord {
   readonly workerTerminated: boolean;
   /** Tool results synthesized by recovery (S2). */
   readonly synthesized: number;
+  /** An approval turn: how the driver decided its wait (A1–A4). */
+  readonly approval?: 'approved' | 'denied' | 'timed_out';
   /** From the accepted `send` to the turn's `done`. */
   readonly durationMs: number;
   /** The workstream's tenant. */

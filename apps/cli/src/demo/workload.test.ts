@@ -52,7 +52,22 @@ describe('demo workload plan', () => {
       cancel: 0,
       'store-fault': 0,
       'store-reject': 0,
+      approval: 0,
     });
+  });
+
+  it('A1–A4: approval turns, each decided one way (approve, deny, timeout), a transfer call in each; none where the driver cannot decide them', () => {
+    const plan = planWorkload({ ...base, seed: 7 });
+    const approvals = plan.workstreams.flatMap((w) => w.turns.filter((t) => t.kind === 'approval'));
+    expect(approvals.length).toBe(plan.counts.approval);
+    expect(approvals.length).toBeGreaterThan(0);
+    for (const t of approvals) {
+      expect(['approve', 'deny', 'timeout']).toContain(t.variant);
+      expect(t.content).toContain('"name":"transfer"');
+    }
+    const without = planWorkload({ ...base, seed: 7, approvals: false });
+    expect(without.counts.approval).toBe(0);
+    expect(without.counts.normal).toBe(plan.counts.normal + plan.counts.approval);
   });
 
   it('writes valid scripts scaled to the timeout whose steps produce the expected outcome', () => {

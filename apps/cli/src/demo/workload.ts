@@ -11,6 +11,8 @@
  * - store-fault  — the store fails a tool row transiently, loses its ack, or is slow (P1, P3)
  *                                                                           → completed (the journal retries)
  * - store-reject — the store refuses a tool row (S5)                       → failed; repaired before the next turn
+ * - approval  — a `transfer` call that needs a person's approval (A1–A4): the turn ends waiting;
+ *               the driver approves, denies, or lets the wait time out       → decided
  *
  * Store faults are injected by the demo's store (`faultyStore`) for the row carrying the turn's
  * marker (an echo of `⚑<fault>:<workstream>#<turn>`), so each fault hits exactly its turn.
@@ -26,10 +28,18 @@ export const TURN_KINDS = [
   'cancel',
   'store-fault',
   'store-reject',
+  'approval',
 ] as const;
 export type TurnKind = (typeof TURN_KINDS)[number];
 
-export type Expectation = 'completed' | 'interrupted' | 'terminated' | 'force-cancelled' | 'failed';
+export type Expectation =
+  | 'completed'
+  | 'interrupted'
+  | 'terminated'
+  | 'force-cancelled'
+  | 'failed'
+  /** The turn waited for an approval and was decided: completed after approve or deny, or denied by its timeout. */
+  | 'decided';
 
 export const EXPECTED: Readonly<Record<TurnKind, Expectation>> = {
   normal: 'completed',
@@ -40,6 +50,7 @@ export const EXPECTED: Readonly<Record<TurnKind, Expectation>> = {
   cancel: 'force-cancelled',
   'store-fault': 'completed',
   'store-reject': 'failed',
+  approval: 'decided',
 };
 
 /** Share of each kind in the plan (normal takes the rest); each appears at least once. */
@@ -51,6 +62,7 @@ const SHARE: Readonly<Record<Exclude<TurnKind, 'normal'>, number>> = {
   cancel: 0.08,
   'store-fault': 0.1,
   'store-reject': 0.05,
+  approval: 0.08,
 };
 
 /** A store fault the demo injects for one turn: the row that carries `marker` gets it. */
@@ -90,6 +102,8 @@ export interface WorkloadOptions {
   readonly storeFaults?: boolean;
   /** Prepended to every workstream id. */
   readonly idPrefix?: string;
+  /** False: no approval turns (a driver that does not decide them: the remote and hosts demos). */
+  readonly approvals?: boolean;
 }
 
 export interface WorkloadPlan {
@@ -107,8 +121,12 @@ function workstreamId(i: number, total: number): string {
 }
 
 /** How many turns of each kind a plan of `total` turns has. */
-export function kindCounts(total: number, storeFaults = true): Record<TurnKind, number> {
+export function kindCounts(total: number, storeFaults = true, approvals = true): Record<TurnKind, number> {
   const counts = Object.fromEntries(TURN_KINDS.map((k) => [k, 0])) as Record<TurnKind, number>;
+  if (!approvals) {
+    const withThem = kindCounts(total, storeFaults);
+    return { ...withThem, normal: withThem.normal + withThem.approval, approval: 0 };
+  }
   if (!storeFaults) {
     const withFaults = kindCounts(total);
     counts.normal = withFaults.normal + withFaults['store-fault'] + withFaults['store-reject'];
@@ -128,6 +146,7 @@ export function kindCounts(total: number, storeFaults = true): Record<TurnKind, 
       'store-reject',
       'store-fault',
       'tools',
+      'approval',
     ];
     for (const kind of order.slice(0, total)) counts[kind] = 1;
     return counts;
@@ -145,7 +164,7 @@ export function planWorkload(options: WorkloadOptions): WorkloadPlan {
   const { workstreams, turns, seed, timeoutMs } = options;
   // The harness's seeded PRNG (mulberry32): the plan is deterministic for a seed; never Math.random.
   const rand = rng(seed);
-  const counts = kindCounts(workstreams * turns, options.storeFaults !== false);
+  const counts = kindCounts(workstreams * turns, options.storeFaults !== false, options.approvals !== false);
   const kinds: TurnKind[] = TURN_KINDS.flatMap((k) => Array.from({ length: counts[k] }, () => k));
   for (let i = kinds.length - 1; i > 0; i--) {
     const j = Math.floor(rand() * (i + 1));
@@ -299,6 +318,16 @@ function script(
     case 'store-reject':
       variant = 'tool-row';
       steps = faulted('reject', 1, 'reject');
+      break;
+    case 'approval':
+      // The driver approves, denies, or lets the wait run out (approvals.timeoutMs): every way
+      // the call gets one result and the turn goes on, or ends, with a valid history.
+      variant = pick(rand, ['approve', 'deny', 'timeout']);
+      steps = [
+        { text: 'I will pay the invoice.' },
+        { tools: [{ name: 'transfer', args: { to: `acct-${tag}`, amount: between(rand, 10, 500) } }] },
+        text(),
+      ];
       break;
     case 'wedge':
       // A wedge is the turn's own thread's: a tool that spins in its session worker. A model step

@@ -51,6 +51,13 @@ export class ToolArgs {
     return value as string;
   }
 
+  /** A required finite number. */
+  number(key: string): number {
+    const value = this.args[key];
+    this.check(key, typeof value === 'number' && Number.isFinite(value) ? undefined : 'must be a number');
+    return value as number;
+  }
+
   /** An optional boolean. */
   boolean(key: string, fallback: boolean): boolean {
     const value = this.args[key] ?? fallback;

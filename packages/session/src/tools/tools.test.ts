@@ -12,7 +12,8 @@ const toolError = (message: string) => expect.objectContaining({ code: ErrorCode
 describe('demoTools', () => {
   it('lists the five demo tools with descriptions', () => {
     const tools = demoTools();
-    expect(tools.map((t) => t.name)).toEqual(['sleep', 'heartbeat', 'wedge', 'echo', 'fail']);
+    expect(tools.map((t) => t.name)).toEqual(['sleep', 'heartbeat', 'wedge', 'echo', 'fail', 'transfer']);
+    expect(tools.filter((t) => t.needsApproval === true).map((t) => t.name)).toEqual(['transfer']);
     for (const tool of tools) expect(tool.description.length).toBeGreaterThan(10);
     expect(demoTools()).not.toBe(tools);
   });

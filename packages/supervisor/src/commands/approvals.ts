@@ -51,6 +51,11 @@ export interface ApprovalsDeps {
 export class Approvals {
   /** Each waiting session's timeout, by workstream, with the wait it bounds. */
   private readonly timeouts = new Map<string, { readonly nonce: string; readonly cancel: CancelTimer }>();
+  /**
+   * Decisions under way, by workstream: a timeout that fires while one waits for a worker or the
+   * mailbox waits for it — a decision made in time is not lost to the wait for capacity.
+   */
+  private readonly deciding = new Map<string, Promise<unknown>>();
   private stopped = false;
 
   constructor(private readonly deps: ApprovalsDeps) {}
@@ -85,6 +90,21 @@ export class Approvals {
    * way already taken (APPROVAL_DECIDED), edited arguments that are not a JSON object within
    * `limits.maxToolArgBytes` (INVALID_INPUT). The same decision again: `alreadyDecided`.
    */
+  /**
+   * A decision the host made now (called as it calls, before anything is awaited): a timeout
+   * that fires before it reaches the session waits for it — it was made in time.
+   */
+  track(workstreamId: string, decision: Promise<unknown>): void {
+    const settled = decision.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.deciding.set(workstreamId, settled);
+    void settled.then(() => {
+      if (this.deciding.get(workstreamId) === settled) this.deciding.delete(workstreamId);
+    });
+  }
+
   async decide(sent: SendClaim, input: DecisionInput): Promise<Decided> {
     const { sessions, admission, config } = this.deps;
     const { workstreamId } = input;
@@ -204,6 +224,12 @@ export class Approvals {
   /** The wait ran out: the call is denied as a cancel would deny it (effect none), unless decided meanwhile. */
   private async expire(workstreamId: string, nonce: string): Promise<void> {
     const { sessions, logger, claims } = this.deps;
+    // A decision under way (waiting for a worker) was made in time: it goes first.
+    for (let pending = this.deciding.get(workstreamId); pending !== undefined; ) {
+      await pending;
+      const next = this.deciding.get(workstreamId);
+      pending = next === pending ? undefined : next;
+    }
     try {
       const denied = await sessions.idle(workstreamId, async (rec) => {
         if (rec.turn !== undefined || waitingApproval(rec.snapshot!)?.nonce !== nonce) return false;

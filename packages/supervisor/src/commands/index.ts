@@ -88,6 +88,8 @@ export interface Commands {
   cancel(workstreamId: string, fence: Announced): Promise<boolean>;
   /** Approves or denies the call a workstream's session waits for (commands/approvals.ts). */
   decide(claim: SendClaim, input: DecisionInput): Promise<Decided>;
+  /** A decision the host just made (before its checks): a wait's timeout lets it go first. */
+  decisionMade(workstreamId: string, decision: Promise<unknown>): void;
   /** Force-cancels the turn whose `done` this is, not a later one (C4). */
   cancelTurn(workstreamId: string, done: Promise<unknown>): void;
   compact(workstreamId: string, throughSeq: number, summary: Summary): Promise<{ removed: number }>;
