@@ -42,6 +42,20 @@ export class Metrics {
         this.inc({ status: 'completed' }, s.turnsCompleted);
         this.inc({ status: 'interrupted' }, s.turnsInterrupted);
         this.inc({ status: 'failed' }, s.turnsFailed);
+        this.inc({ status: 'awaiting_approval' }, s.turnsAwaitingApproval);
+      },
+    });
+    new Counter({
+      name: 'turnwarden_approvals_total',
+      help: 'Waits for an approval decided, by how: approved, denied, timed_out (A1–A4)',
+      labelNames: ['decision'],
+      registers: [reg],
+      collect() {
+        const s = tw.stats();
+        this.reset();
+        this.inc({ decision: 'approved' }, s.approvalsApproved);
+        this.inc({ decision: 'denied' }, s.approvalsDenied);
+        this.inc({ decision: 'timed_out' }, s.approvalsTimedOut);
       },
     });
     counter(

@@ -189,6 +189,8 @@ describe('the HTTP API on a real port', () => {
     const text = await metrics.text();
     for (const name of [
       'turnwarden_turns_total{status="completed"} 0',
+      'turnwarden_turns_total{status="awaiting_approval"} 0',
+      'turnwarden_approvals_total{decision="timed_out"} 0',
       'turnwarden_watchdog_fired_total 0',
       'turnwarden_aborts_committed_total 0',
       'turnwarden_aborts_declined_total 0',
