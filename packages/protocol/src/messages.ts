@@ -229,6 +229,8 @@ export type WorkerEvent =
       readonly workerId: number;
       readonly models: readonly string[];
       readonly tools: readonly string[];
+      /** Each tool's arguments schema (JSON Schema), by name, where it declares one: edited arguments are checked against it. */
+      readonly schemas?: Readonly<Record<string, Readonly<Record<string, unknown>>>>;
       /** The models that check a user message before a claim (`ModelProvider.checkInput`). */
       readonly checks: readonly string[];
       /**

@@ -245,6 +245,11 @@ async function start(): Promise<void> {
     workerId: boot.workerId,
     models: [...registry.models.keys()],
     tools: [...registry.tools.keys()],
+    schemas: Object.fromEntries(
+      [...registry.tools.values()].flatMap((t) =>
+        t.parameters === undefined ? [] : [[t.name, t.parameters]],
+      ),
+    ),
     checks: [...registry.models.values()]
       .filter((m) => typeof m.checkInput === 'function')
       .map((m) => m.name),

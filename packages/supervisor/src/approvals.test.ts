@@ -303,4 +303,48 @@ describe('approvals', () => {
     ]);
     expect(rt.tw.stats()).toMatchObject({ approvalsTimedOut: 0, approvalsApproved: 1 });
   });
+
+  it('A4: a close while a call waits denies it (effect none) and closes; a delete removes the workstream — either way the token is refused after', async () => {
+    const rt = await start();
+    const { approval } = await waiting(rt);
+    await rt.tw.close(ref);
+    const tool = results(await rt.history());
+    expect(tool).toEqual([expect.objectContaining({ effect: 'none', synthesized: true })]);
+    expect(tool[0]!.content).toContain('closed while it waited for approval');
+    expect((await rt.tw.getWorkstream(ref)).status).toBe('closed');
+    expect((await refusal(rt.tw.approve({ ...ref, token: approval.token }))).code).toBe(
+      ErrorCode.APPROVAL_STALE,
+    );
+
+    const other = { ...ref, workstreamId: 'deleted' };
+    await rt.tw.createWorkstream(other);
+    const waited = await within((await rt.tw.send({ ...other, content: ECHO })).done, 10_000, 'waits');
+    const { incarnation } = await rt.tw.getWorkstream(other);
+    await rt.tw.deleteWorkstream({ ...other, incarnation });
+    expect(await refusal(rt.tw.approve({ ...other, token: waited.approval!.token }))).toMatchObject({
+      code: ErrorCode.WORKSTREAM_NOT_FOUND,
+    });
+  });
+
+  it('A2: edited arguments the tool’s schema refuses (a missing required, a wrong type, an unknown key) are INVALID_INPUT naming the problem; nothing changes and the call still waits', async () => {
+    const rt = await start();
+    const { approval } = await waiting(rt);
+    for (const [args, problem] of [
+      [{}, 'arguments.text is required'],
+      [{ text: 5 }, 'arguments.text must be string'],
+      [{ text: 'x', extra: true }, 'arguments.extra is not an argument of the tool'],
+    ] as const) {
+      const e = await refusal(rt.tw.approve({ ...ref, token: approval.token, arguments: args }));
+      expect(e).toMatchObject({
+        code: ErrorCode.INVALID_INPUT,
+        details: { field: 'arguments', reason: problem },
+      });
+    }
+    expect((await rt.history()).length).toBe(2);
+    expect((await rt.tw.status(ref)).awaitingApproval?.token).toBe(approval.token);
+    expect(rt.tw.stats()).toMatchObject({ approvalsApproved: 0, activeTurns: 0 });
+    expect(rt.tw.stats().pool.busy).toBe(0);
+    const ok = await rt.tw.approve({ ...ref, token: approval.token, arguments: { text: 'fits' } });
+    expect(ok.status).toBe('resumed');
+  });
 });

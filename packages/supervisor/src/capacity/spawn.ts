@@ -22,6 +22,8 @@ import { WorkerHandle } from './worker-handle.js';
 export interface Catalogue {
   readonly models: readonly string[];
   readonly tools: readonly string[];
+  /** Each tool's arguments schema, where it declares one (edited arguments are checked against it). */
+  readonly schemas: Readonly<Record<string, Readonly<Record<string, unknown>>>>;
   /** Models whose provider checks a user message before the claim. */
   readonly checks: readonly string[];
 }
@@ -139,7 +141,12 @@ export function spawnSessionWorker(
     if (event.t === 'ready') {
       clearTimeout(startTimer);
       h.tid = event.tid;
-      on.ready(h, { models: event.models, tools: event.tools, checks: event.checks });
+      on.ready(h, {
+        models: event.models,
+        tools: event.tools,
+        schemas: event.schemas ?? {},
+        checks: event.checks,
+      });
       markReady();
       return;
     }

@@ -5,9 +5,11 @@
  * `approval_requested` (relayed).
  */
 import { ErrorCode, type ToolResultMessage } from '@turnwarden/protocol';
+import type { Store } from '@turnwarden/store';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { TurnwardenEvent } from '../streams/events.js';
 import { refusal, within } from '../test-support/bounded.js';
+import { gatedStore } from '../test-support/gated-store.js';
 import { script } from '../test-support/runtime.js';
 import { type Host, threeHostCluster } from '../test-support/three-hosts.js';
 
@@ -73,5 +75,30 @@ describe('approvals across hosts', () => {
       'next',
     );
     expect(next.status).toBe('completed');
+  });
+
+  it('A2 A4: a decision on B that loaded the wait before a cancel on C ended it is refused APPROVAL_STALE under its lease: the call keeps its one result, nothing runs', async () => {
+    let held: ReturnType<typeof gatedStore> | undefined;
+    const { a, b, c } = await cluster.start({ approvals: { tools: ['echo'] } }, (view: Store) => {
+      held = gatedStore(view, 'acquireLease', { armed: false });
+      return held.store;
+    });
+    await a.tw.createWorkstream(ref);
+    const approval = await waitingOn(a);
+    held!.arm();
+    // B checked the token against the wait it loaded; its lease is held at the gate …
+    const deciding = b.tw.approve({ ...ref, token: approval.token });
+    await within(held!.atGate, 10_000, 'the decision reaches its lease');
+    // … while C cancels: the wait is denied under C's lease.
+    expect(await c.tw.cancel(ref)).toBe(true);
+    held!.open();
+    expect(await refusal(deciding)).toMatchObject({
+      code: ErrorCode.APPROVAL_STALE,
+      details: { reason: 'not_waiting' },
+    });
+    const tool = await toolRows(c);
+    expect(tool).toEqual([expect.objectContaining({ effect: 'none', synthesized: true })]);
+    expect((await c.tw.status(ref)).state).toBe('idle');
+    expect(b.tw.stats().turnsStarted).toBe(0);
   });
 });

@@ -17,6 +17,7 @@ import type { CancelTimer, Timers } from '../liveness/timers.js';
 import { acquireLease, repairLeftover } from '../sessions/maintenance.js';
 import type { SessionRecord, Sessions } from '../sessions/sessions.js';
 import type { RuntimeCounters } from '../stats.js';
+import { schemaProblem } from '../tools/schema-check.js';
 import { type ParsedToken, parseApprovalToken } from '../turn/approval-token.js';
 import type { ClaimHost } from '../turn/claim.js';
 import { Turn } from '../turn/turn.js';
@@ -167,14 +168,35 @@ export class Approvals {
     const host = this.deps.claims;
     const { workstreamId } = input;
     const waiting = rec.snapshot!;
+    // The waiting call's rows (a waiting session's history changes only under a lease that takes
+    // it out of its wait, checked below): edited arguments its tool's schema refuses are
+    // INVALID_INPUT before anything is taken or written.
+    const rows = await host.store.readHistory(workstreamId);
+    const { user, assistant, steps } = turnSoFar(rows, token.generation);
+    const calls: readonly ToolCall[] = assistant.role === 'assistant' ? (assistant.toolCalls ?? []) : [];
+    const name = calls[token.callIndex]?.name;
+    const schema = name === undefined ? undefined : host.pool.catalogue?.schemas[name];
+    if (input.approved && input.arguments !== undefined && schema !== undefined) {
+      const problem = schemaProblem(JSON.parse(input.arguments), schema);
+      if (problem !== undefined) {
+        throw errors.invalidInput(`the edited arguments do not fit ${name}: ${problem}`, {
+          field: 'arguments',
+          reason: problem,
+        });
+      }
+    }
     const worker = await host.pool.acquire();
     try {
       await host.sessions.nextTurn();
       const lease = await acquireLease(host, workstreamId, rec, host.tenantLimit);
       try {
-        const rows = await host.store.readHistory(workstreamId);
-        const { user, assistant, steps } = turnSoFar(rows, token.generation);
-        const calls: readonly ToolCall[] = assistant.role === 'assistant' ? (assistant.toolCalls ?? []) : [];
+        // Another host may have ended the wait (a cancel, a decision) since it was loaded here:
+        // the durable machine under this lease is the one decided.
+        const durable = (await host.store.getWorkstream(workstreamId))?.session;
+        if (durable === undefined || waitingApproval(durable)?.nonce !== token.nonce) {
+          rec.snapshot = durable;
+          throw stale(workstreamId, 'not_waiting');
+        }
         const decision = {
           nonce: token.nonce,
           approved: input.approved,

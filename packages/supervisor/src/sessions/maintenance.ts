@@ -175,6 +175,8 @@ export async function repairLeftover(
 
 /** Closes an idle session: the machine's CLOSE, then the store (closed is final). */
 export async function closeSession(host: MaintenanceHost, rec: SessionRecord): Promise<void> {
+  // A call waiting for approval is answered first — denied, effect none (A4) — then it closes.
+  if (waitingApproval(rec.snapshot!) !== undefined) await repairLeftover(host, rec, 'closed');
   const next = offer(rec.snapshot!, { type: 'CLOSE' });
   if (next === undefined)
     throw claimRefusal(rec.workstreamId, stateOf(rec.snapshot!), rec.turn !== undefined);
