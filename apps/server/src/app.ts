@@ -390,6 +390,12 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
             body: z.strictObject({
               content: z.string().min(1),
               tools: z.array(z.string()).optional(),
+              requireApproval: z
+                .union([z.array(z.string()), z.literal('all')])
+                .optional()
+                .describe(
+                  'Calls of this turn that wait for approve or deny before they run, by tool name (all: every call)',
+                ),
               maxWaitMs: int(Bounds.maxWaitMs).optional(),
               wait: z.boolean().optional(),
             }),

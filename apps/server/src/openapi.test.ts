@@ -376,6 +376,49 @@ describe('the OpenAPI document against the server', () => {
       204,
     );
 
+    // ── approve and deny: a call that waits (the send asks for it) ─────────
+    const approve = r('/approve');
+    const deny = r('/deny');
+    await request('POST', '/v1/workstreams', '/v1/workstreams', { body: { workstreamId: 'appr' } });
+    const ECHO = script({ tools: [{ name: 'echo', args: { text: 'ok?' } }] }, { text: 'done' });
+    const wait = async () => {
+      const res = await request('POST', messages, at('appr', '/messages'), {
+        body: { content: ECHO, requireApproval: ['echo'], wait: true },
+      });
+      expect([res.status, res.body.status]).toEqual([200, 'awaiting_approval']);
+      return res.body.approval.token as string;
+    };
+    for (const [route, suffix] of [
+      [approve, '/approve'],
+      [deny, '/deny'],
+    ] as const) {
+      const token = await wait();
+      expect((await request('POST', route, at('appr', suffix), { body: { token: 5 } })).status).toBe(400);
+      expect(
+        (await request('POST', route, at('appr', suffix), { token: null, body: { token } })).status,
+      ).toBe(401);
+      expect((await request('POST', route, at('nothing-here', suffix), { body: { token } })).status).toBe(
+        404,
+      );
+      const stale = await request('POST', route, at('appr', suffix), { body: { token: 'apr.nope' } });
+      expect([stale.status, stale.body.error.code]).toEqual([409, 'APPROVAL_STALE']);
+      // The one worker busy and no waiting room: the decision is 429, nothing changed.
+      const busy = request('POST', messages, at('other', '/messages'), {
+        body: { content: HOLD, wait: true },
+      });
+      await running('other');
+      const full = await request('POST', route, at('appr', suffix), { body: { token } });
+      expect([full.status, full.body.error.code]).toEqual([429, 'CAPACITY_EXHAUSTED']);
+      await request('POST', cancel, at('other', '/cancel'));
+      await busy;
+      const decided = await request('POST', route, at('appr', suffix), { body: { token, wait: true } });
+      expect([decided.status, decided.body.status, decided.body.result.status]).toEqual([
+        200,
+        'resumed',
+        'completed',
+      ]);
+    }
+
     // ── the runtime shut down under the server: every route is 503 ─────────
     await tw.shutdown();
     const unavailable: [string, string, string, unknown?][] = [
@@ -390,6 +433,8 @@ describe('the OpenAPI document against the server', () => {
       ['GET', history, at('w2', '/history')],
       ['POST', compact, at('w2', '/compact'), { throughSeq: 1, summary: 's' }],
       ['POST', rewind, at('w2', '/rewind'), { turns: 1 }],
+      ['POST', approve, at('w2', '/approve'), { token: 'apr.x' }],
+      ['POST', deny, at('w2', '/deny'), { token: 'apr.x' }],
       ['GET', events, at('w2', '/events')],
     ];
     for (const [method, route, path, body] of unavailable) {

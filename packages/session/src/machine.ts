@@ -46,6 +46,8 @@ export interface SessionContext {
    * (back in `tool-debt.running` with `decision`): cleared once that call has its result.
    */
   readonly approval?: Approval | undefined;
+  /** Tools whose calls this turn's send asked to approve (`'all'`: every call), besides the runtime's policy. */
+  readonly sendApprovals?: readonly string[] | 'all' | undefined;
   /** The last decision taken (its nonce): the same decision again is recognised, not repeated. */
   readonly decided?: { readonly nonce: string; readonly approved: boolean } | undefined;
 }
@@ -75,8 +77,8 @@ export interface ToolOutput {
 }
 
 export type SessionEvent =
-  /** A turn is admitted (supervisor): only `idle` takes it. */
-  | { readonly type: 'CLAIM'; readonly generation: number }
+  /** A turn is admitted (supervisor): only `idle` takes it; `approvals`: the send's own approval policy. */
+  | { readonly type: 'CLAIM'; readonly generation: number; readonly approvals?: readonly string[] | 'all' }
   /** The worker asks the model (again): the response streams. */
   | { readonly type: 'STREAM' }
   /** The turn cannot go on before asking the model (step limit): nothing is open. */
@@ -157,6 +159,7 @@ export const sessionMachine = setup({
             generation: ({ event }) => event.generation,
             openCalls: [],
             abortReason: undefined,
+            sendApprovals: ({ event }) => event.approvals,
           }),
         },
         CLOSE: 'closed',

@@ -120,6 +120,9 @@ export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<LoopOut
   let calls: readonly ToolCall[] = req.resume?.calls ?? [];
   const started: number[] = [];
   let steps = req.resume?.steps ?? 0;
+  // The send's own approval policy, carried by the machine (a resumed turn's snapshot has it too).
+  const sendApprovals = (req.snapshot.context as { sendApprovals?: readonly string[] | 'all' } | undefined)
+    ?.sendApprovals;
   let finalText: string | undefined;
   let failure: WireError | undefined;
 
@@ -211,7 +214,7 @@ export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<LoopOut
         const { callIndex, decision } = input;
         const asked = calls[callIndex];
         if (asked === undefined) throw errors.internal(`no call #${callIndex}`);
-        if (decision === undefined && needsApproval(asked, deps.tools, req)) {
+        if (decision === undefined && needsApproval(asked, deps.tools, req, sendApprovals)) {
           // Nothing runs and nothing is journaled: the machine waits, durable, for a decision.
           return {
             awaiting: {
@@ -363,10 +366,16 @@ const awaiting = (snapshot: { readonly value: unknown }): boolean =>
  * a runtime that sends a policy (`req.approvals`) can resume a waiting turn: without one, no call
  * waits.
  */
-function needsApproval(call: ToolCall, tools: ReadonlyMap<string, Tool>, req: TurnRequest): boolean {
+function needsApproval(
+  call: ToolCall,
+  tools: ReadonlyMap<string, Tool>,
+  req: TurnRequest,
+  sendApprovals: readonly string[] | 'all' | undefined,
+): boolean {
   if (req.approvals === undefined) return false;
-  const policy = req.approvals.tools;
-  if (policy === 'all' || policy.includes(call.name)) return true;
+  for (const policy of [req.approvals.tools, sendApprovals]) {
+    if (policy === 'all' || policy?.includes(call.name)) return true;
+  }
   const rule = tools.get(call.name)?.needsApproval;
   if (typeof rule !== 'function') return rule === true;
   try {

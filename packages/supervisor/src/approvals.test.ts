@@ -347,4 +347,34 @@ describe('approvals', () => {
     const ok = await rt.tw.approve({ ...ref, token: approval.token, arguments: { text: 'fits' } });
     expect(ok.status).toBe('resumed');
   });
+
+  it('A1: a send can ask for approval itself (requireApproval): its turn waits on that call, and the resumed turn still applies it; the next send without it does not wait; an unknown tool name is INVALID_INPUT', async () => {
+    const rt = await start({ approvals: { tools: [] } });
+    const twoEchoes = script(
+      { tools: [{ name: 'echo', args: { text: 'one' } }] },
+      { tools: [{ name: 'echo', args: { text: 'two' } }] },
+      { text: 'done' },
+    );
+    const first = await within(
+      (await rt.tw.send({ ...ref, content: twoEchoes, requireApproval: ['echo'] })).done,
+      10_000,
+      'the first wait',
+    );
+    expect(first.status).toBe('awaiting_approval');
+    const resumed = await rt.tw.approve({ ...ref, token: first.approval!.token });
+    if (resumed.status !== 'resumed') throw new Error('not resumed');
+    // The turn's second echo waits too: the send's policy is the turn's.
+    const second = await within(resumed.turn.done, 10_000, 'the second wait');
+    expect(second.status).toBe('awaiting_approval');
+    expect(second.approval).toMatchObject({ name: 'echo', arguments: JSON.stringify({ text: 'two' }) });
+    const again = await rt.tw.approve({ ...ref, token: second.approval!.token });
+    if (again.status !== 'resumed') throw new Error('not resumed');
+    expect((await within(again.turn.done, 10_000, 'the turn')).status).toBe('completed');
+    const plain = await within((await rt.tw.send({ ...ref, content: ECHO })).done, 10_000, 'a plain send');
+    expect(plain.status).toBe('completed');
+    expect(await refusal(rt.tw.send({ ...ref, content: ECHO, requireApproval: ['nope'] }))).toMatchObject({
+      code: ErrorCode.INVALID_INPUT,
+      details: { field: 'requireApproval' },
+    });
+  });
 });

@@ -32,7 +32,7 @@ import type {
 type InputLimits = Omit<LimitsConfig, 'maxQueuedSends'>;
 
 const CALLER_FIELDS = ['tenantId', 'principal'] as const;
-const SEND_FIELDS: readonly string[] = ['content', 'signal', 'tools', 'maxWaitMs'];
+const SEND_FIELDS: readonly string[] = ['content', 'signal', 'tools', 'maxWaitMs', 'requireApproval'];
 const COMPACT_FIELDS: readonly string[] = ['throughSeq', 'summary', 'commitKey'];
 const REWIND_FIELDS: readonly string[] = ['turns', 'ifLastSeq'];
 
@@ -98,6 +98,16 @@ export function checkSendInput(input: SendInput, limits: InputLimits, known?: re
     throw invalid('signal must be an AbortSignal', 'signal');
   }
   if (input.tools !== undefined) checkToolNames(input.tools, known);
+  if (input.requireApproval !== undefined && input.requireApproval !== 'all') {
+    try {
+      checkToolNames(input.requireApproval, known);
+    } catch (e) {
+      throw invalid(
+        `requireApproval must be 'all' or registered tool names: ${(e as Error).message}`,
+        'requireApproval',
+      );
+    }
+  }
   if (input.maxWaitMs !== undefined) checkInteger(input.maxWaitMs, 'maxWaitMs', Bounds.maxWaitMs);
   checkText(input.content, 'content', limits.maxMessageBytes);
 }

@@ -82,6 +82,12 @@ export interface SendInput extends WorkstreamRef {
    */
   readonly tools?: readonly string[];
   /**
+   * Calls of this turn that wait for a person's `approve` or `deny` before they run (issue 26),
+   * by tool name (`'all'`: every call) — besides the runtime's `approvals.tools` and the tools
+   * that say so themselves. Each name must be registered (INVALID_INPUT, field `requireApproval`).
+   */
+  readonly requireApproval?: readonly string[] | 'all';
+  /**
    * Aborting it cancels the turn, as `cancel()` does: before the claim — waiting for a worker or
    * behind a running turn — the send is refused with TURN_ABORTED and nothing is written; after
    * it, the turn is force-cancelled.

@@ -60,6 +60,7 @@ export interface DurableSendsDeps {
 interface Body {
   readonly content: string;
   readonly tools?: readonly string[];
+  readonly requireApproval?: readonly string[] | 'all';
 }
 
 /** What its sender is answered. */
@@ -153,6 +154,7 @@ export class DurableSends {
     const body: Body = {
       content: input.content,
       ...(input.tools === undefined ? {} : { tools: input.tools }),
+      ...(input.requireApproval === undefined ? {} : { requireApproval: input.requireApproval }),
     };
     const row = await store.enqueueSend({
       workstreamId,
@@ -187,6 +189,7 @@ export class DurableSends {
       content: body.content,
       principal: row.principal,
       ...(body.tools === undefined ? {} : { tools: body.tools }),
+      ...(body.requireApproval === undefined ? {} : { requireApproval: body.requireApproval }),
       queued: {
         commitKey: queuedCommitKey(row.id),
         take: async (token, generation) => {

@@ -41,6 +41,8 @@ export interface ClaimInput {
   readonly content: string;
   readonly principal: string;
   readonly tools?: readonly string[];
+  /** The send's own approval policy (SendInput.requireApproval): the machine carries it for the turn. */
+  readonly requireApproval?: readonly string[] | 'all';
   /**
    * A send queued durably (cluster mode, commands/durable-sends.ts): taken off the store's queue
    * under the turn's lease as the turn is claimed — false when it was answered meanwhile (the
@@ -171,7 +173,11 @@ async function take(
         host.pool.release(worker);
         return undefined;
       }
-      const claimed = offer(rec.snapshot!, { type: 'CLAIM', generation });
+      const claimed = offer(rec.snapshot!, {
+        type: 'CLAIM',
+        generation,
+        ...(input.requireApproval === undefined ? {} : { approvals: input.requireApproval }),
+      });
       if (claimed === undefined) throw claimRefusal(workstreamId, rec.state!, false);
       const { queued } = input;
       if (queued !== undefined && !(await queued.take(lease.token, generation))) throw new NotWaiting();
