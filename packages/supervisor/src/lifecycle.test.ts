@@ -176,7 +176,7 @@ describe('models and tools are the host’s choice', () => {
       }
     };
     expect(await answer([reporter])).toBe('tools: lookup');
-    expect(await answer([reporter, SCRIPTED])).toBe('tools: lookup,sleep,heartbeat,wedge,echo,fail');
+    expect(await answer([reporter, SCRIPTED])).toBe('tools: lookup,sleep,heartbeat,wedge,echo,fail,transfer');
   });
 
   it('T5: a model’s checkInput refuses a message with its typed error before the claim, and nothing is written', async () => {
