@@ -16,6 +16,7 @@ export type {
 export { openToolCalls, structuralRefusal } from './history.js';
 export type {
   ApprovalPolicy,
+  ApprovalQuestion,
   ControlMessage,
   HistoryReaderSpec,
   HostApi,

@@ -65,6 +65,8 @@ export interface ApprovalPolicy {
   readonly tools: readonly string[] | 'all';
   /** How long a call waits for its decision before it is denied (ms). */
   readonly timeoutMs: number;
+  /** The host has an approval policy: each call not otherwise decided is asked about (`HostApi.approvalNeeded`). */
+  readonly hostPolicy?: boolean;
 }
 
 export interface TurnResume {
@@ -211,6 +213,22 @@ export interface HostApi {
   callHostTool(req: HostToolRequest): Promise<string>;
   /** Aborts a call `callHostTool` started (the tool's signal). */
   cancelHostTool(workstreamId: string, taskId: string): Promise<void>;
+  /**
+   * Whether the host's approval policy (`approvalPolicy`) asks a person to approve this call of
+   * the worker's running turn (`TurnRequest.approvals.hostPolicy`).
+   */
+  approvalNeeded(req: ApprovalQuestion): Promise<boolean>;
+}
+
+/** A call the host's approval policy is asked about. */
+export interface ApprovalQuestion {
+  /** The workstream's key. */
+  readonly workstreamId: string;
+  readonly tenantId: string;
+  readonly generation: number;
+  readonly name: string;
+  /** The model's arguments (JSON text). */
+  readonly arguments: string;
 }
 
 /** Supervisor → worker, raw on the control port. */

@@ -57,6 +57,8 @@ export interface TurnDeps {
   readonly abort: AbortController;
   /** The reason carried by the abort message, once it arrived. */
   readonly abortReason: () => AbortReason | undefined;
+  /** The host's approval policy, asked about a call (`req.approvals.hostPolicy`); absent: never. */
+  readonly approvalNeeded?: (call: ToolCall) => Promise<boolean>;
   /** Runs a thread-isolated task in the supervisor's pool; cancels it when `signal` aborts. */
   readonly runIsolated?: (
     task: IsolatedTask,
@@ -214,7 +216,11 @@ export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<LoopOut
         const { callIndex, decision } = input;
         const asked = calls[callIndex];
         if (asked === undefined) throw errors.internal(`no call #${callIndex}`);
-        if (decision === undefined && needsApproval(asked, deps.tools, req, sendApprovals)) {
+        if (
+          decision === undefined &&
+          (needsApproval(asked, deps.tools, req, sendApprovals) ||
+            (req.approvals?.hostPolicy === true && (await raceAbort(askHost(deps, asked), signal))))
+        ) {
           // Nothing runs and nothing is journaled: the machine waits, durable, for a decision.
           return {
             awaiting: {
@@ -353,6 +359,12 @@ export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<LoopOut
     ...(reason === undefined ? {} : { abortReason: reason }),
     error: toWire(turnSignal.reason instanceof Error ? turnSignal.reason : asModelError(turnSignal.reason)),
   };
+}
+
+/** The host's policy on a call; one it cannot answer asks for approval (fail closed). */
+async function askHost(deps: TurnDeps, call: ToolCall): Promise<boolean> {
+  if (deps.approvalNeeded === undefined) return true;
+  return deps.approvalNeeded(call).catch(() => true);
 }
 
 /** How long a call waits for its decision when the request does not say (one hour). */

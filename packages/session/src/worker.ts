@@ -180,6 +180,14 @@ const api: WorkerApi = {
           : registry.tools,
         abort: turn.abort,
         abortReason: () => turn.reason,
+        approvalNeeded: (call) =>
+          host.approvalNeeded({
+            workstreamId: req.workstreamId,
+            tenantId: req.tenantId,
+            generation: req.generation,
+            name: call.name,
+            arguments: call.arguments,
+          }),
         runIsolated: (task, args, signal) => {
           const taskId = `g${req.generation}:i${++isolatedTasks}`;
           // The tool's abort terminates the task's thread in the supervisor's pool.

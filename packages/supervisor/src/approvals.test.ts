@@ -377,4 +377,33 @@ describe('approvals', () => {
       details: { field: 'requireApproval' },
     });
   });
+
+  it('A1: the host’s approval policy, given the call’s name and arguments, decides which calls wait; one that throws makes the call wait (fail closed)', async () => {
+    const asked: { name: string; args?: unknown; workstreamId: string }[] = [];
+    const rt = await start({
+      approvals: { tools: [] },
+      approvalPolicy: ({ name, args, workstreamId }) => {
+        asked.push({ name, args, workstreamId });
+        if (args?.text === 'explode') throw new Error('policy down');
+        return args?.text === 'risky';
+      },
+    });
+    const say = (text: string) => script({ tools: [{ name: 'echo', args: { text } }] }, { text: 'done' });
+    const safe = await within((await rt.send(say('fine'))).done, 10_000, 'a safe call');
+    expect(safe.status).toBe('completed');
+    const risky = await within((await rt.send(say('risky'))).done, 10_000, 'a risky call');
+    expect(risky).toMatchObject({ status: 'awaiting_approval', approval: { name: 'echo' } });
+    expect(asked.at(-1)).toEqual({ name: 'echo', args: { text: 'risky' }, workstreamId: 'ws-1' });
+    await rt.tw.deny({ ...ref, token: risky.approval!.token });
+    await within(
+      (async () => {
+        while ((await rt.tw.status(ref)).state !== 'idle') await new Promise((r) => setTimeout(r, 10));
+      })(),
+      10_000,
+      'idle again',
+    );
+    const failing = await within((await rt.send(say('explode'))).done, 10_000, 'a policy that throws');
+    expect(failing.status).toBe('awaiting_approval');
+    expect(rt.logged('approval policy threw; the call waits for approval')).toHaveLength(1);
+  });
 });

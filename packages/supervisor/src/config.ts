@@ -178,6 +178,8 @@ export interface ApprovalsConfig {
   readonly tools: readonly string[] | 'all';
   /** How long a call waits for its decision; then it is denied (effect `none`). Default 1 hour. */
   readonly timeoutMs: number;
+  /** Set by the runtime when the host gave an `approvalPolicy` (not a setting). */
+  readonly hostPolicy?: boolean;
 }
 
 export interface SupervisorConfig {

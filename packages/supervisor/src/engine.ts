@@ -12,13 +12,14 @@
 import { ActivityClock, isFenced, type MonotonicMs } from '@turnwarden/clock';
 import type {
   AbortReason,
+  ApprovalQuestion,
   HarnessLink,
   HostApi,
   ModelStepRequest,
   ModelStepResult,
   SessionSnapshotData,
 } from '@turnwarden/protocol';
-import { errors, keyTenantId, workstreamKey } from '@turnwarden/protocol';
+import { errors, keyTenantId, keyWorkstreamId, workstreamKey } from '@turnwarden/protocol';
 import { modelThreadUrl, sessionWorkerUrl, waitingApproval } from '@turnwarden/session';
 import { type QueuedSends, queuedSendsOf, type Store } from '@turnwarden/store';
 import type { Logger } from 'pino';
@@ -69,6 +70,7 @@ import { type ClaimHost, type ClaimInput, newHolder } from './turn/claim.js';
 import { TurnSlots } from './turn/slots.js';
 import type { Turn } from './turn/turn.js';
 import type {
+  ApprovalPolicyFn,
   ClaimedTurn,
   HistoryPage,
   HistoryRead,
@@ -126,6 +128,8 @@ export class Prelude {
       readonly timers?: Timers;
       /** The scheduler statistics the model threads' liveness reads (a starved thread is not wedged). */
       readonly scheduler?: WatchdogScheduler;
+      /** The host's approval policy (TurnwardenOptions.approvalPolicy). */
+      readonly approvalPolicy?: ApprovalPolicyFn;
     } = {},
   ) {
     this.config = config;
@@ -165,6 +169,7 @@ export class Prelude {
       cancelIsolated: async (workstreamId, taskId) => this.bound().isolation.cancel(workstreamId, taskId),
       callHostTool: (req) => this.hostTools.call(req),
       cancelHostTool: async (workstreamId, taskId) => this.hostTools.cancel(workstreamId, taskId),
+      approvalNeeded: (req) => askPolicy(options.approvalPolicy, req, logger),
     };
     this.pool = new WorkerPool({
       clock: this.clock.buffer,
@@ -827,5 +832,42 @@ export class TurnEngine implements Commands {
       case 'delete':
         return this.deletes.delete(workstreamId, op.tenantId, op.incarnation, { fence, routed: true });
     }
+  }
+}
+
+/**
+ * What the host's approval policy says of a call (A1): one that throws or is absent asks for
+ * approval when asked (fail closed; the worker asks only where a policy was given).
+ */
+async function askPolicy(
+  policy: ApprovalPolicyFn | undefined,
+  req: ApprovalQuestion,
+  logger: Logger,
+): Promise<boolean> {
+  if (policy === undefined) return true;
+  let args: Record<string, unknown> | undefined;
+  try {
+    const parsed: unknown = req.arguments.trim() === '' ? {} : JSON.parse(req.arguments);
+    if (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed))
+      args = parsed as Record<string, unknown>;
+  } catch {
+    args = undefined;
+  }
+  try {
+    return (
+      (await policy({
+        tenantId: req.tenantId,
+        workstreamId: keyWorkstreamId(req.workstreamId),
+        name: req.name,
+        arguments: req.arguments,
+        ...(args === undefined ? {} : { args }),
+      })) === true
+    );
+  } catch (err) {
+    logger.warn(
+      { err, workstreamId: req.workstreamId, tool: req.name },
+      'approval policy threw; the call waits for approval',
+    );
+    return true;
   }
 }

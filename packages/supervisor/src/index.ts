@@ -72,6 +72,8 @@ export type {
 export type { LifecycleListener, WorkstreamLifecycleEvent } from './streams/lifecycle-feed.js';
 export type { IsolationStats } from './tools/isolation.js';
 export type {
+  ApprovalCall,
+  ApprovalPolicyFn,
   ApprovalRequest,
   ApproveInput,
   Caller,

@@ -62,6 +62,7 @@ import type { Earlier, Listener, StartAt, TurnwardenEvent } from './streams/even
 import type { LifecycleListener } from './streams/lifecycle-feed.js';
 import { EventIterator, fromCursor, startAt } from './streams/streams.js';
 import type {
+  ApprovalPolicyFn,
   ApproveInput,
   Caller,
   ClaimedTurn,
@@ -108,6 +109,13 @@ export interface TurnwardenOptions extends SupervisorConfigInput {
    * recent events, so a reconnect is replayed on any host.
    */
   readonly relay?: EventRelay;
+  /**
+   * Asked about every call no other rule (a tool's `needsApproval`, `approvals.tools`, the send's
+   * `requireApproval`) makes wait: true — a person must approve it first (A1). Runs on the
+   * supervisor's thread, given the call's tool name and arguments; keep it quick. One that
+   * throws is taken as true (fail closed).
+   */
+  readonly approvalPolicy?: ApprovalPolicyFn;
 }
 
 /** Seams for tests, benchmarks and the interleaving harness (`@turnwarden/supervisor/testing`). */
@@ -325,8 +333,11 @@ export class Turnwarden {
   }
 
   private static async open(options: TurnwardenOptions, seams: TestSeams): Promise<Turnwarden> {
-    const { store: storeOption, logger: _l, logLevel, relay, ...rest } = options;
+    const { store: storeOption, logger: _l, logLevel, relay, approvalPolicy, ...rest } = options;
     checkRelay(relay);
+    if (approvalPolicy !== undefined && typeof approvalPolicy !== 'function') {
+      throw errors.invalidConfig('approvalPolicy must be a function', { field: 'approvalPolicy' });
+    }
     if (logLevel !== undefined && logLevel !== 'silent' && !(logLevel in pino.levels.values)) {
       throw errors.invalidConfig(`logLevel must be a pino level or silent (got ${String(logLevel)})`, {
         field: 'logLevel',
@@ -337,6 +348,7 @@ export class Turnwarden {
     // Workers import the modules as resolved here, so what was checked is what they load.
     const config = {
       ...resolved,
+      ...(approvalPolicy === undefined ? {} : { approvals: { ...resolved.approvals, hostPolicy: true } }),
       pluginModules: checkPluginModules(resolved.pluginModules),
       hostToolModules: checkPluginModules(resolved.hostToolModules, 'hostToolModules'),
     };
@@ -353,6 +365,7 @@ export class Turnwarden {
       ...(harness ? { harness } : {}),
       ...(seams.timers ? { timers: seams.timers } : {}),
       ...schedulerOf(seams),
+      ...(approvalPolicy === undefined ? {} : { approvalPolicy }),
     });
     let store: Store;
     try {

@@ -48,6 +48,7 @@ export function refusingHost(who: string): HostApi {
     runIsolated: () => refuse('runs no isolated task'),
     cancelIsolated: async () => {},
     callHostTool: () => refuse('has no host tools'),
+    approvalNeeded: () => refuse('asks no approval policy'),
     cancelHostTool: async () => {},
   };
 }

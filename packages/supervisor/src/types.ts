@@ -231,6 +231,21 @@ export interface DenyInput extends WorkstreamRef {
   readonly reason?: string;
 }
 
+/** A call the host's approval policy (`TurnwardenOptions.approvalPolicy`) is asked about. */
+export interface ApprovalCall {
+  readonly tenantId: string;
+  /** As its tenant names it. */
+  readonly workstreamId: string;
+  /** The tool. */
+  readonly name: string;
+  /** The model's arguments (JSON text), and parsed when they are a JSON object. */
+  readonly arguments: string;
+  readonly args?: Readonly<Record<string, unknown>>;
+}
+
+/** True: a person must approve the call before it runs. Throwing counts as true (fail closed). */
+export type ApprovalPolicyFn = (call: ApprovalCall) => boolean | Promise<boolean>;
+
 /** What `approve` and `deny` answer. */
 export type DecisionResult =
   /** The decision resumed the turn: its handle (the turn goes on from the call). */
