@@ -42,7 +42,10 @@ export const ERROR_TABLE = {
   WORKSTREAM_EXISTS: code<{ readonly workstreamId: string; readonly reason?: 'deleting' }>(409, false),
   WORKSTREAM_CLOSED: code<{ readonly workstreamId: string } | undefined>(409, false),
   /** A turn is already running on this workstream. */
-  TURN_IN_PROGRESS: code<{ readonly workstreamId: string } | undefined>(409, true),
+  TURN_IN_PROGRESS: code<{ readonly workstreamId: string; readonly doubleTexting?: 'reject' } | undefined>(
+    409,
+    true,
+  ),
   /**
    * The workstream's turn lease is held by another holder — a turn or a repair on another host, or
    * a process that died mid-turn whose lease has not expired yet. `expiresAt` on the store's

@@ -129,6 +129,16 @@ export type AbortReason = (typeof ABORT_REASONS)[number];
 export const ABANDON_REASONS = [...ABORT_REASONS, 'crash'] as const;
 export type AbandonReason = (typeof ABANDON_REASONS)[number];
 
+/**
+ * What a send does when its workstream is busy — a turn running on any host, sends waiting, a
+ * call waiting for approval (issue 26, guarantees M1–M4): `reject` refuses it (TURN_IN_PROGRESS,
+ * APPROVAL_PENDING while a call waits), `enqueue` queues it behind the turn, `interrupt`
+ * force-cancels the running turn (its history repaired) and runs it next, `rollback` does the
+ * same and removes the cancelled turn's rows first.
+ */
+export const DOUBLE_TEXTING_POLICIES = ['reject', 'enqueue', 'interrupt', 'rollback'] as const;
+export type DoubleTexting = (typeof DOUBLE_TEXTING_POLICIES)[number];
+
 /** A workstream is open until closed (final). */
 export const WORKSTREAM_STATUSES = ['open', 'closed'] as const;
 export type WorkstreamStatusName = (typeof WORKSTREAM_STATUSES)[number];

@@ -113,6 +113,15 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX queued_sends_by_state ON queued_sends (workstream_id, state, id);
     `,
   },
+  {
+    version: 6,
+    name: 'double-texting default',
+    // What a send does by default when its workstream is busy (issue 26); NULL: enqueue.
+    sql: `
+      ALTER TABLE workstreams ADD COLUMN double_texting TEXT
+        CHECK (double_texting IN ('reject', 'enqueue', 'interrupt', 'rollback'));
+    `,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

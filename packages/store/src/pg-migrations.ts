@@ -97,6 +97,15 @@ export const PG_MIGRATIONS: readonly Migration[] = [
       CREATE INDEX queued_sends_by_state ON queued_sends (workstream_id, state, id);
     `,
   },
+  {
+    version: 4,
+    name: 'double-texting default',
+    // As SQLite's migration 6: what a send does by default when its workstream is busy.
+    sql: `
+      ALTER TABLE workstreams ADD COLUMN double_texting text
+        CHECK (double_texting IN ('reject', 'enqueue', 'interrupt', 'rollback'));
+    `,
+  },
 ];
 
 export const PG_SCHEMA_VERSION = PG_MIGRATIONS.length;

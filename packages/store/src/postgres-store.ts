@@ -87,6 +87,7 @@ import type {
   WorkstreamRecord,
 } from './types.js';
 import {
+  checkDoubleTexting,
   checkId,
   checkInteger,
   checkKey,
@@ -161,15 +162,16 @@ export class PostgresStore implements Store, QueuedSends {
   createWorkstream(input: CreateWorkstreamInput): Promise<WorkstreamRecord> {
     return this.#run('createWorkstream', async () => {
       const i = checkObject('input', input);
-      checkKeys('input', i, ['id', 'tenantId']);
+      checkKeys('input', i, ['id', 'tenantId', 'doubleTexting']);
       const id = checkKey('id', i.id);
       const tenantId = checkId('tenantId', i.tenantId);
+      const doubleTexting = checkDoubleTexting('doubleTexting', i.doubleTexting);
       checkOwnKey(id, tenantId);
       try {
         const { rows } = await this.#pool.query<WorkstreamRow>(
-          `INSERT INTO workstreams (id, tenant_id, incarnation, generation, status, created_at)
-           VALUES ($1, $2, $3, 0, 'open', ${nowSql(4)}) RETURNING *`,
-          [id, tenantId, randomUUID(), this.#clock()],
+          `INSERT INTO workstreams (id, tenant_id, incarnation, generation, status, created_at, double_texting)
+           VALUES ($1, $2, $3, 0, 'open', ${nowSql(4)}, $5) RETURNING *`,
+          [id, tenantId, randomUUID(), this.#clock(), doubleTexting ?? null],
         );
         return toRecord(rows[0]!);
       } catch (e) {

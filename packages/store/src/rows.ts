@@ -2,7 +2,7 @@
  * Table rows as both stores read them (SQLite and PostgreSQL share the column names) and their
  * mapping to records.
  */
-import type { HistoryMessage, HistoryRow, SessionSnapshotData } from '@turnwarden/protocol';
+import type { DoubleTexting, HistoryMessage, HistoryRow, SessionSnapshotData } from '@turnwarden/protocol';
 import type { WorkstreamRecord, WorkstreamStatus } from './types.js';
 
 export interface WorkstreamRow {
@@ -14,6 +14,8 @@ export interface WorkstreamRow {
   created_at: number;
   closed_at: number | null;
   session: string | null;
+  /** Migration 6 (PostgreSQL 4): the workstream's double-texting default, if it has one. */
+  double_texting: DoubleTexting | null;
 }
 
 export function toRecord(r: WorkstreamRow): WorkstreamRecord {
@@ -26,6 +28,7 @@ export function toRecord(r: WorkstreamRow): WorkstreamRecord {
     createdAt: r.created_at,
     ...(r.closed_at === null ? {} : { closedAt: r.closed_at }),
     ...(r.session === null ? {} : { session: JSON.parse(r.session) as SessionSnapshotData }),
+    ...(r.double_texting == null ? {} : { doubleTexting: r.double_texting }),
   };
 }
 

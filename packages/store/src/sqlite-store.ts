@@ -53,6 +53,7 @@ import type {
   WorkstreamRecord,
 } from './types.js';
 import {
+  checkDoubleTexting,
   checkId,
   checkInteger,
   checkKey,
@@ -113,15 +114,16 @@ export class SqliteStore implements Store, QueuedSends {
   createWorkstream(input: CreateWorkstreamInput): Promise<WorkstreamRecord> {
     return this.#run('createWorkstream', () => {
       const i = checkObject('input', input);
-      checkKeys('input', i, ['id', 'tenantId']);
+      checkKeys('input', i, ['id', 'tenantId', 'doubleTexting']);
       const id = checkKey('id', i.id);
       const tenantId = checkId('tenantId', i.tenantId);
+      const doubleTexting = checkDoubleTexting('doubleTexting', i.doubleTexting);
       checkOwnKey(id, tenantId);
       return this.#write(() => {
         if (this.#workstreams.get(id) !== undefined) {
           throw errors.workstreamExists(`workstream ${id} already exists`, { workstreamId: id });
         }
-        return this.#workstreams.insert(id, tenantId, this.#clock());
+        return this.#workstreams.insert(id, tenantId, this.#clock(), doubleTexting);
       });
     });
   }

@@ -3,6 +3,7 @@
  * replace the SQLite one without changing any caller.
  */
 import type {
+  DoubleTexting,
   HistoryReaderSpec,
   HistoryRow,
   JournalEntry,
@@ -27,11 +28,15 @@ export interface WorkstreamRecord {
   readonly closedAt?: number;
   /** The session machine's last durable snapshot; absent until the first claim (an idle session). */
   readonly session?: SessionSnapshotData;
+  /** What a send does, by default, when the workstream is busy (issue 26); absent: `enqueue`. */
+  readonly doubleTexting?: DoubleTexting;
 }
 
 export interface CreateWorkstreamInput {
   readonly id: string;
   readonly tenantId: string;
+  /** The workstream's double-texting default (one of DOUBLE_TEXTING_POLICIES). */
+  readonly doubleTexting?: DoubleTexting;
 }
 
 export interface WorkstreamFilter {

@@ -1,5 +1,7 @@
 import {
   Bounds,
+  DOUBLE_TEXTING_POLICIES,
+  type DoubleTexting,
   ID_RULE,
   inBound,
   isId,
@@ -38,6 +40,15 @@ export function checkText(field: string, value: unknown, maxLength: number): str
     throw invalidInput(field, `must be a non-empty string of at most ${maxLength} characters`);
   }
   return value;
+}
+
+/** A double-texting policy, or absent (issue 26). */
+export function checkDoubleTexting(field: string, value: unknown): DoubleTexting | undefined {
+  if (value === undefined) return undefined;
+  if (!(DOUBLE_TEXTING_POLICIES as readonly unknown[]).includes(value)) {
+    throw invalidInput(field, `must be one of ${DOUBLE_TEXTING_POLICIES.join(', ')}`);
+  }
+  return value as DoubleTexting;
 }
 
 export function checkString(field: string, value: unknown): string {

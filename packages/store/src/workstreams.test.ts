@@ -22,6 +22,18 @@ forEachStore((backend) => {
       expect(await store.getWorkstream('ws-2')).toBeUndefined();
     });
 
+    it('keeps a workstream’s double-texting default, and refuses one it does not know (issue 26)', async () => {
+      const store = await backend.open(new FakeClock());
+      const created = await store.createWorkstream({ id: 'dt', tenantId: 't', doubleTexting: 'interrupt' });
+      expect(created.doubleTexting).toBe('interrupt');
+      expect((await store.getWorkstream('dt'))?.doubleTexting).toBe('interrupt');
+      expect((await store.listWorkstreams({ tenantId: 't' }))[0]?.doubleTexting).toBe('interrupt');
+      await expect(
+        store.createWorkstream({ id: 'dt2', tenantId: 't', doubleTexting: 'shout' as never }),
+      ).rejects.toMatchObject({ code: 'INVALID_INPUT', details: { field: 'doubleTexting' } });
+      expect(await store.getWorkstream('dt2')).toBeUndefined();
+    });
+
     it('mints a different incarnation for each creation of the same id (D1)', async () => {
       const a = await (await backend.open(new FakeClock())).createWorkstream({ id: 'same', tenantId: 't' });
       const b = await (await backend.open(new FakeClock())).createWorkstream({ id: 'same', tenantId: 't' });

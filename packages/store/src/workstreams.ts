@@ -1,5 +1,6 @@
 /** The `workstreams` table: creation with a fresh incarnation (D1), generation, close. */
 import { randomUUID } from 'node:crypto';
+import type { DoubleTexting } from '@turnwarden/protocol';
 import type Database from 'better-sqlite3';
 import { workstreamClosed, workstreamNotFound } from './errors.js';
 import { toRecord, type WorkstreamRow } from './rows.js';
@@ -30,9 +31,9 @@ export class WorkstreamTable {
          AND (@after IS NULL OR id > @after)
        ORDER BY id LIMIT @limit`,
     );
-    this.#insert = db.prepare<[string, string, string, number]>(
-      `INSERT INTO workstreams (id, tenant_id, incarnation, generation, status, created_at)
-       VALUES (?, ?, ?, 0, 'open', ?)`,
+    this.#insert = db.prepare<[string, string, string, number, string | null]>(
+      `INSERT INTO workstreams (id, tenant_id, incarnation, generation, status, created_at, double_texting)
+       VALUES (?, ?, ?, 0, 'open', ?, ?)`,
     );
     this.#close = db.prepare<[number, string]>(
       "UPDATE workstreams SET status = 'closed', closed_at = ? WHERE id = ? AND status = 'open'",
@@ -61,8 +62,8 @@ export class WorkstreamTable {
   }
 
   /** The caller has checked that the id is free. */
-  insert(id: string, tenantId: string, now: number): WorkstreamRecord {
-    this.#insert.run(id, tenantId, randomUUID(), now);
+  insert(id: string, tenantId: string, now: number, doubleTexting?: DoubleTexting): WorkstreamRecord {
+    this.#insert.run(id, tenantId, randomUUID(), now, doubleTexting ?? null);
     return this.get(id)!;
   }
 

@@ -13,6 +13,7 @@ import { ActivityClock, isFenced, type MonotonicMs } from '@turnwarden/clock';
 import type {
   AbortReason,
   ApprovalQuestion,
+  DoubleTexting,
   HarnessLink,
   HostApi,
   ModelStepRequest,
@@ -32,6 +33,7 @@ import { Approvals, type Decided, type DecisionInput } from './commands/approval
 import { Cancels } from './commands/cancels.js';
 import { Closes } from './commands/closes.js';
 import { Deletes, type Tombstone } from './commands/deletes.js';
+import { DoubleTexts } from './commands/double-texting.js';
 import { DurableSends } from './commands/durable-sends.js';
 import type { Commands } from './commands/index.js';
 import { Rewrites, type Summary } from './commands/rewrites.js';
@@ -279,6 +281,7 @@ export class TurnEngine implements Commands {
   private readonly closes: Closes;
   private readonly deletes: Deletes;
   private readonly rewrites: Rewrites;
+  private readonly doubleTexts: DoubleTexts;
   private readonly workstreams: Workstreams;
   /** Model calls on the shared model threads (`models.placement: 'shared'`). */
   private readonly modelThreads: ModelThreads | undefined;
@@ -508,6 +511,15 @@ export class TurnEngine implements Commands {
       maintenance: claims,
       admission: claims,
     });
+    this.doubleTexts = new DoubleTexts({
+      logger,
+      sessions,
+      queue,
+      sends: this.sends,
+      cancels: this.cancels,
+      rewrites: this.rewrites,
+      store,
+    });
     this.workstreams = new Workstreams({
       store,
       events,
@@ -613,8 +625,13 @@ export class TurnEngine implements Commands {
     this.queue.settled(claim);
   }
 
-  createWorkstream(id: string, tenantId: string, principal: string): Promise<WorkstreamInfo> {
-    return this.workstreams.create(id, tenantId, principal);
+  createWorkstream(
+    id: string,
+    tenantId: string,
+    principal: string,
+    doubleTexting: DoubleTexting | undefined,
+  ): Promise<WorkstreamInfo> {
+    return this.workstreams.create(id, tenantId, principal, doubleTexting);
   }
 
   listWorkstreams(query: ListQuery): ReturnType<Workstreams['list']> {
@@ -693,9 +710,19 @@ export class TurnEngine implements Commands {
     claim: SendClaim,
     input: ClaimInput,
     signal: AbortSignal | undefined,
-    maxWaitMs?: number,
+    maxWaitMs: number | undefined,
+    doubleTexting: DoubleTexting,
+    stored: SessionSnapshotData | undefined,
   ): Promise<ClaimedTurn> {
-    return this.sends.send(claim, input, signal, maxWaitMs);
+    switch (doubleTexting) {
+      case 'interrupt':
+      case 'rollback':
+        return this.doubleTexts.interrupt(claim, input, signal, maxWaitMs, doubleTexting, stored);
+      case 'reject':
+        return this.sends.send(claim, input, signal, maxWaitMs, { reject: true });
+      case 'enqueue':
+        return this.sends.send(claim, input, signal, maxWaitMs);
+    }
   }
 
   queuedDurably(workstreamId: string): Promise<number> | undefined {

@@ -9,6 +9,7 @@ export type {
   AssistantMessage,
   CapacityReason,
   CodeSpec,
+  DoubleTexting,
   EffectStatus,
   ErrorDetails,
   HistoryMessage,
@@ -30,6 +31,7 @@ export type {
 export {
   ABANDON_REASONS,
   ABORT_REASONS,
+  DOUBLE_TEXTING_POLICIES,
   ERROR_TABLE,
   ErrorCode,
   isTurnwardenError,
@@ -79,6 +81,7 @@ export type {
   Caller,
   CloseInput,
   CompactInput,
+  CreateWorkstreamInput,
   DecisionResult,
   DeleteInput,
   DenyInput,

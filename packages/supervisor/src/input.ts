@@ -6,6 +6,7 @@
 import {
   type Bound,
   Bounds,
+  DOUBLE_TEXTING_POLICIES,
   errors,
   ID_RULE,
   inBound,
@@ -32,7 +33,14 @@ import type {
 type InputLimits = Omit<LimitsConfig, 'maxQueuedSends'>;
 
 const CALLER_FIELDS = ['tenantId', 'principal'] as const;
-const SEND_FIELDS: readonly string[] = ['content', 'signal', 'tools', 'maxWaitMs', 'requireApproval'];
+const SEND_FIELDS: readonly string[] = [
+  'content',
+  'signal',
+  'tools',
+  'maxWaitMs',
+  'requireApproval',
+  'doubleTexting',
+];
 const COMPACT_FIELDS: readonly string[] = ['throughSeq', 'summary', 'commitKey'];
 const REWIND_FIELDS: readonly string[] = ['turns', 'ifLastSeq'];
 
@@ -92,6 +100,13 @@ function checkToolNames(tools: unknown, known: readonly string[] | undefined): v
   }
 }
 
+/** A double-texting policy (M1–M4), or absent. */
+export function checkDoubleTexting(value: unknown): void {
+  if (value !== undefined && !(DOUBLE_TEXTING_POLICIES as readonly unknown[]).includes(value)) {
+    throw invalid(`doubleTexting must be one of ${DOUBLE_TEXTING_POLICIES.join(', ')}`, 'doubleTexting');
+  }
+}
+
 export function checkSendInput(input: SendInput, limits: InputLimits, known?: readonly string[]): void {
   checkRef(input, 'send', SEND_FIELDS);
   if (input.signal !== undefined && !(input.signal instanceof AbortSignal)) {
@@ -109,6 +124,7 @@ export function checkSendInput(input: SendInput, limits: InputLimits, known?: re
     }
   }
   if (input.maxWaitMs !== undefined) checkInteger(input.maxWaitMs, 'maxWaitMs', Bounds.maxWaitMs);
+  checkDoubleTexting(input.doubleTexting);
   checkText(input.content, 'content', limits.maxMessageBytes);
 }
 

@@ -16,6 +16,7 @@ import { randomUUID } from 'node:crypto';
 import type { MonotonicMs } from '@turnwarden/clock';
 import {
   attachSeamController,
+  type DoubleTexting,
   detachSeamController,
   ErrorCode,
   errors,
@@ -25,7 +26,7 @@ import {
   type TurnwardenError,
   workstreamKey,
 } from '@turnwarden/protocol';
-import { openPostgresStore, openSqliteStore, type Store } from '@turnwarden/store';
+import { openPostgresStore, openSqliteStore, type Store, type WorkstreamRecord } from '@turnwarden/store';
 import { type Level, type Logger, pino } from 'pino';
 import type { EventRelay } from './cluster/relay.js';
 import type { Decided } from './commands/approvals.js';
@@ -45,6 +46,7 @@ import {
   checkCompactInput,
   checkDecisionInput,
   checkDeleteInput,
+  checkDoubleTexting,
   checkHistoryInput,
   checkId,
   checkListInput,
@@ -68,6 +70,7 @@ import type {
   ClaimedTurn,
   CloseInput,
   CompactInput,
+  CreateWorkstreamInput,
   DecisionResult,
   DeleteInput,
   DenyInput,
@@ -394,13 +397,18 @@ export class Turnwarden {
   // ── workstreams ────────────────────────────────────────────────────────────
 
   /** Creates a workstream (a fresh id unless one is given); each creation mints an incarnation (D1). */
-  async createWorkstream(input: Caller & { readonly workstreamId?: string }): Promise<WorkstreamInfo> {
+  async createWorkstream(input: CreateWorkstreamInput): Promise<WorkstreamInfo> {
     this.assertOpen();
-    checkCaller(input, 'createWorkstream', ['workstreamId']);
+    checkCaller(input, 'createWorkstream', ['workstreamId', 'doubleTexting']);
     const id = input.workstreamId ?? `ws-${randomUUID()}`;
     checkId(id, 'workstreamId');
+    checkDoubleTexting(input.doubleTexting);
     const key = workstreamKey(input.tenantId, id);
-    const info = await named(key, id, this.commands.createWorkstream(key, input.tenantId, input.principal));
+    const info = await named(
+      key,
+      id,
+      this.commands.createWorkstream(key, input.tenantId, input.principal, input.doubleTexting),
+    );
     return { ...info, workstreamId: id };
   }
 
@@ -703,9 +711,10 @@ export class Turnwarden {
       const key = workstreamKey(input.tenantId, id);
       // C7: the claim is captured now, as the host calls — before anything is awaited.
       const claim = this.commands.capture(key);
-      const { signal, maxWaitMs, ...rest } = input;
+      const { signal, maxWaitMs, doubleTexting, ...rest } = input;
+      let ws: WorkstreamRecord;
       try {
-        await this.owned(input.tenantId, id);
+        ws = await this.owned(input.tenantId, id);
         if (signal?.aborted) throw aborted();
       } catch (e) {
         this.commands.settled(claim);
@@ -714,7 +723,14 @@ export class Turnwarden {
       const claimed = await named(
         key,
         id,
-        this.commands.send(claim, { ...rest, workstreamId: key }, signal, maxWaitMs),
+        this.commands.send(
+          claim,
+          { ...rest, workstreamId: key },
+          signal,
+          maxWaitMs,
+          doubleTexting ?? ws.doubleTexting ?? 'enqueue',
+          ws.session,
+        ),
       );
       return this.handle(claimed, id, signal);
     });
@@ -932,6 +948,7 @@ function details(ws: {
   readonly generation: number;
   readonly createdAt: number;
   readonly closedAt?: number;
+  readonly doubleTexting?: DoubleTexting;
 }): WorkstreamDetails {
   return {
     workstreamId: keyWorkstreamId(ws.id),
@@ -941,5 +958,6 @@ function details(ws: {
     generation: ws.generation,
     createdAt: ws.createdAt,
     ...(ws.closedAt === undefined ? {} : { closedAt: ws.closedAt }),
+    ...(ws.doubleTexting === undefined ? {} : { doubleTexting: ws.doubleTexting }),
   };
 }

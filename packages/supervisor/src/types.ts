@@ -1,5 +1,6 @@
 import type {
   AbandonReason,
+  DoubleTexting,
   HistoryRow,
   PersistenceState,
   SessionState,
@@ -13,6 +14,8 @@ export interface WorkstreamInfo {
   readonly tenantId: string;
   /** Minted at each creation of the id (D1); `deleteWorkstream` names it. */
   readonly incarnation: string;
+  /** What a send does, unless it says, when the workstream is busy (M1–M4); absent: `enqueue`. */
+  readonly doubleTexting?: DoubleTexting;
 }
 
 /** A workstream as `getWorkstream` and `listWorkstreams` describe it. */
@@ -88,6 +91,18 @@ export interface SendInput extends WorkstreamRef {
    */
   readonly requireApproval?: readonly string[] | 'all';
   /**
+   * What the send does when the workstream is busy — a turn running on any host, sends waiting,
+   * a call waiting for approval (issue 26; default: the workstream's, else `enqueue`):
+   * - `reject`: refused with TURN_IN_PROGRESS (APPROVAL_PENDING while a call waits), nothing written (M1);
+   * - `enqueue`: it waits behind the running turn and the sends before it (M2);
+   * - `interrupt`: the running turn is force-cancelled — its history repaired, a waiting call
+   *   denied, the sends made before this one revoked — and this one's turn is the next (M3);
+   * - `rollback`: as `interrupt`, and the cancelled turn's rows are removed by a history rewrite
+   *   (listeners are sent `history_resync`) before this one's turn starts (M4).
+   * Only the running turn's own principal may interrupt it (T3: TURN_IN_PROGRESS).
+   */
+  readonly doubleTexting?: DoubleTexting;
+  /**
    * Aborting it cancels the turn, as `cancel()` does: before the claim — waiting for a worker or
    * behind a running turn — the send is refused with TURN_ABORTED and nothing is written; after
    * it, the turn is force-cancelled.
@@ -100,6 +115,14 @@ export interface SendInput extends WorkstreamRef {
    * is not counted.
    */
   readonly maxWaitMs?: number;
+}
+
+/** `createWorkstream`'s argument: the caller, and optionally the id and its double-texting default. */
+export interface CreateWorkstreamInput extends Caller {
+  /** Default: a fresh `ws-<uuid>`. */
+  readonly workstreamId?: string;
+  /** What its sends do when it is busy, unless a send says (M1–M4); default `enqueue`. */
+  readonly doubleTexting?: DoubleTexting;
 }
 
 export interface CompactInput extends WorkstreamRef {

@@ -31,6 +31,7 @@ import {
 import { type QueuedSend, type QueuedSends, queuedCommitKey, type Store } from '@turnwarden/store';
 import type { Logger } from 'pino';
 import type { CancelTimer, Timers } from '../liveness/timers.js';
+import { lastUserPrincipal } from '../sessions/last-principal.js';
 import type { ClaimInput } from '../turn/claim.js';
 import type { ClaimedTurn, TurnResult } from '../types.js';
 import { revokedError } from './send-queue.js';
@@ -145,7 +146,7 @@ export class DurableSends {
     // T3, while a turn runs (somebody holds the lease): its principal is its last user row's.
     const lease = await store.getLease(workstreamId);
     const held = lease !== undefined && !lease.released && lease.expiresAt > Date.now();
-    const running = held ? await this.runningPrincipal(workstreamId) : undefined;
+    const running = held ? await lastUserPrincipal(store, workstreamId) : undefined;
     if (running !== undefined && running !== principal) {
       throw errors.turnInProgress(
         `workstream ${workstreamId} is running another principal's turn; only its own messages queue behind it`,
@@ -351,26 +352,6 @@ export class DurableSends {
   }
 
   // ── internals ──────────────────────────────────────────────────────────────
-
-  /**
-   * T3: the principal of the turn the history says runs (its last user row) — from the tail
-   * where the store reads one and it holds that row, else from the whole history.
-   */
-  private async runningPrincipal(workstreamId: string): Promise<string | undefined> {
-    const { store } = this.deps;
-    const last = (
-      rows: readonly { readonly message: { readonly role: string; readonly principal?: string } }[],
-    ) => {
-      for (let i = rows.length - 1; i >= 0; i--) {
-        const m = rows[i]!.message;
-        if (m.role === 'user') return { principal: m.principal };
-      }
-      return undefined;
-    };
-    const tail =
-      store.readHistoryTail === undefined ? undefined : last(await store.readHistoryTail(workstreamId));
-    return (tail ?? last(await store.readHistory(workstreamId)))?.principal;
-  }
 
   private wait(row: QueuedSend, signal: AbortSignal | undefined, ticket: number): Promise<ClaimedTurn> {
     return new Promise<ClaimedTurn>((resolve, reject) => {

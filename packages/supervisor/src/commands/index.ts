@@ -3,7 +3,7 @@
  * (T1, T2) checks. Each operation is one part's (this folder's files, claim.ts, turn/); the
  * engine (engine.ts) builds the parts and answers for them.
  */
-import type { SessionSnapshotData } from '@turnwarden/protocol';
+import type { DoubleTexting, SessionSnapshotData } from '@turnwarden/protocol';
 import type { WorkstreamRecord } from '@turnwarden/store';
 import type { RuntimeStats } from '../stats.js';
 import type { Earlier, Listener, StartAt, TurnwardenEvent } from '../streams/events.js';
@@ -33,7 +33,12 @@ export interface Commands {
   /** A captured call that will not send (refused before it reached its part). */
   settled(claim: SendClaim): void;
 
-  createWorkstream(id: string, tenantId: string, principal: string): Promise<WorkstreamInfo>;
+  createWorkstream(
+    id: string,
+    tenantId: string,
+    principal: string,
+    doubleTexting: DoubleTexting | undefined,
+  ): Promise<WorkstreamInfo>;
   listWorkstreams(query: ListQuery): Promise<{ readonly rows: WorkstreamRecord[]; readonly last?: string }>;
   /** The tombstone of a delete under way or left ambiguous (D2): the workstream is hidden. */
   tombstone(workstreamId: string): Tombstone | undefined;
@@ -79,11 +84,17 @@ export interface Commands {
 
   /** The tools the workers' plugins provide (known once a worker has started). */
   tools(): readonly string[] | undefined;
+  /**
+   * A send, as its double-texting policy (M1–M4) says when the workstream is busy; `stored` is
+   * the durable session snapshot the ownership check read (what runs or waits on another host).
+   */
   send(
     claim: SendClaim,
     input: ClaimInput,
     signal: AbortSignal | undefined,
-    maxWaitMs?: number,
+    maxWaitMs: number | undefined,
+    doubleTexting: DoubleTexting,
+    stored: SessionSnapshotData | undefined,
   ): Promise<ClaimedTurn>;
   cancel(workstreamId: string, fence: Announced): Promise<boolean>;
   /** Approves or denies the call a workstream's session waits for (commands/approvals.ts). */

@@ -5,7 +5,7 @@
  * them. A committed rewrite makes what listeners hold stale: `history_resync` (E2).
  */
 import { errors } from '@turnwarden/protocol';
-import { compactIdle, type MaintenanceHost, rewindIdle } from '../sessions/maintenance.js';
+import { compactIdle, type MaintenanceHost, rewindIdle, rollbackIdle } from '../sessions/maintenance.js';
 import { claimRefusal, type SessionRecord, type Sessions } from '../sessions/sessions.js';
 import type { EventHub } from '../streams/events.js';
 import { admissionRefusal, type ClaimHost } from '../turn/claim.js';
@@ -78,6 +78,26 @@ export class Rewrites {
     } finally {
       queue.settled(claim);
     }
+  }
+
+  /**
+   * M4: the rows of the turn of `generation`, which an interrupt has just cancelled, are removed
+   * (the session idle, its history repaired). A turn that started meanwhile (on another host)
+   * refuses it: TURN_IN_PROGRESS, or LEASED_ELSEWHERE.
+   */
+  async rollback(workstreamId: string, generation: number): Promise<{ removed: number }> {
+    const result = await this.rewriting(workstreamId, async (rec) => {
+      if (rec.turn !== undefined) {
+        throw errors.turnInProgress(`rollback of ${workstreamId} refused: another turn started`, {
+          workstreamId,
+        });
+      }
+      const state = rec.state!;
+      if (state !== 'idle') throw claimRefusal(workstreamId, state, false);
+      return rollbackIdle(this.deps.maintenance, rec, generation);
+    });
+    if (result.removed > 0) this.rewritten(workstreamId);
+    return result;
   }
 
   /**

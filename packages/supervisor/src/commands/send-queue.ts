@@ -102,8 +102,7 @@ export class SendQueue {
    * claim was captured before it waits (`announcedAfter`), so it never sends a turn to its worker
    * that the call aborts (C7).
    */
-  announce(workstreamId: string): Announced {
-    const ticket = this.ticket();
+  announce(workstreamId: string, ticket: number = this.ticket()): Announced {
     let resolve!: () => void;
     const settled = new Promise<void>((r) => {
       resolve = r;

@@ -29,7 +29,21 @@ export interface SendsDeps {
   readonly slots?: TenantSlots | undefined;
 }
 
+/** How a send meets a busy workstream (its double-texting policy, issue 26), as `send` carries it out. */
+export interface SendOptions {
+  /** `reject`: refused with TURN_IN_PROGRESS when the workstream is busy, anywhere (M1). */
+  readonly reject?: boolean;
+  /**
+   * An interrupt's send (double-texting.ts), once it has cancelled what ran: it goes first —
+   * not behind the sends made after it, which queue behind it — and `placed` is called as soon
+   * as it has claimed its turn, queued or been refused.
+   */
+  readonly first?: { readonly placed: () => void };
+}
+
 export class Sends {
+  /** Interrupts under way here, per workstream (M3): turn ends do not pump, new sends queue behind them. */
+  private readonly reserved = new Map<string, number>();
   /** Workstreams whose durable queue is being pumped here. */
   private readonly pumping = new Set<string>();
   /** Pumps asked for while one ran: it pumps again. */
@@ -40,6 +54,22 @@ export class Sends {
   private readonly poisoned = new Set<string>();
 
   constructor(private readonly deps: SendsDeps) {}
+
+  /**
+   * An interrupt of the workstream begins here (M3): until it is `unreserve`d, a turn's end takes
+   * no queued send and new sends queue, so that the interrupting send is the next turn.
+   */
+  reserve(workstreamId: string): void {
+    this.reserved.set(workstreamId, (this.reserved.get(workstreamId) ?? 0) + 1);
+  }
+
+  /** The interrupt's send has claimed its turn, queued or been refused: the queue moves again. */
+  unreserve(workstreamId: string): void {
+    const n = (this.reserved.get(workstreamId) ?? 1) - 1;
+    if (n > 0) this.reserved.set(workstreamId, n);
+    else this.reserved.delete(workstreamId);
+    if (n <= 0) this.pump(workstreamId);
+  }
 
   /**
    * A send (input and ownership already checked; its claim captured when the host called).
@@ -55,8 +85,16 @@ export class Sends {
     input: ClaimInput,
     signal: AbortSignal | undefined,
     maxWaitMs: number = this.deps.config.admission.maxWaitMs,
+    options: SendOptions = {},
   ): Promise<ClaimedTurn> {
     const { sessions, queue, admission, logger, config } = this.deps;
+    const { first, reject } = options;
+    let placed = first === undefined;
+    const place = () => {
+      if (placed) return;
+      placed = true;
+      first!.placed();
+    };
     const { workstreamId, tenantId } = input;
     let permit: Permit | undefined;
     /** When the send first had to wait (for a worker, or for its tenant's bound across hosts): every wait of it counts. */
@@ -81,13 +119,20 @@ export class Sends {
         try {
           step = await rec.run(async (): Promise<Step> => {
             queue.check(sent);
-            // Cluster mode: sends waiting in the store's queue go first, whichever host they came to.
+            // Cluster mode: sends waiting in the store's queue go first, whichever host they came to
+            // (an interrupt's send goes before them: those made before it are revoked, M3).
             const behindDurable =
               this.deps.durable !== undefined &&
+              first === undefined &&
               rec.turn === undefined &&
-              config.limits.maxQueuedSends > 0 &&
+              (config.limits.maxQueuedSends > 0 || reject === true) &&
               (await this.deps.durable.waiting(workstreamId));
-            const busy = rec.turn !== undefined || queue.depth(workstreamId) > 0 || behindDurable;
+            const busy =
+              rec.turn !== undefined ||
+              (first === undefined && (queue.depth(workstreamId) > 0 || this.reserved.has(workstreamId))) ||
+              behindDurable;
+            // M1: a send that must not wait for the workstream is refused, nothing written.
+            if (busy && reject === true) throw rejected(workstreamId);
             // T3: only the running turn's own principal queues behind it; another's message is an
             // interjection, refused (TURN_IN_PROGRESS) by the claim — as is any send while queueing is off.
             const own = rec.turn === undefined || rec.turn.principal === input.principal;
@@ -123,6 +168,9 @@ export class Sends {
             e.details?.reason === 'tenant_active'
           )
             step = { tenantFull: true };
+          // M1 across hosts: the turn runs on another host, and this send must not wait for it.
+          else if (reject === true && isTurnwardenError(e, ErrorCode.LEASED_ELSEWHERE))
+            throw rejected(workstreamId);
           // The turn runs on another host: the send waits for it in the store, queued durably.
           else if (
             this.deps.durable !== undefined &&
@@ -133,6 +181,8 @@ export class Sends {
           else throw e;
         } finally {
           sessions.release(rec);
+          // Claimed, queued, waiting for a worker or refused: an interrupt's send has its place.
+          place();
         }
         if ('tenantFull' in step) {
           permit?.release();
@@ -160,6 +210,7 @@ export class Sends {
       permit?.release();
       throw e;
     } finally {
+      place();
       queue.settled(sent);
     }
   }
@@ -171,6 +222,8 @@ export class Sends {
    */
   pump(workstreamId: string): void {
     const { queue, admission, config } = this.deps;
+    // An interrupt is under way: its send goes next; its `unreserve` pumps (M3).
+    if (this.reserved.has(workstreamId)) return;
     const head = queue.peek(workstreamId);
     if (head === undefined) {
       if (this.deps.durable !== undefined) void this.pumpDurable(workstreamId);
@@ -393,4 +446,12 @@ export class Sends {
       revocable: (revoke) => queue.park(sent, revoke),
     });
   }
+}
+
+/** M1: what a `reject` send is answered while its workstream is busy. */
+function rejected(workstreamId: string) {
+  return errors.turnInProgress(
+    `workstream ${workstreamId} is busy (a turn runs or sends wait) and the send's double-texting policy is reject`,
+    { workstreamId, doubleTexting: 'reject' },
+  );
 }

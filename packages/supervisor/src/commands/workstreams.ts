@@ -4,7 +4,13 @@
  * time — with its handoff position (E2), and the live part of a session's status.
  */
 import { type ActivityClock, activityName } from '@turnwarden/clock';
-import { ErrorCode, errors, isTurnwardenError, type SessionSnapshotData } from '@turnwarden/protocol';
+import {
+  type DoubleTexting,
+  ErrorCode,
+  errors,
+  isTurnwardenError,
+  type SessionSnapshotData,
+} from '@turnwarden/protocol';
 import { contextOf, stateOf, waitingApproval } from '@turnwarden/session';
 import type { Store, WorkstreamStatus as StoredStatus, WorkstreamRecord } from '@turnwarden/store';
 import type { Logger } from 'pino';
@@ -54,7 +60,12 @@ export class Workstreams {
   constructor(private readonly deps: WorkstreamsDeps) {}
 
   /** Creates a workstream (its id checked by the caller); each creation mints an incarnation (D1). */
-  async create(id: string, tenantId: string, principal: string): Promise<WorkstreamInfo> {
+  async create(
+    id: string,
+    tenantId: string,
+    principal: string,
+    doubleTexting: DoubleTexting | undefined,
+  ): Promise<WorkstreamInfo> {
     const { store, events, lifecycle, logger, deletes } = this.deps;
     if (deletes.tombstone(id) !== undefined) {
       // D2: a delete of this id is not finished; it cannot be created again until it is.
@@ -65,7 +76,11 @@ export class Workstreams {
     }
     let rec: WorkstreamRecord;
     try {
-      rec = await store.createWorkstream({ id, tenantId });
+      rec = await store.createWorkstream({
+        id,
+        tenantId,
+        ...(doubleTexting === undefined ? {} : { doubleTexting }),
+      });
     } catch (e) {
       // D5: the store may have committed it; unconfirmed, it is never advertised.
       if (isTurnwardenError(e, ErrorCode.STORE_ERROR)) lifecycle.unconfirmed(id);
@@ -78,7 +93,12 @@ export class Workstreams {
       'workstream created',
     );
     lifecycle.created(rec.tenantId, rec.id, rec.incarnation);
-    return { workstreamId: rec.id, tenantId: rec.tenantId, incarnation: rec.incarnation };
+    return {
+      workstreamId: rec.id,
+      tenantId: rec.tenantId,
+      incarnation: rec.incarnation,
+      ...(rec.doubleTexting === undefined ? {} : { doubleTexting: rec.doubleTexting }),
+    };
   }
 
   /**

@@ -204,6 +204,39 @@ export function compactIdle(
   );
 }
 
+/**
+ * M4: drops the rows of the turn of `generation` — from its user message on — once an interrupt
+ * has cancelled it (its history repaired), under a lease of its own (P6), queued behind the
+ * session's journal writes like a rewind. A turn whose user row is not in the history (it wrote
+ * nothing, or a compaction took it in) drops nothing: `removed` 0.
+ */
+export function rollbackIdle(
+  host: MaintenanceHost,
+  rec: SessionRecord,
+  generation: number,
+): Promise<{ removed: number }> {
+  const { workstreamId } = rec;
+  return withIdleLease(host, rec, (lease, current) =>
+    host.gate.write(workstreamId, async () => {
+      const rows = await host.store.readHistory(workstreamId);
+      const from = rows.find((r) => r.generation === generation && r.message.role === 'user');
+      if (from === undefined) {
+        host.logger.info({ workstreamId, generation }, 'rollback found no row of the interrupted turn');
+        return { removed: 0 };
+      }
+      const { removed } = await host.store.truncateHistory({
+        workstreamId,
+        generation: current,
+        fencingToken: lease.token,
+        fromSeq: from.seq,
+        fromKey: from.commitKey,
+      });
+      host.logger.info({ workstreamId, generation, removed }, 'interrupted turn rolled back');
+      return { removed };
+    }),
+  );
+}
+
 export interface RewindPlan {
   readonly turns: number;
   readonly ifLastSeq: number | undefined;
