@@ -13,6 +13,7 @@ import {
   ABANDON_REASONS,
   type Bound,
   Bounds,
+  DOUBLE_TEXTING_POLICIES,
   ERROR_TABLE,
   ErrorCode,
   errors,
@@ -107,6 +108,10 @@ const TurnStatusEnum = oneOf(TURN_STATUSES);
 /** Why a turn was abandoned: an abort's reason, or `crash` (its worker died, T7). */
 const AbandonReasonEnum = oneOf(ABANDON_REASONS);
 const WorkstreamStatusEnum = oneOf(WORKSTREAM_STATUSES);
+/** What a send does when the workstream is busy (issue 26, M1–M4). */
+const DoubleTextingEnum = oneOf(DOUBLE_TEXTING_POLICIES).describe(
+  'When the workstream is busy (a turn running on any host, sends waiting, a call waiting for approval): reject (409 TURN_IN_PROGRESS), enqueue (wait behind the turn), interrupt (force-cancel the running turn, its history repaired, and run next), rollback (as interrupt, and remove the cancelled turn’s rows)',
+);
 const WireErrorSchema = z
   .object({
     code: oneOf(Object.values(ErrorCode)),
@@ -123,6 +128,7 @@ const Workstream = z.object({
   generation: z.number().optional(),
   createdAt: z.number().optional(),
   closedAt: z.number().optional(),
+  doubleTexting: DoubleTextingEnum.optional(),
 });
 /** A call waiting for a person's approval (issue 26): its token decides it. */
 const ApprovalRequestSchema = z.object({
@@ -318,7 +324,14 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
           schema: {
             summary:
               'Create a workstream (a fresh id unless one is given); each creation mints an incarnation (D1)',
-            body: z.strictObject({ workstreamId: Id.optional() }).nullish(),
+            body: z
+              .strictObject({
+                workstreamId: Id.optional(),
+                doubleTexting: DoubleTextingEnum.optional().describe(
+                  'The default for its sends (default enqueue); a send may name its own',
+                ),
+              })
+              .nullish(),
             response: { 201: Workstream, ...refusals(409) },
           },
         },
@@ -397,6 +410,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
                   'Calls of this turn that wait for approve or deny before they run, by tool name (all: every call)',
                 ),
               maxWaitMs: int(Bounds.maxWaitMs).optional(),
+              doubleTexting: DoubleTextingEnum.optional(),
               wait: z.boolean().optional(),
             }),
             response: {

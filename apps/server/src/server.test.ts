@@ -486,6 +486,47 @@ describe('the HTTP API on a real port', () => {
     expect([closed.status, closed.body.error.code]).toEqual([409, 'WORKSTREAM_CLOSED']);
   });
 
+  it('M1 M4: double texting over HTTP: a workstream created with reject says so and answers a second message 409; a send with rollback cancels the running turn, removes its rows and runs', async () => {
+    await start();
+    const created = await call('POST', '/v1/workstreams', {
+      token: ALICE,
+      body: { workstreamId: 'dt', doubleTexting: 'reject' },
+    });
+    expect([created.status, created.body.doubleTexting]).toEqual([201, 'reject']);
+    expect((await call('GET', '/v1/workstreams/dt', { token: ALICE })).body.doubleTexting).toBe('reject');
+    const hold = script({ heartbeat: 60_000, everyMs: 50 });
+    expect(
+      (await call('POST', '/v1/workstreams/dt/messages', { token: ALICE, body: { content: hold } })).status,
+    ).toBe(202);
+    const second = await call('POST', '/v1/workstreams/dt/messages', {
+      token: ALICE,
+      body: { content: 'me too' },
+    });
+    expect([second.status, second.body.error.code, second.body.error.details]).toEqual([
+      409,
+      'TURN_IN_PROGRESS',
+      { workstreamId: 'dt', doubleTexting: 'reject' },
+    ]);
+    const instead = await call('POST', '/v1/workstreams/dt/messages', {
+      token: ALICE,
+      body: { content: script({ text: 'instead' }), doubleTexting: 'rollback', wait: true },
+    });
+    expect([instead.status, instead.body.status, instead.body.finalText]).toEqual([
+      200,
+      'completed',
+      'instead',
+    ]);
+    const rows = (await call('GET', '/v1/workstreams/dt/history', { token: ALICE })).body.rows as {
+      message: { role: string };
+    }[];
+    expect(rows.map((r) => r.message.role)).toEqual(['user', 'assistant']);
+    const bad = await call('POST', '/v1/workstreams/dt/messages', {
+      token: ALICE,
+      body: { content: 'x', doubleTexting: 'shout' },
+    });
+    expect([bad.status, bad.body.error.code]).toEqual([400, 'INVALID_INPUT']);
+  });
+
   it('E1: events over SSE through a real socket; a reconnect with Last-Event-ID replays what was missed, or says replay_truncated', async () => {
     await start({ events: { replayLimit: 16 } });
     await call('POST', '/v1/workstreams', { token: ALICE, body: { workstreamId: 'w1' } });
