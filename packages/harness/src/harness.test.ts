@@ -13,7 +13,7 @@ import { decodeTrace } from './trace.js';
 const BUDGET_MS = 25_000;
 
 describe('interleaving harness', () => {
-  it('L3 L4 L6 L7 L8 S3 C1 C3 C4 C7 E2 D4 D6 A3 A4: the correct runtime passes every invariant under random and PCT schedules', async () => {
+  it('L3 L4 L6 L7 L8 S3 C1 C3 C4 C7 E2 D4 D6 A3 A4 M3: the correct runtime passes every invariant under random and PCT schedules', async () => {
     const report = await explore({
       scenarios: SCENARIOS,
       schedulers: ['random', 'pct'],

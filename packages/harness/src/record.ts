@@ -57,6 +57,10 @@ export interface RunRecord {
         outcome: 'pending' | 'accepted' | string;
         /** Sent before the host's force cancel (or with none): its claim predates the fence. */
         beforeCancel: boolean;
+        /** How many events the host had heard when it sent it. */
+        readonly eventsAtSend: number;
+        /** M3: it was sent with the double-texting policy `interrupt`. */
+        readonly doubleTexting?: 'interrupt';
         /** The generation of its turn, once it started. */
         generation?: number;
       }

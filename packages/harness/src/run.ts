@@ -26,6 +26,8 @@ export class Run {
   private turn!: TurnHandle;
   /** The turn of the host's next message, once it started (S3, C7). */
   private nextDone: Promise<unknown> | undefined;
+  /** The host's next message's call, settled (accepted or refused). */
+  private nextSettled: Promise<unknown> | undefined;
   private offHandoff: (() => void) | undefined;
   private readonly followerOffs: (() => void)[] = [];
   /** Registrations the schedule started (`follow`), settled before the run is judged. */
@@ -197,14 +199,22 @@ export class Run {
    * the turn (S3, C7). Whether a force cancel was already called is noted: the send's claim is
    * captured as it is called, like the cancel's fence.
    */
-  sendNext(): void {
+  sendNext(doubleTexting?: 'interrupt'): void {
     const next: RunRecord['next'] & object = {
       outcome: 'pending',
       beforeCancel: this.record.cancel === undefined,
+      eventsAtSend: this.record.events.length,
+      ...(doubleTexting === undefined ? {} : { doubleTexting }),
     };
     this.record.next = next;
-    this.tw
-      .send({ tenantId: TENANT, principal: PRINCIPAL, workstreamId: this.workstreamId, content: 'and next?' })
+    this.nextSettled = this.tw
+      .send({
+        tenantId: TENANT,
+        principal: PRINCIPAL,
+        workstreamId: this.workstreamId,
+        content: 'and next?',
+        ...(doubleTexting === undefined ? {} : { doubleTexting }),
+      })
       .then(
         (handle) => {
           next.outcome = 'accepted';
@@ -433,6 +443,15 @@ export class Run {
 
   /** Reads what the invariants judge, and checks the workstream takes a plain turn again. */
   async collect(): Promise<void> {
+    // The host's next message is answered once the scheduled turn has ended (M3: an interrupt's
+    // only after its cancel): judged once it has been (bounded).
+    if (this.nextSettled !== undefined) {
+      this.harness.disarm();
+      await Promise.race([
+        this.nextSettled,
+        new Promise((resolve) => setTimeout(resolve, SETTLE_TIMEOUT_MS)),
+      ]);
+    }
     if (this.nextDone !== undefined) {
       // The host's next message started its turn after the scheduled one: it runs unscheduled
       // to its end first, so the renewals counted below are the scheduled turn's alone.

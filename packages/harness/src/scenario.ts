@@ -67,6 +67,13 @@ export const sendNext: Action = {
   run: (run) => run.sendNext(),
 };
 
+/** The host double-texts with `interrupt` while the turn has not ended (M3): it ends the turn and runs next. */
+export const interruptNext: Action = {
+  name: 'interrupt',
+  enabled: (run) => !run.turnDone && run.record.next === undefined,
+  run: (run) => run.sendNext('interrupt'),
+};
+
 /** The host closes the workstream without waiting: refused while the turn runs (C1). */
 export const closeNow: Action = {
   name: 'close',

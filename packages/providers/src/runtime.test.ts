@@ -44,7 +44,9 @@ async function start(extra: Record<string, unknown> = {}, logs?: string[], timeo
     pluginModules: [FROM_ENV, SCRIPTED_TOOLS],
     watchdog: { timeoutMs, pollMs: 25, graceMs: 300 },
     lease: { ttlMs: 3_000, renewMs: 100 },
-    pool: { maxWorkers: 2, warmWorkers: 1 },
+    // A send after a cancel may wait for the cancelled turn's worker to be replaced: on a loaded
+    // machine (CI's Node 22 pass beside other suites) no worker was free for the default 10 s.
+    pool: { maxWorkers: 2, warmWorkers: 1, acquireTimeoutMs: 60_000 },
     models: { placement },
     logger:
       logs === undefined

@@ -139,6 +139,23 @@ describe('double texting across hosts', () => {
     );
   });
 
+  it('M3 A4: an interrupt on host B while a call waits for approval on A: the call is denied (effect none) and the new message runs', async () => {
+    const { a, b, c } = await cluster.start({ approvals: { tools: ['echo'] } });
+    await a.tw.createWorkstream(ref);
+    const waits = script({ tools: [{ name: 'echo', args: { text: 'x' } }] }, { text: 'done' });
+    const waiting = await within((await a.tw.send({ ...ref, content: waits })).done, 10_000, 'A waits');
+    expect(waiting.status).toBe('awaiting_approval');
+    const handle = await b.tw.send({ ...ref, content: 'never mind', doubleTexting: 'interrupt' });
+    expect((await within(handle.done, 10_000, 'its turn')).status).toBe('completed');
+    const rows = (await c.tw.history(ref)).rows;
+    expect(rows.find((r) => r.message.role === 'tool')?.message).toMatchObject({
+      effect: 'none',
+      synthesized: true,
+    });
+    expect(openToolCalls(rows)).toEqual([]);
+    expect((await c.tw.status(ref)).awaitingApproval).toBeUndefined();
+  });
+
   it('M3 T3: another principal’s interrupt on host B is TURN_IN_PROGRESS; A’s turn goes on', async () => {
     const { a, b } = await cluster.start();
     await a.tw.createWorkstream(ref);
