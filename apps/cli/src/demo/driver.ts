@@ -4,7 +4,7 @@
  * no retry loop — and any refusal is recorded as the turn's outcome.
  */
 import { isTurnwardenError } from '@turnwarden/protocol';
-import type { TurnHandle, TurnResult, Turnwarden } from '@turnwarden/supervisor';
+import type { DoubleTexting, TurnHandle, TurnResult, Turnwarden } from '@turnwarden/supervisor';
 import { classifyTurn } from './integrity.js';
 import type { RecordKind, TurnRecord } from './types.js';
 import { EXPECTED, type Expectation, type WorkstreamPlan } from './workload.js';
@@ -19,6 +19,8 @@ export interface DemoObserver {
   forceCancel?(workstreamId: string): void;
   /** A turn waits for an approval: the driver approves, denies or lets it time out (`variant`). */
   approval?(workstreamId: string, variant: string): void;
+  /** The user sends again while the turn runs, with this double-texting policy (M1–M4). */
+  doubleText?(workstreamId: string, policy: DoubleTexting): void;
 }
 
 export interface DriverContext {
@@ -68,6 +70,8 @@ interface TurnSpec {
   readonly variant: string;
   readonly expected: Expectation;
   readonly content: string;
+  /** A double-text turn's second message (its policy is the variant). */
+  readonly followUp?: string;
 }
 
 /**
@@ -92,7 +96,7 @@ function cancelWhenSleeping(ctx: DriverContext, workstreamId: string): Promise<(
 }
 
 async function runTurn(ctx: DriverContext, spec: TurnSpec): Promise<TurnRecord> {
-  const { content, ...base } = spec;
+  const { content, followUp: _followUp, ...base } = spec;
   const unsubscribe = spec.kind === 'cancel' ? await cancelWhenSleeping(ctx, spec.workstreamId) : undefined;
   try {
     return await sendAndWait(ctx, spec, content, base);
@@ -125,14 +129,25 @@ async function sendAndWait(
   }
   ctx.observer.turnStarted(spec.workstreamId, spec.index, spec.kind);
   const t0 = performance.now();
+  // A double-text turn: the second message goes while this one runs (its long tool).
+  const doubled = spec.followUp === undefined ? undefined : doubleText(ctx, spec, spec.followUp, sent.handle);
   const first = await sent.handle.done; // never rejects
   const decided = first.approval === undefined ? undefined : await decide(ctx, spec, first.approval.token);
   const result = decided?.result ?? first;
   const approval = decided?.approval;
+  const doubleTexted = doubled === undefined ? undefined : await doubled;
+  const rolledBack = doubleTexted?.rolledBack === true;
   return {
     ...base,
     ...timing,
     ...(approval === undefined ? {} : { approval }),
+    ...(doubleTexted === undefined
+      ? {}
+      : {
+          doubleText: doubleTexted,
+          userRows: 1 + (doubleTexted.ran ? 1 : 0) - (rolledBack ? 1 : 0),
+          synthesizedRemoved: rolledBack ? result.synthesized : 0,
+        }),
     generation: result.generation,
     status: result.status,
     ...(result.abortReason === undefined ? {} : { abortReason: result.abortReason }),
@@ -142,8 +157,47 @@ async function sendAndWait(
     ...(result.error === undefined
       ? {}
       : { errorCode: result.error.code, errorMessage: result.error.message }),
-    verdict: classifyTurn(spec.expected, { ...result, errorCode: result.error?.code, approval }),
+    verdict: classifyTurn(spec.expected, {
+      ...result,
+      errorCode: result.error?.code,
+      approval,
+      ...(doubleTexted === undefined ? {} : { doubleText: doubleTexted }),
+    }),
   };
+}
+
+/**
+ * A double-text turn (M1–M4): while `first` runs, the user sends `content` with the variant's
+ * policy. Reject is refused (TURN_IN_PROGRESS) unless the first turn had already ended; enqueue
+ * runs after it; interrupt and rollback end it and run. Resolves once the second turn has ended;
+ * whether a rollback removed the first turn's rows is read from the history.
+ */
+async function doubleText(
+  ctx: DriverContext,
+  spec: Omit<TurnSpec, 'content'>,
+  content: string,
+  first: TurnHandle,
+): Promise<NonNullable<TurnRecord['doubleText']> & { readonly ran: boolean }> {
+  const policy = spec.variant as DoubleTexting;
+  const ref = { tenantId: ctx.tenantId, principal: ctx.principal, workstreamId: spec.workstreamId };
+  ctx.observer.doubleText?.(spec.workstreamId, policy);
+  let second: TurnHandle;
+  try {
+    second = await ctx.tw.send({
+      ...ref,
+      content,
+      doubleTexting: policy,
+      maxWaitMs: ctx.maxWaitMs,
+      signal: ctx.stop,
+    });
+  } catch (e) {
+    const refused = isTurnwardenError(e) && e.code === 'TURN_IN_PROGRESS';
+    return { policy, second: refused ? 'refused' : 'not_sent', rolledBack: false, ran: false };
+  }
+  const result = await second.done;
+  const rows = policy === 'rollback' ? (await ctx.tw.history(ref)).rows : [];
+  const rolledBack = policy === 'rollback' && !rows.some((r) => r.generation === first.generation);
+  return { policy, second: result.status, rolledBack, ran: true };
 }
 
 /**
@@ -197,6 +251,7 @@ export async function driveWorkstream(ctx: DriverContext, plan: WorkstreamPlan):
         variant: turn.variant,
         expected: EXPECTED[turn.kind],
         content: turn.content,
+        ...(turn.followUp === undefined ? {} : { followUp: turn.followUp }),
       }),
     );
   }

@@ -434,6 +434,8 @@ export async function runHostsDemo(args: HostsArgs): Promise<HostsReport> {
       storeFaults: false,
       // This driver does not decide approval waits (the in-process demo does).
       approvals: false,
+      // Nor does it double-text (the in-process demo does, M1–M4).
+      doubleTexts: false,
       idPrefix: '',
     });
     const total = plan.workstreams.reduce((n, ws) => n + ws.turns.length, 0);

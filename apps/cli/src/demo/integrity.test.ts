@@ -77,6 +77,40 @@ describe('turn classification', () => {
     );
   });
 
+  it('M1–M4: a double-text turn is as expected when its first turn completed (or, for interrupt and rollback, was cancelled) and its second message was refused by reject or ran to its end', () => {
+    const w = { workerTerminated: false };
+    const dt = (policy: string, second: string) => ({ doubleText: { policy, second } });
+    const cancelled = { ...w, status: 'interrupted' as const, abortReason: 'cancel' };
+    expect(classifyTurn('double-texted', { ...w, status: 'completed', ...dt('reject', 'refused') })).toBe(
+      'ok',
+    );
+    expect(classifyTurn('double-texted', { ...w, status: 'completed', ...dt('reject', 'completed') })).toBe(
+      'ok',
+    );
+    expect(classifyTurn('double-texted', { ...w, status: 'completed', ...dt('enqueue', 'completed') })).toBe(
+      'ok',
+    );
+    expect(classifyTurn('double-texted', { ...cancelled, ...dt('interrupt', 'completed') })).toBe('ok');
+    expect(classifyTurn('double-texted', { ...cancelled, ...dt('rollback', 'completed') })).toBe('ok');
+    expect(classifyTurn('double-texted', { ...w, status: 'completed', ...dt('rollback', 'completed') })).toBe(
+      'ok',
+    );
+    // A cancel is only an interrupt's or a rollback's doing; a refusal only reject's.
+    expect(classifyTurn('double-texted', { ...cancelled, ...dt('enqueue', 'completed') })).toBe(
+      'unexpected_failure',
+    );
+    expect(classifyTurn('double-texted', { ...w, status: 'completed', ...dt('enqueue', 'refused') })).toBe(
+      'unexpected_failure',
+    );
+    expect(classifyTurn('double-texted', { ...cancelled, ...dt('interrupt', 'failed') })).toBe(
+      'unexpected_failure',
+    );
+    expect(classifyTurn('double-texted', { ...w, status: 'failed', ...dt('interrupt', 'completed') })).toBe(
+      'unexpected_failure',
+    );
+    expect(classifyTurn('double-texted', { ...w, status: 'completed' })).toBe('unexpected_failure');
+  });
+
   it('L1: a stalled turn that completes or fails instead of being interrupted is not recovered', () => {
     expect(
       classifyTurn('interrupted', {

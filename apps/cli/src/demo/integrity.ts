@@ -16,6 +16,8 @@ export interface Observation {
   readonly errorCode?: string | undefined;
   /** An approval turn: how its wait was decided (seen by the driver). */
   readonly approval?: 'approved' | 'denied' | 'timed_out' | undefined;
+  /** A double-text turn: its policy and how the second message ended (seen by the driver). */
+  readonly doubleText?: { readonly policy: string; readonly second: string } | undefined;
 }
 
 const WATCHDOG_REASONS: ReadonlySet<string> = new Set(['watchdog', 'deadline']);
@@ -53,6 +55,17 @@ export function classifyTurn(expected: Expectation, obs: Observation): Verdict {
       if (obs.approval === 'timed_out')
         return obs.status === 'awaiting_approval' ? 'ok' : 'unexpected_failure';
       return obs.status === 'completed' && obs.approval !== undefined ? 'ok' : 'unexpected_failure';
+    case 'double-texted': {
+      // M1–M4: the first turn completed — or, for interrupt and rollback, was ended by the
+      // cancel —; the second message was refused (reject, while the first ran) or ran to its end.
+      const dt = obs.doubleText;
+      if (dt === undefined) return 'unexpected_failure';
+      const cancelled = obs.status === 'interrupted' && obs.abortReason === 'cancel';
+      const ending = dt.policy === 'interrupt' || dt.policy === 'rollback';
+      const firstOk = obs.status === 'completed' || (ending && cancelled);
+      const secondOk = dt.second === 'completed' || (dt.policy === 'reject' && dt.second === 'refused');
+      return firstOk && secondOk ? 'ok' : 'unexpected_failure';
+    }
   }
 }
 

@@ -154,6 +154,8 @@ export async function runRemoteDemo(
     storeFaults: false,
     // This driver does not decide approval waits (the in-process demo does).
     approvals: false,
+    // Nor does it double-text (the in-process demo does, M1–M4).
+    doubleTexts: false,
     // Workstream ids of their own, so runs against one server do not collide.
     idPrefix: `demo-${Date.now().toString(36)}-`,
   });

@@ -101,7 +101,11 @@ async function auditDurable(
   for (const [i, ws] of plan.workstreams.entries()) {
     const audit = auditHistory(await store.readHistory(workstreamKey(tenantOf(i), ws.id)));
     audits.push(audit);
-    const accepted = (perWorkstream[i] ?? []).filter((r) => r.status !== 'rejected').length;
+    // A record accounts for one user row unless refused; a double-text one says how many (M1–M4).
+    const accepted = (perWorkstream[i] ?? []).reduce(
+      (n, r) => n + (r.userRows ?? (r.status === 'rejected' ? 0 : 1)),
+      0,
+    );
     if (audit.userMessages !== accepted) historyMismatches++;
   }
   return { audit: mergeAudits(audits), historyMismatches };
@@ -248,7 +252,9 @@ export async function runDemo(args: DemoArgs, env: DemoEnv): Promise<DemoReport>
       verdicts,
       audit,
       historyMismatches,
-      synthesizedCounted: stats.toolResultsSynthesized,
+      // Results a rollback removed were counted, and are durable no more (M4).
+      synthesizedCounted:
+        stats.toolResultsSynthesized - records.reduce((n, r) => n + (r.synthesizedRemoved ?? 0), 0),
       faultsNotInjected: stop.aborted ? 0 : plannedFaults - injected(faults.applied),
       capacityRefusals: records.filter((r) => r.errorCode === 'CAPACITY_EXHAUSTED').length,
     });

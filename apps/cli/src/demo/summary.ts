@@ -68,6 +68,20 @@ export interface DemoSummary {
     readonly denied: number;
     readonly timed_out: number;
   };
+  /**
+   * Double-text turns (M1–M4): how many sent their second message with each policy; of those,
+   * second messages refused (reject), first turns ended by the second (interrupt, rollback), and
+   * first turns whose rows a rollback removed.
+   */
+  readonly double_texts: {
+    readonly reject: number;
+    readonly enqueue: number;
+    readonly interrupt: number;
+    readonly rollback: number;
+    readonly refused: number;
+    readonly interrupted: number;
+    readonly rolled_back: number;
+  };
   readonly watchdog_poll_lateness_ms: { readonly p50: number; readonly p99: number; readonly max: number };
   // Integrity (per-turn verdicts, and the durable history re-read after shutdown).
   readonly false_aborts: number;
@@ -225,6 +239,7 @@ export function buildSummary(input: SummaryInput): DemoSummary {
       denied: input.records.filter((r) => r.approval === 'denied').length,
       timed_out: input.records.filter((r) => r.approval === 'timed_out').length,
     },
+    double_texts: doubleTexts(input.records),
     watchdog_poll_lateness_ms: {
       p50: round(lateness.p50),
       p99: round(lateness.p99),
@@ -264,6 +279,7 @@ const GUARANTEE: Readonly<Record<RecordKind, string>> = {
   'store-fault': 'P1 P3',
   'store-reject': 'S5',
   approval: 'A1–A4',
+  'double-text': 'M1–M4',
   'idle-check': 'L1 L3',
 };
 
@@ -342,6 +358,14 @@ export function formatSummary(s: DemoSummary, checks: readonly IntegrityCheck[],
       ['journal retries (persistence retrying)', String(s.journal_retries)],
       ['force cancels by the host', String(s.force_cancels)],
       [
+        'double texts: reject / enqueue / interrupt / rollback',
+        `${s.double_texts.reject} / ${s.double_texts.enqueue} / ${s.double_texts.interrupt} / ${s.double_texts.rollback}`,
+      ],
+      [
+        'double texts refused / turns they interrupted / turns rolled back',
+        `${s.double_texts.refused} / ${s.double_texts.interrupted} / ${s.double_texts.rolled_back}`,
+      ],
+      [
         'turns that waited for an approval: approved / denied / timed out',
         `${s.approvals.awaited}: ${s.approvals.approved} / ${s.approvals.denied} / ${s.approvals.timed_out}`,
       ],
@@ -381,4 +405,20 @@ export function formatSummary(s: DemoSummary, checks: readonly IntegrityCheck[],
       : st.red(st.bold(`  RESULT: FAILED — ${s.failed_checks.join(', ')}`)),
   );
   return `${lines.join('\n')}\n`;
+}
+
+/** The double-text turns' counts (M1–M4). */
+function doubleTexts(records: readonly TurnRecord[]): DemoSummary['double_texts'] {
+  const dt = records.flatMap((r) => (r.doubleText === undefined ? [] : [{ ...r.doubleText, record: r }]));
+  const by = (policy: string) => dt.filter((d) => d.policy === policy).length;
+  return {
+    reject: by('reject'),
+    enqueue: by('enqueue'),
+    interrupt: by('interrupt'),
+    rollback: by('rollback'),
+    refused: dt.filter((d) => d.second === 'refused').length,
+    interrupted: dt.filter((d) => d.record.status === 'interrupted' && d.record.abortReason === 'cancel')
+      .length,
+    rolled_back: dt.filter((d) => d.rolledBack).length,
+  };
 }

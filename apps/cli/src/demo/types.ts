@@ -36,6 +36,19 @@ export interface TurnRecord {
   readonly synthesized: number;
   /** An approval turn: how the driver decided its wait (A1–A4). */
   readonly approval?: 'approved' | 'denied' | 'timed_out';
+  /**
+   * A double-text turn (M1–M4): how the second message ended — `refused` (reject), or the status
+   * of its turn — and whether the first turn's rows were rolled back (its user row gone).
+   */
+  readonly doubleText?: {
+    readonly policy: 'reject' | 'enqueue' | 'interrupt' | 'rollback';
+    readonly second: 'refused' | 'completed' | 'interrupted' | 'failed' | 'awaiting_approval' | 'not_sent';
+    readonly rolledBack: boolean;
+  };
+  /** Durable user rows this record accounts for (default: 1, 0 when refused). */
+  readonly userRows?: number;
+  /** Synthesized results counted for this record that a rollback removed from the history. */
+  readonly synthesizedRemoved?: number;
   /** From the accepted `send` to the turn's `done`. */
   readonly durationMs: number;
   /** The workstream's tenant. */

@@ -34,7 +34,7 @@ describe('demo workload plan', () => {
     for (const [workstreams, turns] of [
       [24, 4],
       [4, 3],
-      [1, 10],
+      [1, 14],
     ] as const) {
       const plan = planWorkload({ workstreams, turns, seed, timeoutMs: 300 });
       const kinds = new Set(plan.workstreams.flatMap((w) => w.turns.map((t) => t.kind)));
@@ -53,6 +53,7 @@ describe('demo workload plan', () => {
       'store-fault': 0,
       'store-reject': 0,
       approval: 0,
+      'double-text': 0,
     });
   });
 
@@ -68,6 +69,21 @@ describe('demo workload plan', () => {
     const without = planWorkload({ ...base, seed: 7, approvals: false });
     expect(without.counts.approval).toBe(0);
     expect(without.counts.normal).toBe(plan.counts.normal + plan.counts.approval);
+  });
+
+  it('M1–M4: double-text turns, each with one policy (reject, enqueue, interrupt, rollback): a long heartbeating tool, and a second message; none where the driver does not double-text', () => {
+    const plan = planWorkload({ ...base, seed: 7 });
+    const doubled = plan.workstreams.flatMap((w) => w.turns.filter((t) => t.kind === 'double-text'));
+    expect(doubled.length).toBe(plan.counts['double-text']);
+    expect(doubled.length).toBeGreaterThan(0);
+    for (const t of doubled) {
+      expect(['reject', 'enqueue', 'interrupt', 'rollback']).toContain(t.variant);
+      expect(t.content).toContain('"name":"heartbeat"');
+      expect(parseScript(t.followUp!)).not.toBeUndefined();
+    }
+    const without = planWorkload({ ...base, seed: 7, doubleTexts: false });
+    expect(without.counts['double-text']).toBe(0);
+    expect(without.counts.normal).toBe(plan.counts.normal + plan.counts['double-text']);
   });
 
   it('writes valid scripts scaled to the timeout whose steps produce the expected outcome', () => {

@@ -13,6 +13,8 @@
  * - store-reject — the store refuses a tool row (S5)                       → failed; repaired before the next turn
  * - approval  — a `transfer` call that needs a person's approval (A1–A4): the turn ends waiting;
  *               the driver approves, denies, or lets the wait time out       → decided
+ * - double-text — while the turn's long tool runs, the user sends again with a double-texting
+ *               policy (M1–M4): reject, enqueue, interrupt or rollback         → double-texted
  *
  * Store faults are injected by the demo's store (`faultyStore`) for the row carrying the turn's
  * marker (an echo of `⚑<fault>:<workstream>#<turn>`), so each fault hits exactly its turn.
@@ -29,6 +31,7 @@ export const TURN_KINDS = [
   'store-fault',
   'store-reject',
   'approval',
+  'double-text',
 ] as const;
 export type TurnKind = (typeof TURN_KINDS)[number];
 
@@ -39,7 +42,12 @@ export type Expectation =
   | 'force-cancelled'
   | 'failed'
   /** The turn waited for an approval and was decided: completed after approve or deny, or denied by its timeout. */
-  | 'decided';
+  | 'decided'
+  /**
+   * A second message met the running turn (M1–M4): reject refused it, enqueue ran it after the
+   * turn, interrupt and rollback ended the turn (unless it had just finished) and ran it.
+   */
+  | 'double-texted';
 
 export const EXPECTED: Readonly<Record<TurnKind, Expectation>> = {
   normal: 'completed',
@@ -51,11 +59,12 @@ export const EXPECTED: Readonly<Record<TurnKind, Expectation>> = {
   'store-fault': 'completed',
   'store-reject': 'failed',
   approval: 'decided',
+  'double-text': 'double-texted',
 };
 
 /** Share of each kind in the plan (normal takes the rest); each appears at least once. */
 const SHARE: Readonly<Record<Exclude<TurnKind, 'normal'>, number>> = {
-  tools: 0.2,
+  tools: 0.16,
   heartbeat: 0.12,
   stall: 0.12,
   wedge: 0.08,
@@ -63,6 +72,7 @@ const SHARE: Readonly<Record<Exclude<TurnKind, 'normal'>, number>> = {
   'store-fault': 0.1,
   'store-reject': 0.05,
   approval: 0.08,
+  'double-text': 0.08,
 };
 
 /** A store fault the demo injects for one turn: the row that carries `marker` gets it. */
@@ -83,6 +93,8 @@ export interface TurnPlan {
   readonly content: string;
   /** The store fault this turn meets (store-fault and store-reject turns). */
   readonly fault?: PlannedFault;
+  /** A double-text turn: the second message, sent with the policy its variant names while the turn runs. */
+  readonly followUp?: string;
 }
 
 export interface WorkstreamPlan {
@@ -104,6 +116,8 @@ export interface WorkloadOptions {
   readonly idPrefix?: string;
   /** False: no approval turns (a driver that does not decide them: the remote and hosts demos). */
   readonly approvals?: boolean;
+  /** False: no double-text turns (a driver that does not double-text: the remote and hosts demos). */
+  readonly doubleTexts?: boolean;
 }
 
 export interface WorkloadPlan {
@@ -121,8 +135,17 @@ function workstreamId(i: number, total: number): string {
 }
 
 /** How many turns of each kind a plan of `total` turns has. */
-export function kindCounts(total: number, storeFaults = true, approvals = true): Record<TurnKind, number> {
+export function kindCounts(
+  total: number,
+  storeFaults = true,
+  approvals = true,
+  doubleTexts = true,
+): Record<TurnKind, number> {
   const counts = Object.fromEntries(TURN_KINDS.map((k) => [k, 0])) as Record<TurnKind, number>;
+  if (!doubleTexts) {
+    const withThem = kindCounts(total, storeFaults, approvals);
+    return { ...withThem, normal: withThem.normal + withThem['double-text'], 'double-text': 0 };
+  }
   if (!approvals) {
     const withThem = kindCounts(total, storeFaults);
     return { ...withThem, normal: withThem.normal + withThem.approval, approval: 0 };
@@ -147,6 +170,7 @@ export function kindCounts(total: number, storeFaults = true, approvals = true):
       'store-fault',
       'tools',
       'approval',
+      'double-text',
     ];
     for (const kind of order.slice(0, total)) counts[kind] = 1;
     return counts;
@@ -164,7 +188,12 @@ export function planWorkload(options: WorkloadOptions): WorkloadPlan {
   const { workstreams, turns, seed, timeoutMs } = options;
   // The harness's seeded PRNG (mulberry32): the plan is deterministic for a seed; never Math.random.
   const rand = rng(seed);
-  const counts = kindCounts(workstreams * turns, options.storeFaults !== false, options.approvals !== false);
+  const counts = kindCounts(
+    workstreams * turns,
+    options.storeFaults !== false,
+    options.approvals !== false,
+    options.doubleTexts !== false,
+  );
   const kinds: TurnKind[] = TURN_KINDS.flatMap((k) => Array.from({ length: counts[k] }, () => k));
   for (let i = kinds.length - 1; i > 0; i--) {
     const j = Math.floor(rand() * (i + 1));
@@ -204,7 +233,7 @@ function script(
   rand: Rand,
   timeoutMs: number,
   tag: string,
-): { variant: string; content: string; fault?: PlannedFault } {
+): { variant: string; content: string; fault?: PlannedFault; followUp?: string } {
   // Every silence in a turn that must complete stays far below the timeout.
   const gap = (lo: number, hi: number) => Math.min(between(rand, lo, hi), Math.floor(timeoutMs / 5));
   const text = (): Step => ({
@@ -214,7 +243,7 @@ function script(
   });
   let variant: string;
   let steps: Step[];
-  const planned: { fault?: PlannedFault } = {};
+  const planned: { fault?: PlannedFault; followUp?: string } = {};
   /** A tool row carrying the fault's marker, then a streamed answer. */
   const faulted = (f: PlannedFault['fault'], times: number, name: string): Step[] => {
     const marker = `⚑${name}:${tag}`;
@@ -329,6 +358,20 @@ function script(
         text(),
       ];
       break;
+    case 'double-text': {
+      // The turn runs a long tool (heartbeating: it is not stalled) while the user sends again
+      // with the variant's policy; the second message is a short answer of its own.
+      variant = pick(rand, ['reject', 'enqueue', 'interrupt', 'rollback']);
+      const ms = Math.round(1.5 * timeoutMs);
+      const everyMs = Math.max(10, Math.min(50, Math.round(timeoutMs / 20)));
+      steps = [
+        { text: 'Working on the long job.' },
+        { tools: [{ name: 'heartbeat', args: { ms, everyMs } }] },
+        text(),
+      ];
+      planned.followUp = JSON.stringify({ script: [text()] });
+      break;
+    }
     case 'wedge':
       // A wedge is the turn's own thread's: a tool that spins in its session worker. A model step
       // that spins would wedge a shared model thread (the default model placement) — every call
@@ -349,7 +392,12 @@ function script(
       break;
   }
   const content = JSON.stringify({ script: steps });
-  return planned.fault === undefined ? { variant, content } : { variant, content, fault: planned.fault };
+  return {
+    variant,
+    content,
+    ...(planned.fault === undefined ? {} : { fault: planned.fault }),
+    ...(planned.followUp === undefined ? {} : { followUp: planned.followUp }),
+  };
 }
 
 const PROMPTS = [
