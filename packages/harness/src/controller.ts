@@ -30,6 +30,7 @@ const MAIN_THREAD: Partial<Record<SeamName, string>> = {
   'rewrite.admit→write': 'R',
   'claim.capture→dispatch': 'D',
   'send.capture→enqueue': 'Q',
+  'decision.made→admit': 'P',
 };
 
 export class SeamHarness implements HarnessLink {

@@ -33,6 +33,10 @@ export interface RunRecord {
   result: TurnResult | undefined;
   /** The scheduled turn is a decision's resumed turn (issue 26): which decision. */
   decision?: 'approve' | 'deny';
+  /** How the decision's call ended: `pending`, `resumed`, or the refusal's code (A4). */
+  decided?: string;
+  /** The schedule fired the approval wait's timeout (A4). */
+  expired?: boolean;
   renewalsAtCommit: number | undefined;
   renewalsAtEnd: number;
   /**

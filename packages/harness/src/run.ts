@@ -23,7 +23,7 @@ export class Run {
   turnDone = false;
   committed = false;
   waits = 0;
-  private turn!: TurnHandle;
+  private turn: TurnHandle | undefined;
   /** The turn of the host's next message, once it started (S3, C7). */
   private nextDone: Promise<unknown> | undefined;
   /** The host's next message's call, settled (accepted or refused). */
@@ -99,18 +99,32 @@ export class Run {
       const waiting = status.awaitingApproval;
       if (waiting === undefined) throw new Error('the prelude left no call waiting for approval');
       scheduled = status.generation;
-      const decided =
-        scenario.resume === 'approve'
-          ? await tw.approve({ ...ref, token: waiting.token })
-          : await tw.deny({ ...ref, token: waiting.token, reason: 'the schedule said no' });
-      if (decided.status !== 'resumed') throw new Error('the decision did not resume the turn');
       run.record.decision = scenario.resume;
-      run.turn = decided.turn;
-      run.running.add(`W${run.turn.generation}`);
-      void run.turn.done.then((result) => {
-        run.record.result = result;
-        run.turnDone = true;
-      });
+      run.record.decided = 'pending';
+      const deciding =
+        scenario.resume === 'approve'
+          ? tw.approve({ ...ref, token: waiting.token })
+          : tw.deny({ ...ref, token: waiting.token, reason: 'the schedule said no' });
+      const resumed = deciding.then(
+        (decided) => {
+          if (decided.status !== 'resumed') throw new Error('the decision did not resume the turn');
+          run.record.decided = 'resumed';
+          const turn = decided.turn;
+          run.turn = turn;
+          run.running.add(`W${turn.generation}`);
+          void turn.done.then((result) => {
+            run.record.result = result;
+            run.turnDone = true;
+          });
+        },
+        (e: unknown) => {
+          // Refused (A4: a wait that had ended before the decision reached it): no turn resumes.
+          run.record.decided = (e as { code?: string }).code ?? String(e);
+          run.turnDone = true;
+        },
+      );
+      // A decision the scenario parks before its admission is the schedule's to release (A4).
+      if (!scenario.park.includes(SeamName.decisionToAdmit)) await resumed;
       return run;
     }
     // The scheduled turn's generation is the next one: its turn_started names its worker.
@@ -192,6 +206,12 @@ export class Run {
       );
     const close = { waiting, outcome: 'pending' as string, settled };
     this.record.close = close;
+  }
+
+  /** The approval wait's timeout fires now, as if its time had come (A4). */
+  expireApproval(): void {
+    this.record.expired = true;
+    testControls(this.tw).expireApprovals();
   }
 
   /**
@@ -403,6 +423,11 @@ export class Run {
       if (this.record.rewrite?.outcome === 'pending' && !this.harness.isParked('R') && !this.turnDone) {
         busy.push('C');
       }
+      // A decision the schedule released is on its way (A4): until its resumed turn is claimed
+      // (or it is refused) the next step waits for it — on a slow store it takes a while.
+      if (this.record.decided === 'pending' && !this.harness.isParked('P') && !this.harness.isParked('D')) {
+        busy.push('P');
+      }
       if (busy.length === 0) {
         // A worker stays in `running` until its turn is done: parked or blocked, it runs again later.
         if (this.turnDone) this.running.clear();
@@ -414,7 +439,7 @@ export class Run {
       }
       await Promise.race([
         this.harness.nextArrival(),
-        this.turn.done,
+        this.turn?.done ?? new Promise(() => undefined),
         new Promise((resolve) => setTimeout(resolve, 2)),
       ]);
     }
@@ -506,7 +531,7 @@ export class Run {
       // C4: the host cancels the scheduled turn's handle late, once its successor runs: the
       // cancel is bound to the ended turn's generation and must leave the successor alone.
       this.record.staleCancel = true;
-      void this.turn.cancel();
+      void this.turn?.cancel();
       let timer: NodeJS.Timeout | undefined;
       const deadline = new Promise<undefined>((resolve) => {
         timer = setTimeout(() => resolve(undefined), SETTLE_TIMEOUT_MS);

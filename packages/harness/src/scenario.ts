@@ -67,6 +67,13 @@ export const sendNext: Action = {
   run: (run) => run.sendNext(),
 };
 
+/** The approval wait's timeout fires at a point the schedule picks (A4). */
+export const expireApproval: Action = {
+  name: 'expire',
+  enabled: (run) => !run.turnDone && run.record.expired === undefined,
+  run: (run) => run.expireApproval(),
+};
+
 /** The host double-texts with `interrupt` while the turn has not ended (M3): it ends the turn and runs next. */
 export const interruptNext: Action = {
   name: 'interrupt',

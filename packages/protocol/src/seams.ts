@@ -23,6 +23,8 @@ export const SeamName = {
   rewriteAdmitToWrite: 'rewrite.admit→write',
   /** Supervisor: a send captured its claim; it has not been queued or admitted yet (C7). */
   sendCaptureToEnqueue: 'send.capture→enqueue',
+  /** Supervisor: the host made a decision (approve, deny); it has no permit and is not in the mailbox yet (A4). */
+  decisionToAdmit: 'decision.made→admit',
   /** Supervisor: a claim was captured; the turn is not yet dispatched to its worker (C7). */
   claimCaptureToDispatch: 'claim.capture→dispatch',
   /** Worker: a model stream event arrived; it has not stamped the clock yet (L4, L6). */

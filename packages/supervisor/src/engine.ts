@@ -606,6 +606,7 @@ export class TurnEngine implements Commands {
       pollWatchdog: () => watchdog.poll(),
       sweepJournal: () => gate.sweep(),
       probeTombstones: () => this.deletes.probe(),
+      expireApprovals: () => this.approvals.expireNow(),
       clockBuffer: clock.buffer,
       turnSlot: (tenantId, workstreamId) => this.slots.slotOf(workstreamKey(tenantId, workstreamId)),
     };

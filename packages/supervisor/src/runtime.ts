@@ -153,6 +153,8 @@ export interface TestControls {
   sweepJournal(): string[];
   /** The sweep's look at the tombstones of ambiguous deletes (D3). */
   probeTombstones(): Promise<void>;
+  /** Every approval wait's timeout fires now, as if its time had come (A4). */
+  expireApprovals(): void;
 }
 
 const engines = new WeakMap<Turnwarden, TurnEngine>();

@@ -1,5 +1,6 @@
 import type { Scenario } from '../scenario.js';
 import { a3 } from './a3.scenario.js';
+import { a4 } from './a4.scenario.js';
 import { c1 } from './c1.scenario.js';
 import { c3 } from './c3.scenario.js';
 import { c7 } from './c7.scenario.js';
@@ -33,5 +34,6 @@ export const SCENARIOS: readonly Scenario[] = [
   d4,
   d6,
   a3,
+  a4,
   m3,
 ];

@@ -8,7 +8,14 @@
  * arguments when given); denied, its result says so (effect `none`). A wait's bound is kept here:
  * unanswered by `approvals.timeoutMs`, the call is denied the way a cancel would (effect `none`).
  */
-import { errors, type HistoryRow, type ToolCall, type TurnwardenError } from '@turnwarden/protocol';
+import {
+  errors,
+  type HistoryRow,
+  SeamName,
+  seam,
+  type ToolCall,
+  type TurnwardenError,
+} from '@turnwarden/protocol';
 import { contextOf, offer, waitingApproval } from '@turnwarden/session';
 import type { Logger } from 'pino';
 import type { Admission, Permit } from '../capacity/admission.js';
@@ -78,6 +85,15 @@ export class Approvals {
     this.timeouts.delete(workstreamId);
   }
 
+  /** Tests and the harness: every wait's timeout fires now, as if its time had come. */
+  expireNow(): void {
+    for (const [workstreamId, { nonce, cancel }] of [...this.timeouts]) {
+      cancel();
+      this.timeouts.delete(workstreamId);
+      void this.expire(workstreamId, nonce);
+    }
+  }
+
   /** Shutdown: no timeout fires any more (a restart keeps them again, recovery.ts). */
   stop(): void {
     this.stopped = true;
@@ -112,6 +128,9 @@ export class Approvals {
     const token = parseApprovalToken(input.token);
     if (token === undefined) throw stale(workstreamId, 'malformed');
     if (input.arguments !== undefined) checkArguments(input.arguments, config.limits.maxToolArgBytes);
+    // Made, not yet admitted (waiting for a permit, or for the mailbox): a timeout now waits for it.
+    const held = seam(SeamName.decisionToAdmit, { workstreamId });
+    if (held !== undefined) await held;
     let permit: Permit | undefined = await admission.acquire(input.tenantId, {
       maxWaitMs: config.admission.maxWaitMs,
     });
