@@ -160,6 +160,21 @@ describe('double texting', () => {
     expect((await users(rt)).slice(1)).toEqual(['second']);
   });
 
+  it('M1 A1: reject while a call waits for approval is APPROVAL_PENDING, nothing written; the wait goes on', async () => {
+    const rt = await start({ approvals: { tools: ['echo'] } });
+    const waiting = await rt.send(
+      script({ tools: [{ name: 'echo', args: { text: 'x' } }] }, { text: 'done' }),
+    );
+    expect((await within(waiting.done, 10_000, 'the turn waits')).status).toBe('awaiting_approval');
+    const before = await rt.history();
+    expect(await refusedAtOnce(rt, send(rt, 'me too', 'reject'))).toEqual([
+      ErrorCode.APPROVAL_PENDING,
+      { workstreamId: 'ws-1' },
+    ]);
+    expect(await rt.history()).toEqual(before);
+    expect((await rt.tw.status(ref)).awaitingApproval).toBeDefined();
+  });
+
   it('M2: the workstream’s default applies to a send that names none; a send’s own policy wins over it', async () => {
     const rt = await start();
     const info = await rt.tw.createWorkstream({ ...ref, workstreamId: 'ws-r', doubleTexting: 'reject' });

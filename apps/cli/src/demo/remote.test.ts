@@ -50,6 +50,14 @@ describe('demo against a server', () => {
     for (const r of report.records.filter((r) => r.kind === 'wedge')) {
       expect(r).toMatchObject({ status: 'interrupted', workerTerminated: true });
     }
+    // M1–M4 over HTTP: the second message went while the first turn's tool ran, with its policy.
+    const doubled = report.records.filter((r) => r.kind === 'double-text');
+    expect(doubled.length).toBeGreaterThan(0);
+    for (const r of doubled) {
+      expect(r.verdict).toBe('ok');
+      expect(r.doubleText?.policy).toBe(r.variant);
+      expect(r.doubleText?.second).not.toBe('not_sent');
+    }
   }, 60_000);
 
   it('refuses a server without a token, and a token without a server', () => {

@@ -53,6 +53,21 @@ export class Remote {
 
   /** Cancels the workstream's turn once its event stream shows the `sleep` tool started. */
   cancelWhenSleeping(workstreamId: string): () => void {
+    return this.whenToolStarts(workstreamId, 'sleep', async () => {
+      await this.call('POST', `/workstreams/${workstreamId}/cancel`);
+    });
+  }
+
+  /**
+   * Runs `action` once the workstream's event stream shows the tool `name` started; resolves
+   * `listening` once the stream is open (events from then on are seen). Returns the stop.
+   */
+  whenToolStarts(
+    workstreamId: string,
+    name: string,
+    action: () => Promise<void>,
+    listening?: () => void,
+  ): () => void {
     const stop = new AbortController();
     void (async () => {
       try {
@@ -60,18 +75,66 @@ export class Remote {
           headers: { authorization: `Bearer ${this.token}`, accept: 'text/event-stream' },
           signal: stop.signal,
         });
+        listening?.();
         for await (const frame of sseFrames(res.body as unknown as AsyncIterable<Uint8Array>)) {
-          if (frame.event === 'tool_started' && /"name":"sleep"/.test(frame.data)) {
-            await this.call('POST', `/workstreams/${workstreamId}/cancel`);
+          if (frame.event === 'tool_started' && frame.data.includes(`"name":"${name}"`)) {
+            await action();
             break;
           }
         }
       } catch {
         // stopped
+      } finally {
+        listening?.();
       }
     })();
     return () => stop.abort();
   }
+}
+
+type Answer = Awaited<ReturnType<Remote['call']>>;
+
+/**
+ * A double-text turn over HTTP (M1–M4): once the turn's long tool has started — its event stream
+ * says so — the user sends `followUp` with the variant's policy. `answer` resolves with the second
+ * send's response (wait: true). Called before the first turn is sent: its events are all seen.
+ */
+async function doubleTextWhileRunning(
+  remote: Remote,
+  workstreamId: string,
+  turn: { readonly variant: string; readonly followUp?: string },
+): Promise<{ answer(): Promise<Answer> }> {
+  let answered: Promise<Answer> | undefined;
+  let resolveSent!: () => void;
+  const sentSecond = new Promise<void>((r) => {
+    resolveSent = r;
+  });
+  let listening!: () => void;
+  const open = new Promise<void>((r) => {
+    listening = r;
+  });
+  const stop = remote.whenToolStarts(
+    workstreamId,
+    'heartbeat',
+    async () => {
+      answered = remote.call('POST', `/workstreams/${workstreamId}/messages`, {
+        content: turn.followUp,
+        doubleTexting: turn.variant,
+        wait: true,
+      });
+      resolveSent();
+    },
+    listening,
+  );
+  await open;
+  return {
+    answer: async () => {
+      await Promise.race([sentSecond, new Promise((r) => setTimeout(r, 0))]);
+      stop();
+      if (answered === undefined) return { status: 0, body: undefined };
+      return answered;
+    },
+  };
 }
 
 async function drive(remote: Remote, plan: WorkstreamPlan): Promise<TurnRecord[]> {
@@ -91,12 +154,17 @@ async function drive(remote: Remote, plan: WorkstreamPlan): Promise<TurnRecord[]
   ];
   for (const turn of turns) {
     const stopCancel = turn.kind === 'cancel' ? remote.cancelWhenSleeping(plan.id) : undefined;
+    const doubled =
+      'followUp' in turn && turn.followUp !== undefined
+        ? await doubleTextWhileRunning(remote, plan.id, turn)
+        : undefined;
     const t0 = performance.now();
     const sent = await remote.call('POST', `/workstreams/${plan.id}/messages`, {
       content: turn.content,
       wait: true,
     });
     stopCancel?.();
+    const second = doubled === undefined ? undefined : await doubled.answer();
     const base = {
       workstreamId: plan.id,
       index: turn.index,
@@ -121,14 +189,42 @@ async function drive(remote: Remote, plan: WorkstreamPlan): Promise<TurnRecord[]
       continue;
     }
     const r = sent.body;
+    let doubleText: TurnRecord['doubleText'];
+    let extra: Pick<TurnRecord, 'doubleText' | 'userRows' | 'synthesizedRemoved'> = {};
+    if (second !== undefined) {
+      const policy = turn.variant as NonNullable<TurnRecord['doubleText']>['policy'];
+      const ran = second.status === 200;
+      // A rollback removed the first turn's rows, if it was still running (or had just ended).
+      const rows =
+        policy === 'rollback'
+          ? (((await remote.call('GET', `/workstreams/${plan.id}/history`)).body?.rows ?? []) as HistoryRow[])
+          : [];
+      const rolledBack = policy === 'rollback' && !rows.some((row) => row.generation === r.generation);
+      doubleText = {
+        policy,
+        second: ran
+          ? second.body.status
+          : second.status === 409 && second.body?.error?.code === 'TURN_IN_PROGRESS'
+            ? 'refused'
+            : 'not_sent',
+        rolledBack,
+      };
+      extra = {
+        doubleText,
+        userRows: 1 + (ran ? 1 : 0) - (rolledBack ? 1 : 0),
+        synthesizedRemoved: rolledBack ? r.synthesized : 0,
+      };
+    }
     const obs = {
       status: r.status,
       abortReason: r.abortReason,
       workerTerminated: r.workerTerminated,
       errorCode: r.error?.code,
+      doubleText,
     };
     records.push({
       ...base,
+      ...extra,
       generation: r.generation,
       status: r.status,
       ...(r.abortReason === undefined ? {} : { abortReason: r.abortReason }),
@@ -154,8 +250,6 @@ export async function runRemoteDemo(
     storeFaults: false,
     // This driver does not decide approval waits (the in-process demo does).
     approvals: false,
-    // Nor does it double-text (the in-process demo does, M1–M4).
-    doubleTexts: false,
     // Workstream ids of their own, so runs against one server do not collide.
     idPrefix: `demo-${Date.now().toString(36)}-`,
   });
@@ -169,9 +263,17 @@ export async function runRemoteDemo(
     const rows = (history.body?.rows ?? []) as HistoryRow[];
     const audit = auditHistory(rows);
     audits.push(audit);
-    const accepted = (perWorkstream[i] ?? []).filter((r) => r.status !== 'rejected').length;
+    // A record accounts for one user row unless refused; a double-text one says how many (M1–M4).
+    const accepted = (perWorkstream[i] ?? []).reduce(
+      (n, r) => n + (r.userRows ?? (r.status === 'rejected' ? 0 : 1)),
+      0,
+    );
     if (audit.userMessages !== accepted) historyMismatches++;
-    synthesized += (perWorkstream[i] ?? []).reduce((n, r) => n + r.synthesized, 0);
+    // Results a rollback removed are durable no more.
+    synthesized += (perWorkstream[i] ?? []).reduce(
+      (n, r) => n + r.synthesized - (r.synthesizedRemoved ?? 0),
+      0,
+    );
   }
   const checks = integrityChecks({
     verdicts: countVerdicts(records),
