@@ -8,7 +8,6 @@
  */
 import {
   ErrorCode,
-  type HarnessLink,
   isTurnwardenError,
   openToolCalls,
   SeamName,
@@ -19,6 +18,7 @@ import type { DoubleTexting, SendInput, TurnHandle } from './index.js';
 import { refusal, within } from './test-support/bounded.js';
 import { type Gate, gate } from './test-support/gate.js';
 import { script, startRuntime } from './test-support/runtime.js';
+import { seamHold as holdSeams, type SeamHold } from './test-support/seam-hold.js';
 
 type Rt = Awaited<ReturnType<typeof startRuntime>>;
 const running: Rt[] = [];
@@ -33,46 +33,11 @@ afterEach(async () => {
   for (const rt of running.splice(0)) await rt.tw.shutdown();
 });
 
-/** Holds arrivals at main-thread seams until the test releases them, in arrival order. */
-function seamHold(...names: SeamName[]) {
-  const held = new Map<SeamName, (() => void)[]>();
-  const waiting = new Map<SeamName, (() => void)[]>();
-  let armed = true;
-  const harness: HarnessLink = {
-    controller: {
-      mutations: new Set(),
-      reach: (name) => {
-        if (!armed || !names.includes(name)) return undefined;
-        return new Promise((resolve) => {
-          held.set(name, [...(held.get(name) ?? []), () => resolve(undefined)]);
-          for (const w of waiting.get(name)?.splice(0) ?? []) w();
-        });
-      },
-    },
-    workerArrived: (_id, _arrival, go) => go(),
-  };
-  const hold = {
-    harness,
-    releaseAll(): void {
-      armed = false;
-      for (const list of held.values()) for (const go of list.splice(0)) go();
-    },
-    arrived(name: SeamName): Promise<void> {
-      if ((held.get(name)?.length ?? 0) > 0) return Promise.resolve();
-      return new Promise((resolve) => waiting.set(name, [...(waiting.get(name) ?? []), resolve]));
-    },
-    release(name: SeamName): void {
-      held.get(name)?.shift()?.();
-    },
-    disarm(): void {
-      armed = false;
-    },
-    arm(): void {
-      armed = true;
-    },
-  };
-  holds.push(hold);
-  return hold;
+/** Seams held by the test (test-support/seam-hold.ts), released after it. */
+function seamHold(...names: SeamName[]): SeamHold {
+  const h = holdSeams(...names);
+  holds.push(h);
+  return h;
 }
 
 const ref = { tenantId: 'tenant-a', principal: 'user-a', workstreamId: 'ws-1' };

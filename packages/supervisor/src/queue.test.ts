@@ -6,7 +6,6 @@
  */
 import {
   ErrorCode,
-  type HarnessLink,
   isTurnwardenError,
   openToolCalls,
   SeamName,
@@ -16,6 +15,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { within } from './test-support/bounded.js';
 import { faultyStore } from './test-support/faulty-store.js';
 import { script, startRuntime } from './test-support/runtime.js';
+import { seamHold as holdSeams, type SeamHold } from './test-support/seam-hold.js';
 import type { SendInput, TurnHandle } from './types.js';
 
 type Rt = Awaited<ReturnType<typeof startRuntime>>;
@@ -84,52 +84,11 @@ async function revokedAs(p: Promise<TurnHandle>): Promise<unknown[]> {
   return o.started ? ['started', o.started.generation] : [o.error?.code, o.error?.details];
 }
 
-/**
- * Holds the next arrivals at the named main-thread seams until the test releases them, one
- * release per arrival, in arrival order. `arrived(name)` resolves at the next arrival.
- */
-function seamHold(...names: SeamName[]) {
-  const held = new Map<SeamName, (() => void)[]>();
-  const waiting = new Map<SeamName, (() => void)[]>();
-  let armed = true;
-  const harness: HarnessLink = {
-    controller: {
-      mutations: new Set(),
-      reach: (name) => {
-        if (!armed || !names.includes(name)) return undefined;
-        return new Promise((resolve) => {
-          held.set(name, [...(held.get(name) ?? []), () => resolve(undefined)]);
-          for (const w of waiting.get(name)?.splice(0) ?? []) w();
-        });
-      },
-    },
-    workerArrived: (_id, _arrival, go) => go(),
-  };
-  const hold = {
-    harness,
-    /** Stops holding and lets every held arrival go (cleanup). */
-    releaseAll(): void {
-      armed = false;
-      for (const list of held.values()) for (const go of list.splice(0)) go();
-    },
-    /** Resolves once an arrival is held at `name` (now, if one already is). */
-    arrived(name: SeamName): Promise<void> {
-      if ((held.get(name)?.length ?? 0) > 0) return Promise.resolve();
-      return new Promise((resolve) => waiting.set(name, [...(waiting.get(name) ?? []), resolve]));
-    },
-    /** Lets the oldest held arrival at `name` go. */
-    release(name: SeamName): void {
-      const next = held.get(name)?.shift();
-      if (next === undefined) throw new Error(`nothing is held at ${name}`);
-      next();
-    },
-    /** Stops holding anything (later arrivals pass). */
-    disarm(): void {
-      armed = false;
-    },
-  };
-  holds.add(hold);
-  return hold;
+/** Seams held by the test (test-support/seam-hold.ts), released after it. */
+function seamHold(...names: SeamName[]): SeamHold {
+  const h = holdSeams(...names);
+  holds.add(h);
+  return h;
 }
 
 const ref = (r: Rt) => ({ tenantId: 'tenant-a', principal: 'user-a', workstreamId: r.workstreamId });

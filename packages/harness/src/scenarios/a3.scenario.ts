@@ -9,26 +9,14 @@
  */
 import { SeamName } from '@turnwarden/protocol';
 import { forceCancel, type Scenario } from '../scenario.js';
-
-/** A call that needs approval, then one that does not; then the answer. */
-const WAITS = JSON.stringify({
-  script: [
-    {
-      tools: [
-        { name: 'heartbeat', args: { ms: 1, everyMs: 1 } },
-        { name: 'echo', args: { text: 'after the approved call' } },
-      ],
-    },
-    { text: 'both done' },
-  ],
-});
+import { WAITS_FOR_APPROVAL } from './scripts.js';
 
 export const a3: Scenario = {
   id: 'A3',
   title:
     'a decision racing a force cancel: the approved call runs once or never, and every call has one result',
   park: [SeamName.claimCaptureToDispatch, SeamName.workerToolToJournal],
-  prelude: [WAITS],
+  prelude: [WAITS_FOR_APPROVAL],
   resume: 'approve',
   script: '',
   actions: [forceCancel],

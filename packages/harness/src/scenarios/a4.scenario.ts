@@ -10,25 +10,13 @@
  */
 import { SeamName } from '@turnwarden/protocol';
 import { expireApproval, type Scenario } from '../scenario.js';
-
-/** A call that needs approval, then one that does not; then the answer. */
-const WAITS = JSON.stringify({
-  script: [
-    {
-      tools: [
-        { name: 'heartbeat', args: { ms: 1, everyMs: 1 } },
-        { name: 'echo', args: { text: 'after the approved call' } },
-      ],
-    },
-    { text: 'both done' },
-  ],
-});
+import { WAITS_FOR_APPROVAL } from './scripts.js';
 
 export const a4: Scenario = {
   id: 'A4',
   title: 'a timeout racing a decision made in time: the decision wins, the call runs once, nothing is denied',
   park: [SeamName.decisionToAdmit, SeamName.claimCaptureToDispatch, SeamName.workerToolToJournal],
-  prelude: [WAITS],
+  prelude: [WAITS_FOR_APPROVAL],
   resume: 'approve',
   script: '',
   actions: [expireApproval],

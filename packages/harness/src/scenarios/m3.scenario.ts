@@ -7,9 +7,9 @@
  * interrupting send is never refused, and its turn is the very next one, started only after the
  * interrupted turn went idle, over a complete history.
  */
-import { openToolCalls, SeamName } from '@turnwarden/protocol';
+import { SeamName } from '@turnwarden/protocol';
 import { interruptNext, type Scenario } from '../scenario.js';
-import { TWO_TOOL_CALLS } from './scripts.js';
+import { TWO_TOOL_CALLS, turnOverOpenCalls } from './scripts.js';
 
 export const m3: Scenario = {
   id: 'M3',
@@ -76,15 +76,7 @@ export const m3: Scenario = {
     {
       id: 'starts-over-a-complete-history',
       guarantee: 'S1',
-      check: (r) => {
-        for (let i = 0; i < r.history.length; i++) {
-          if (r.history[i]!.message.role !== 'user') continue;
-          const open = openToolCalls(r.history.slice(0, i));
-          if (open.length > 0)
-            return `a turn (seq ${r.history[i]!.seq}) started over ${open.length} open call(s)`;
-        }
-        return undefined;
-      },
+      check: (r) => turnOverOpenCalls(r.history),
     },
   ],
 };

@@ -6,9 +6,9 @@
  * starts only once the turn has ended with a complete history — a poisoned end revokes it (C7)
  * — and no turn ever starts over a history with open calls.
  */
-import { openToolCalls, SeamName } from '@turnwarden/protocol';
+import { SeamName } from '@turnwarden/protocol';
 import { advance, type Scenario, sendNext } from '../scenario.js';
-import { TWO_TOOL_CALLS } from './scripts.js';
+import { TWO_TOOL_CALLS, turnOverOpenCalls } from './scripts.js';
 
 export const s3: Scenario = {
   id: 'S3',
@@ -49,13 +49,7 @@ export const s3: Scenario = {
           return `the send was refused with ${next.outcome}`;
         }
         // In the durable history, every user row follows a complete prefix.
-        for (let i = 0; i < r.history.length; i++) {
-          if (r.history[i]!.message.role !== 'user') continue;
-          const open = openToolCalls(r.history.slice(0, i));
-          if (open.length > 0)
-            return `a turn (seq ${r.history[i]!.seq}) started over ${open.length} open call(s)`;
-        }
-        return undefined;
+        return turnOverOpenCalls(r.history);
       },
     },
   ],
