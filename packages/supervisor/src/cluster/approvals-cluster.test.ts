@@ -12,6 +12,7 @@ import { refusal, within } from '../test-support/bounded.js';
 import { gatedStore } from '../test-support/gated-store.js';
 import { script } from '../test-support/runtime.js';
 import { type Host, threeHostCluster } from '../test-support/three-hosts.js';
+import { testControls } from '../testing.js';
 
 const cluster = threeHostCluster();
 afterEach(() => cluster.stop());
@@ -58,6 +59,22 @@ describe('approvals across hosts', () => {
     expect(heard.find((e) => e.type === 'approval_requested')?.data).toEqual(approval);
     // And the same decision on a third host is recognised.
     expect(await c.tw.approve({ ...ref, token: approval.token })).toEqual({ status: 'already_decided' });
+  });
+
+  it('A4: the timeout host A keeps fires after host B’s decision resumed the turn: it denies nothing, the call has its one result', async () => {
+    const { a, b } = await start();
+    await a.tw.createWorkstream(ref);
+    const approval = await waitingOn(a);
+    const decided = await b.tw.approve({ ...ref, token: approval.token });
+    if (decided.status !== 'resumed') throw new Error('not resumed');
+    expect((await within(decided.turn.done, 10_000, 'the resumed turn')).status).toBe('completed');
+    // A still keeps the wait's timeout: it fires now, late.
+    testControls(a.tw).expireApprovals();
+    expect(await a.tw.cancel(ref).then(() => toolRows(a))).toEqual([
+      expect.objectContaining({ content: 'approved elsewhere', effect: 'applied' }),
+    ]);
+    expect(a.tw.stats().approvalsTimedOut).toBe(0);
+    expect(a.logged('approval timed out; the call is denied')).toEqual([]);
   });
 
   it('A4: a cancel on host C while a call waits on A denies it (effect none); the next send runs on any host', async () => {
