@@ -383,6 +383,13 @@ export class TurnEngine implements Commands {
                 this.tenantSlots?.freed(tenantIds);
                 this.sends.tenantFreed(tenantIds);
               },
+              approvalWaiting: (workstreamId, nonce, expiresAt) => {
+                this.logger.debug(
+                  { workstreamId, expiresAt },
+                  'approval wait on another host; its timeout is kept here too',
+                );
+                this.approvals.waiting(workstreamId, nonce, expiresAt);
+              },
             },
             channel,
             options.relay,
@@ -457,7 +464,11 @@ export class TurnEngine implements Commands {
       },
       ...(tenantLimit === undefined ? {} : { tenantLimit }),
       approvals: {
-        waiting: (workstreamId, nonce, expiresAt) => this.approvals.waiting(workstreamId, nonce, expiresAt),
+        // A turn ended waiting: this host keeps the timeout, and in cluster mode every other one too.
+        waiting: (workstreamId, nonce, expiresAt) => {
+          this.approvals.waiting(workstreamId, nonce, expiresAt);
+          cluster?.approvalWaiting(workstreamId, nonce, expiresAt);
+        },
         ended: (workstreamId) => this.approvals.ended(workstreamId),
       },
     };
@@ -468,7 +479,10 @@ export class TurnEngine implements Commands {
       logger,
       clustered: cluster !== undefined,
       repairIfLeft: (workstreamId) => this.repairIfLeft(workstreamId),
-      approvals: claims.approvals!,
+      // Waits found at start: kept here (every host that starts finds them).
+      approvals: {
+        waiting: (workstreamId, nonce, expiresAt) => this.approvals.waiting(workstreamId, nonce, expiresAt),
+      },
     });
     const { admission } = this;
     this.sends = new Sends({

@@ -77,6 +77,24 @@ describe('approvals across hosts', () => {
     expect(a.logged('approval timed out; the call is denied')).toEqual([]);
   });
 
+  it('A4: every host keeps the wait’s timeout: host A, where the turn ended, shuts down; the timeout fires on B and denies the call (effect none)', async () => {
+    const { a, b, c } = await start();
+    await a.tw.createWorkstream(ref);
+    await waitingOn(a);
+    await a.tw.shutdown();
+    cluster.forget(a);
+    // B heard of the wait over the control channel (asynchronously): its timeout fires now.
+    let tool: ToolResultMessage[] = [];
+    for (let i = 0; i < 100 && tool.length === 0; i++) {
+      testControls(b.tw).expireApprovals();
+      await new Promise((r) => setTimeout(r, 20));
+      tool = await toolRows(c);
+    }
+    expect(tool).toEqual([expect.objectContaining({ effect: 'none', synthesized: true })]);
+    expect(b.tw.stats().approvalsTimedOut).toBe(1);
+    expect((await c.tw.status(ref)).state).toBe('idle');
+  });
+
   it('A4: a cancel on host C while a call waits on A denies it (effect none); the next send runs on any host', async () => {
     const { a, b, c } = await start();
     await a.tw.createWorkstream(ref);

@@ -79,7 +79,15 @@ type ControlMessage =
   /** Rows of sends the host `to` queued durably changed (durable-sends.ts). */
   | { readonly k: 'sendq'; readonly to: string; readonly ids: readonly number[] }
   /** Turns of these tenants ended on host `from` (T4 across hosts: sends waiting on them claim again). */
-  | { readonly k: 'freed'; readonly from: string; readonly tenants: readonly string[] };
+  | { readonly k: 'freed'; readonly from: string; readonly tenants: readonly string[] }
+  /** A call of `ws` waits for approval until `expiresAt` (A4: every host keeps the wait's timeout). */
+  | {
+      readonly k: 'wait';
+      readonly from: string;
+      readonly ws: string;
+      readonly nonce: string;
+      readonly expiresAt: number;
+    };
 
 const shuttingDown = () => errors.shuttingDown('turnwarden is shutting down');
 
@@ -111,6 +119,10 @@ function parseControl(payload: string): ControlMessage | undefined {
       return undefined;
     case 'freed':
       return isText(r.from) && Array.isArray(r.tenants) && r.tenants.length <= 500 && r.tenants.every(isText)
+        ? (m as ControlMessage)
+        : undefined;
+    case 'wait':
+      return isText(r.from) && isText(r.ws) && isText(r.nonce) && Number.isSafeInteger(r.expiresAt)
         ? (m as ControlMessage)
         : undefined;
     case 'sendq':
@@ -147,6 +159,8 @@ export interface ClusterHost {
   queuedChanged?(ids: readonly number[]): void;
   /** Turns of these tenants ended on another host. */
   tenantsFreed?(tenantIds: readonly string[]): void;
+  /** Another host's turn ended waiting for an approval: its timeout is kept here too (A4). */
+  approvalWaiting?(workstreamId: string, nonce: string, expiresAt: number): void;
 }
 
 export interface ClusterStats {
@@ -459,6 +473,11 @@ export class Cluster {
     });
   }
 
+  /** A turn ended here waiting for an approval: every other host keeps the wait's timeout too (A4). */
+  approvalWaiting(workstreamId: string, nonce: string, expiresAt: number): void {
+    void this.send({ k: 'wait', from: this.host.holder, ws: workstreamId, nonce, expiresAt });
+  }
+
   /** Tells the host whose holder is `origin` that rows of sends it queued changed (durable-sends.ts). */
   tellQueued(origin: string, ids: readonly number[]): void {
     for (let i = 0; i < ids.length; i += 500)
@@ -530,6 +549,9 @@ export class Cluster {
         return;
       case 'freed':
         if (m.from !== this.host.holder) this.host.tenantsFreed?.(m.tenants);
+        return;
+      case 'wait':
+        if (m.from !== this.host.holder) this.host.approvalWaiting?.(m.ws, m.nonce, m.expiresAt);
         return;
     }
   }
