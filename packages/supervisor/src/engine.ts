@@ -388,8 +388,10 @@ export class TurnEngine implements Commands {
                   { workstreamId, expiresAt },
                   'approval wait on another host; its timeout is kept here too',
                 );
-                this.approvals.waiting(workstreamId, nonce, expiresAt);
+                this.approvals.waiting(workstreamId, nonce, expiresAt, { heard: true });
               },
+              approvalEnded: (workstreamId, nonce) =>
+                this.approvals.ended(workstreamId, { heard: true, nonce }),
             },
             channel,
             options.relay,
@@ -464,11 +466,8 @@ export class TurnEngine implements Commands {
       },
       ...(tenantLimit === undefined ? {} : { tenantLimit }),
       approvals: {
-        // A turn ended waiting: this host keeps the timeout, and in cluster mode every other one too.
-        waiting: (workstreamId, nonce, expiresAt) => {
-          this.approvals.waiting(workstreamId, nonce, expiresAt);
-          cluster?.approvalWaiting(workstreamId, nonce, expiresAt);
-        },
+        // A turn ended waiting: this host keeps the timeout (and tells the other hosts, approvals.ts).
+        waiting: (workstreamId, nonce, expiresAt) => this.approvals.waiting(workstreamId, nonce, expiresAt),
         ended: (workstreamId) => this.approvals.ended(workstreamId),
       },
     };
@@ -481,7 +480,8 @@ export class TurnEngine implements Commands {
       repairIfLeft: (workstreamId) => this.repairIfLeft(workstreamId),
       // Waits found at start: kept here (every host that starts finds them).
       approvals: {
-        waiting: (workstreamId, nonce, expiresAt) => this.approvals.waiting(workstreamId, nonce, expiresAt),
+        waiting: (workstreamId, nonce, expiresAt) =>
+          this.approvals.waiting(workstreamId, nonce, expiresAt, { heard: true }),
       },
     });
     const { admission } = this;
@@ -505,6 +505,15 @@ export class TurnEngine implements Commands {
       logger,
       counters,
       config,
+      ...(cluster === undefined
+        ? {}
+        : {
+            cluster: {
+              waiting: (workstreamId, nonce, expiresAt) =>
+                cluster.approvalWaiting(workstreamId, nonce, expiresAt),
+              ended: (workstreamId, nonce) => cluster.approvalEnded(workstreamId, nonce),
+            },
+          }),
     });
     this.closes = new Closes({
       logger,
@@ -621,6 +630,7 @@ export class TurnEngine implements Commands {
       sweepJournal: () => gate.sweep(),
       probeTombstones: () => this.deletes.probe(),
       expireApprovals: () => this.approvals.expireNow(),
+      approvalTimeouts: () => this.approvals.kept,
       clockBuffer: clock.buffer,
       turnSlot: (tenantId, workstreamId) => this.slots.slotOf(workstreamKey(tenantId, workstreamId)),
     };

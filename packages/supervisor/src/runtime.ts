@@ -155,6 +155,8 @@ export interface TestControls {
   probeTombstones(): Promise<void>;
   /** Every approval wait's timeout fires now, as if its time had come (A4). */
   expireApprovals(): void;
+  /** How many approval waits' timeouts this host keeps. */
+  approvalTimeouts(): number;
 }
 
 const engines = new WeakMap<Turnwarden, TurnEngine>();

@@ -95,6 +95,23 @@ describe('approvals across hosts', () => {
     expect((await c.tw.status(ref)).state).toBe('idle');
   });
 
+  it('A4: every host keeps the timeout of a wait that began on A; a decision on B drops it on every host', async () => {
+    const { a, b, c } = await start();
+    await a.tw.createWorkstream(ref);
+    const approval = await waitingOn(a);
+    const kept = () => [a, b, c].map((h) => testControls(h.tw).approvalTimeouts());
+    const until = async (want: number[]) => {
+      for (let i = 0; i < 200 && JSON.stringify(kept()) !== JSON.stringify(want); i++)
+        await new Promise((r) => setTimeout(r, 10));
+      return kept();
+    };
+    expect(await until([1, 1, 1])).toEqual([1, 1, 1]);
+    const decided = await b.tw.approve({ ...ref, token: approval.token });
+    if (decided.status !== 'resumed') throw new Error('not resumed');
+    await within(decided.turn.done, 10_000, 'the resumed turn');
+    expect(await until([0, 0, 0])).toEqual([0, 0, 0]);
+  });
+
   it('A4: a cancel on host C while a call waits on A denies it (effect none); the next send runs on any host', async () => {
     const { a, b, c } = await start();
     await a.tw.createWorkstream(ref);

@@ -87,7 +87,9 @@ type ControlMessage =
       readonly ws: string;
       readonly nonce: string;
       readonly expiresAt: number;
-    };
+    }
+  /** The wait `nonce` of `ws` ended on host `from` (decided, cancelled): its timeout goes everywhere. */
+  | { readonly k: 'waited'; readonly from: string; readonly ws: string; readonly nonce: string };
 
 const shuttingDown = () => errors.shuttingDown('turnwarden is shutting down');
 
@@ -125,6 +127,8 @@ function parseControl(payload: string): ControlMessage | undefined {
       return isText(r.from) && isText(r.ws) && isText(r.nonce) && Number.isSafeInteger(r.expiresAt)
         ? (m as ControlMessage)
         : undefined;
+    case 'waited':
+      return isText(r.from) && isText(r.ws) && isText(r.nonce) ? (m as ControlMessage) : undefined;
     case 'sendq':
       return isText(r.to) &&
         Array.isArray(r.ids) &&
@@ -161,6 +165,8 @@ export interface ClusterHost {
   tenantsFreed?(tenantIds: readonly string[]): void;
   /** Another host's turn ended waiting for an approval: its timeout is kept here too (A4). */
   approvalWaiting?(workstreamId: string, nonce: string, expiresAt: number): void;
+  /** Another host ended a wait it told of: its timeout goes here too. */
+  approvalEnded?(workstreamId: string, nonce: string): void;
 }
 
 export interface ClusterStats {
@@ -478,6 +484,11 @@ export class Cluster {
     void this.send({ k: 'wait', from: this.host.holder, ws: workstreamId, nonce, expiresAt });
   }
 
+  /** A wait ended here (decided, cancelled, timed out): the other hosts drop its timeout. */
+  approvalEnded(workstreamId: string, nonce: string): void {
+    void this.send({ k: 'waited', from: this.host.holder, ws: workstreamId, nonce });
+  }
+
   /** Tells the host whose holder is `origin` that rows of sends it queued changed (durable-sends.ts). */
   tellQueued(origin: string, ids: readonly number[]): void {
     for (let i = 0; i < ids.length; i += 500)
@@ -552,6 +563,9 @@ export class Cluster {
         return;
       case 'wait':
         if (m.from !== this.host.holder) this.host.approvalWaiting?.(m.ws, m.nonce, m.expiresAt);
+        return;
+      case 'waited':
+        if (m.from !== this.host.holder) this.host.approvalEnded?.(m.ws, m.nonce);
         return;
     }
   }

@@ -54,6 +54,19 @@ export interface ApprovalsDeps {
   readonly logger: Logger;
   readonly counters: RuntimeCounters;
   readonly config: Pick<SupervisorConfig, 'admission' | 'limits'>;
+  /**
+   * Cluster mode: tells the other hosts when a wait begins here (they keep its timeout too) and
+   * when one they were told of ended here (they drop it).
+   */
+  readonly cluster?: {
+    waiting(workstreamId: string, nonce: string, expiresAt: number): void;
+    ended(workstreamId: string, nonce: string): void;
+  };
+}
+
+/** Where a wait's news came from: this host (told to the others), or another host's notice. */
+interface Origin {
+  readonly heard?: boolean;
 }
 
 export class Approvals {
@@ -68,8 +81,11 @@ export class Approvals {
 
   constructor(private readonly deps: ApprovalsDeps) {}
 
-  /** A session waits for an approval until `expiresAt`: then its call is denied (effect none). */
-  waiting(workstreamId: string, nonce: string, expiresAt: number): void {
+  /**
+   * A session waits for an approval until `expiresAt`: then its call is denied (effect none). A
+   * wait that began here is told to the other hosts, which keep its timeout too (A4).
+   */
+  waiting(workstreamId: string, nonce: string, expiresAt: number, { heard = false }: Origin = {}): void {
     if (this.stopped) return;
     this.timeouts.get(workstreamId)?.cancel();
     const cancel = this.deps.timers.after(Math.max(0, expiresAt - Date.now()), () => {
@@ -77,12 +93,25 @@ export class Approvals {
       void this.expire(workstreamId, nonce);
     });
     this.timeouts.set(workstreamId, { nonce, cancel });
+    if (!heard) this.deps.cluster?.waiting(workstreamId, nonce, expiresAt);
   }
 
-  /** The wait ended otherwise (a cancel's repair, a close, a delete): its timeout goes. */
-  ended(workstreamId: string): void {
-    this.timeouts.get(workstreamId)?.cancel();
+  /**
+   * The wait ended otherwise (decided, a cancel's repair, a close, a delete): its timeout goes —
+   * on the other hosts too, told here. Another host's notice names the wait it ended (`nonce`):
+   * a later wait of the workstream keeps its timeout.
+   */
+  ended(workstreamId: string, { heard = false, nonce }: Origin & { readonly nonce?: string } = {}): void {
+    const timeout = this.timeouts.get(workstreamId);
+    if (timeout === undefined || (nonce !== undefined && timeout.nonce !== nonce)) return;
+    timeout.cancel();
     this.timeouts.delete(workstreamId);
+    if (!heard) this.deps.cluster?.ended(workstreamId, timeout.nonce);
+  }
+
+  /** Timeouts kept here (stats, tests). */
+  get kept(): number {
+    return this.timeouts.size;
   }
 
   /** Tests and the harness: every wait's timeout fires now, as if its time had come. */
