@@ -98,11 +98,16 @@ export async function pgFinish(db: Queryable, id: number, token: number, outcome
   return rowCount === 1;
 }
 
-export async function pgRevoke(db: Queryable, workstreamId: string, outcome: string): Promise<QueuedSend[]> {
+export async function pgRevoke(
+  db: Queryable,
+  workstreamId: string,
+  outcome: string,
+  beforeId: number | undefined,
+): Promise<QueuedSend[]> {
   const { rows } = await db.query<QueuedSendRow>(
     `UPDATE queued_sends SET state = 'revoked', outcome = $2
-     WHERE workstream_id = $1 AND state = 'waiting' RETURNING *`,
-    [workstreamId, outcome],
+     WHERE workstream_id = $1 AND state = 'waiting' AND ($3::bigint IS NULL OR id < $3) RETURNING *`,
+    [workstreamId, outcome, beforeId ?? null],
   );
   return rows.map(toQueuedSend).sort((a, b) => a.id - b.id);
 }

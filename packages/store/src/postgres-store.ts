@@ -565,9 +565,14 @@ export class PostgresStore implements Store, QueuedSends {
     );
   }
 
-  revokeQueuedSends(workstreamId: string, outcome: string): Promise<QueuedSend[]> {
+  revokeQueuedSends(workstreamId: string, outcome: string, beforeId?: number): Promise<QueuedSend[]> {
     return this.#run('revokeQueuedSends', () =>
-      pgRevoke(this.#pool, checkKey('workstreamId', workstreamId), checkOutcome(outcome)),
+      pgRevoke(
+        this.#pool,
+        checkKey('workstreamId', workstreamId),
+        checkOutcome(outcome),
+        beforeId === undefined ? undefined : checkInteger('beforeId', beforeId, 1),
+      ),
     );
   }
 

@@ -115,6 +115,17 @@ forEachStore((backend) => {
         'revoked',
         'withdrawn',
       ]);
+      // Bounded (M3: an interrupt's own send, and those after it, are kept): only ids before it.
+      const e = await store.enqueueSend(send());
+      const f = await store.enqueueSend(send());
+      const g = await store.enqueueSend(send());
+      expect((await store.revokeQueuedSends('t/w', '{}', f.id)).map((r) => r.id)).toEqual([e.id]);
+      expect((await store.readQueuedSends([e.id, f.id, g.id])).map((r) => r.state)).toEqual([
+        'revoked',
+        'waiting',
+        'waiting',
+      ]);
+      expect((await store.revokeQueuedSends('t/w', '{}')).map((r) => r.id)).toEqual([f.id, g.id]);
       // Answered rows are forgotten on request; a taken one is kept.
       await store.dropQueuedSends([a.id, b.id, c.id]);
       expect((await store.readQueuedSends([a.id, b.id, c.id])).map((r) => r.id)).toEqual([a.id]);

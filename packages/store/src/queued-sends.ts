@@ -75,7 +75,7 @@ export interface QueuedSends {
   /** Taken under `token` → done with `outcome`; false when it is no longer so (reclaimed). */
   finishQueuedSend(id: number, token: number, outcome: string): Promise<boolean>;
   /** Every waiting send of the workstream → revoked with `outcome` (C7); the rows revoked. */
-  revokeQueuedSends(workstreamId: string, outcome: string): Promise<QueuedSend[]>;
+  revokeQueuedSends(workstreamId: string, outcome: string, beforeId?: number): Promise<QueuedSend[]>;
   /**
    * Waiting → withdrawn: its sender gave up, or (with `outcome`) a holder refused it alone; false
    * when it was taken or answered first.
@@ -236,9 +236,9 @@ export class QueuedSendTable {
     this.#finish = db.prepare<[string, number, number]>(
       "UPDATE queued_sends SET state = 'done', outcome = ? WHERE id = ? AND token = ? AND state = 'taken'",
     );
-    this.#revoke = db.prepare<[string, string], QueuedSendRow>(
-      `UPDATE queued_sends SET state = 'revoked', outcome = ?
-       WHERE workstream_id = ? AND state = 'waiting' RETURNING *`,
+    this.#revoke = db.prepare<[{ outcome: string; ws: string; before: number | null }], QueuedSendRow>(
+      `UPDATE queued_sends SET state = 'revoked', outcome = @outcome
+       WHERE workstream_id = @ws AND state = 'waiting' AND (@before IS NULL OR id < @before) RETURNING *`,
     );
     this.#withdraw = db.prepare<[string | null, number]>(
       "UPDATE queued_sends SET state = 'withdrawn', outcome = ? WHERE id = ? AND state = 'waiting'",
@@ -286,8 +286,8 @@ export class QueuedSendTable {
     return this.#finish.run(outcome, id, token).changes === 1;
   }
 
-  revoke(workstreamId: string, outcome: string): QueuedSend[] {
-    return this.#revoke.all(outcome, workstreamId).map(toQueuedSend);
+  revoke(workstreamId: string, outcome: string, beforeId: number | undefined): QueuedSend[] {
+    return this.#revoke.all({ outcome, ws: workstreamId, before: beforeId ?? null }).map(toQueuedSend);
   }
 
   withdraw(id: number, outcome: string | undefined): boolean {

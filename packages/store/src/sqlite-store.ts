@@ -467,11 +467,12 @@ export class SqliteStore implements Store, QueuedSends {
     });
   }
 
-  revokeQueuedSends(workstreamId: string, outcome: string): Promise<QueuedSend[]> {
+  revokeQueuedSends(workstreamId: string, outcome: string, beforeId?: number): Promise<QueuedSend[]> {
     return this.#run('revokeQueuedSends', () => {
       checkKey('workstreamId', workstreamId);
       checkOutcome(outcome);
-      return this.#write(() => this.#queued.revoke(workstreamId, outcome));
+      if (beforeId !== undefined) checkInteger('beforeId', beforeId, 1);
+      return this.#write(() => this.#queued.revoke(workstreamId, outcome, beforeId));
     });
   }
 

@@ -494,6 +494,7 @@ export class TurnEngine implements Commands {
       claims,
       durable,
       slots: tenantSlots,
+      rollback: (workstreamId, generation) => this.rewrites.rollback(workstreamId, generation),
     });
     this.cancels = new Cancels({ logger, sessions, queue, cluster, durable, maintenance: claims });
     this.approvals = new Approvals({
@@ -542,6 +543,8 @@ export class TurnEngine implements Commands {
       cancels: this.cancels,
       rewrites: this.rewrites,
       store,
+      durable,
+      holder,
     });
     this.workstreams = new Workstreams({
       store,
@@ -874,8 +877,13 @@ export class TurnEngine implements Commands {
         if (op.generation === undefined) return this.cancels.cancel(workstreamId, fence, true);
         fence.done();
         const running = this.sessions.peek(workstreamId)?.turn;
-        if (running?.generation !== op.generation) return false;
-        this.cancels.cancelTurn(workstreamId, running.done);
+        if (running?.generation !== op.generation) {
+          // The turn is over; an interrupt's earlier sends are revoked all the same (M3).
+          if (op.keepFrom !== undefined)
+            await this.durable?.revoke(workstreamId, 'cancel', undefined, op.keepFrom);
+          return false;
+        }
+        this.cancels.cancelTurn(workstreamId, running.done, op.keepFrom);
         await running.done;
         return true;
       }

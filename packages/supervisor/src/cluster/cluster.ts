@@ -49,8 +49,11 @@ export function channelOf(store: Store): ClusterChannel | undefined {
 const CONTROL_CHANNEL = 'turnwarden_control';
 
 export type RoutedOp =
-  /** With `generation`: that turn only, not a later one (a queued send's handle, C4). */
-  | { readonly op: 'cancel'; readonly generation?: number }
+  /**
+   * With `generation`: that turn only, not a later one (a queued send's handle, C4). With
+   * `keepFrom` (an interrupt, M3): the sends queued from that row on are not revoked.
+   */
+  | { readonly op: 'cancel'; readonly generation?: number; readonly keepFrom?: number }
   | { readonly op: 'close'; readonly waitMs: number }
   | { readonly op: 'delete'; readonly tenantId: string; readonly incarnation: string };
 
@@ -112,7 +115,8 @@ function parseControl(payload: string): ControlMessage | undefined {
       if (!isText(r.id) || !isText(r.to) || !isText(r.from) || !isText(r.ws)) return undefined;
       if (typeof r.token !== 'number') return undefined;
       if (r.op === 'cancel')
-        return r.generation === undefined || Number.isSafeInteger(r.generation)
+        return (r.generation === undefined || Number.isSafeInteger(r.generation)) &&
+          (r.keepFrom === undefined || Number.isSafeInteger(r.keepFrom))
           ? (m as ControlMessage)
           : undefined;
       if (r.op === 'close') return typeof r.waitMs === 'number' ? (m as ControlMessage) : undefined;

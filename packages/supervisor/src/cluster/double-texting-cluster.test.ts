@@ -110,6 +110,46 @@ describe('double texting across hosts', () => {
     expect(openToolCalls((await c.tw.history(ref)).rows)).toEqual([]);
   });
 
+  it('M3: the interrupting send is the next turn across hosts: a send made on host C once the interrupt from B has aborted A’s turn, while that turn still ends, waits behind it', async () => {
+    const { a, b, c } = await cluster.start();
+    await a.tw.createWorkstream(ref);
+    // A's tool ignores its abort: the turn ends only once its worker is reclaimed after the grace.
+    let onStarted!: () => void;
+    let onAborted!: () => void;
+    const started = new Promise<void>((r) => {
+      onStarted = r;
+    });
+    const aborted = new Promise<void>((r) => {
+      onAborted = r;
+    });
+    await a.tw.subscribe({
+      ...ref,
+      listener: (e) => {
+        if (e.type === 'tool_started') onStarted();
+        if (e.type === 'turn_aborted') onAborted();
+      },
+    });
+    const first = await a.tw.send({
+      ...ref,
+      content: script({ tools: [{ name: 'sleep', args: { ms: 60_000, ignoreAbort: true } }] }),
+    });
+    await within(started, 10_000, 'A’s tool runs');
+    const interrupt = b.tw.send({ ...ref, content: 'interrupt', doubleTexting: 'interrupt' });
+    interrupt.catch(() => undefined);
+    await within(aborted, 10_000, 'the interrupt aborted A’s turn');
+    // A's turn still runs (its tool ignores the abort): this send queues behind it, on any design.
+    const later = c.tw.send({ ...ref, content: 'later' });
+    later.catch(() => undefined);
+    expect(await within(first.done, 15_000, 'A’s turn ends')).toMatchObject({ status: 'interrupted' });
+    const settled = await within(Promise.allSettled([interrupt, later]), 15_000, 'both sends');
+    expect(
+      settled.map((r) => (r.status === 'fulfilled' ? 'started' : (r.reason as { code?: string }).code)),
+    ).toEqual(['started', 'started']);
+    for (const r of settled) if (r.status === 'fulfilled') await within(r.value.done, 10_000, 'each turn');
+    expect((await users(c)).slice(1)).toEqual(['interrupt', 'later']);
+    expect(openToolCalls((await c.tw.history(ref)).rows)).toEqual([]);
+  });
+
   it('M4 E2: a rollback on host C removes the rows of the turn A ran; a listener on B is told history_resync', async () => {
     const { a, b, c } = await cluster.start();
     await a.tw.createWorkstream(ref);

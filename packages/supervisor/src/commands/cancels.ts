@@ -42,12 +42,40 @@ export class Cancels {
    * the workstream is left alone (C4), and so is a turn of a workstream created again under the
    * id, whose generations start over (D4).
    */
-  cancelTurn(workstreamId: string, turn: Promise<unknown>): void {
+  cancelTurn(workstreamId: string, turn: Promise<unknown>, keepFrom?: number): void {
     const running = this.deps.sessions.peek(workstreamId)?.turn;
     if (running && running.done === turn) {
       // The turn's end waits for this revocation before it takes a queued send (Sends.pump).
-      void revoke(this.deps, workstreamId, this.deps.queue.ticket(), 'cancel');
+      void revoke(this.deps, workstreamId, this.deps.queue.ticket(), 'cancel', keepFrom);
       running.abort('cancel');
+    }
+  }
+
+  /**
+   * M3 across hosts: an interrupt whose send waits in the store's queue as row `keepFrom` ends the
+   * turn of `generation` wherever it runs — not a later one — and revokes the sends made before
+   * it: this host's (captured before `fence`) and the store's rows before `keepFrom`, not the
+   * interrupting send nor those queued after it. Resolves once that turn has ended (or was over).
+   */
+  async cancelBefore(
+    workstreamId: string,
+    fence: Announced,
+    generation: number,
+    keepFrom: number,
+  ): Promise<void> {
+    const { sessions, cluster } = this.deps;
+    try {
+      await revoke(this.deps, workstreamId, fence.ticket, 'cancel', keepFrom);
+      const routed = await cluster?.route(workstreamId, { op: 'cancel', generation, keepFrom });
+      if (routed?.ran === true) return;
+      // Not another host's: this host's, if it still runs.
+      const running = sessions.peek(workstreamId)?.turn;
+      if (running?.generation !== generation) return;
+      running.abort('cancel');
+      fence.done();
+      await running.done;
+    } finally {
+      fence.done();
     }
   }
 

@@ -62,6 +62,8 @@ interface Body {
   readonly content: string;
   readonly tools?: readonly string[];
   readonly requireApproval?: readonly string[] | 'all';
+  /** An interrupt's rollback (M4): the generation whose rows go before this send's turn starts. */
+  readonly rollback?: number;
 }
 
 /** What its sender is answered. */
@@ -113,9 +115,20 @@ export class DurableSends {
    * claimed), rejects as a local queued send would (QUEUE_FULL, TURN_IN_PROGRESS for another
    * principal — T3 —, SEND_REVOKED, TURN_ABORTED by its signal).
    */
-  enqueue(input: ClaimInput, signal: AbortSignal | undefined, ticket: number): Promise<ClaimedTurn> {
+  enqueue(
+    input: ClaimInput,
+    signal: AbortSignal | undefined,
+    ticket: number,
+    /** Told the send's row id once it waits in the store (an interrupt's, M3). */
+    queuedAs?: (id: number) => void,
+  ): Promise<ClaimedTurn> {
     const { workstreamId } = input;
     const queued = this.queue(input);
+    if (queuedAs !== undefined)
+      void queued.then(
+        ({ row }) => queuedAs(row.id),
+        () => undefined,
+      );
     // C7: a cancel, close or delete called on this host after the send waits for its enqueue to
     // commit before it revokes, so it revokes this send too (`revoke`).
     const set = this.enqueuing.get(workstreamId) ?? new Set();
@@ -156,6 +169,7 @@ export class DurableSends {
       content: input.content,
       ...(input.tools === undefined ? {} : { tools: input.tools }),
       ...(input.requireApproval === undefined ? {} : { requireApproval: input.requireApproval }),
+      ...(input.rollback === undefined ? {} : { rollback: input.rollback }),
     };
     const row = await store.enqueueSend({
       workstreamId,
@@ -191,6 +205,7 @@ export class DurableSends {
       principal: row.principal,
       ...(body.tools === undefined ? {} : { tools: body.tools }),
       ...(body.requireApproval === undefined ? {} : { requireApproval: body.requireApproval }),
+      ...(body.rollback === undefined ? {} : { rollback: body.rollback }),
       queued: {
         commitKey: queuedCommitKey(row.id),
         take: async (token, generation) => {
@@ -230,8 +245,8 @@ export class DurableSends {
    * C7: every send waiting on the workstream is revoked — by a cancel, close or delete, on
    * whichever host it runs, or a turn that ended poisoned. Resolves once the revocation is durable.
    */
-  revoke(workstreamId: string, reason: RevokeReason, ticket?: number): Promise<void> {
-    const p = this.revokeNow(workstreamId, reason, ticket);
+  revoke(workstreamId: string, reason: RevokeReason, ticket?: number, beforeId?: number): Promise<void> {
+    const p = this.revokeNow(workstreamId, reason, ticket, beforeId);
     const set = this.revoking.get(workstreamId) ?? new Set();
     set.add(p);
     this.revoking.set(workstreamId, set);
@@ -279,7 +294,12 @@ export class DurableSends {
     return (await this.deps.store.countQueuedSends(workstreamId)) > 0;
   }
 
-  private async revokeNow(workstreamId: string, reason: RevokeReason, ticket?: number): Promise<void> {
+  private async revokeNow(
+    workstreamId: string,
+    reason: RevokeReason,
+    ticket?: number,
+    beforeId?: number,
+  ): Promise<void> {
     // Sends this host was called with before the call that revokes (all, for a poisoned end).
     const earlier = [...(this.enqueuing.get(workstreamId) ?? [])].filter(
       (e) => ticket === undefined || e.ticket < ticket,
@@ -295,6 +315,7 @@ export class DurableSends {
     const rows = await this.deps.store.revokeQueuedSends(
       workstreamId,
       JSON.stringify({ error: toWire(error) }),
+      beforeId,
     );
     if (rows.length === 0) return;
     this.deps.logger.info({ workstreamId, revoked: rows.length, reason }, 'durably queued sends revoked');

@@ -19,11 +19,13 @@ export function revoke(
   workstreamId: string,
   ticket: number,
   reason: 'cancel' | 'close' | 'gone',
+  /** An interrupt's own send's row (M3): it and the sends queued after it are kept. */
+  beforeId?: number,
 ): Promise<void> {
   const revoked = deps.queue.fence(workstreamId, ticket, reason);
   if (revoked > 0) deps.logger.info({ workstreamId, revoked, reason }, 'queued sends revoked');
   if (deps.durable === undefined) return Promise.resolve();
-  return deps.durable.revoke(workstreamId, reason, ticket).catch((err: unknown) => {
+  return deps.durable.revoke(workstreamId, reason, ticket, beforeId).catch((err: unknown) => {
     deps.logger.warn({ err, workstreamId, reason }, 'durably queued sends not revoked');
   });
 }

@@ -27,6 +27,8 @@ export interface SendsDeps {
   readonly durable?: DurableSends | undefined;
   /** Cluster mode with a tenant limit across hosts: where sends over it wait (tenant-slots.ts). */
   readonly slots?: TenantSlots | undefined;
+  /** M4: removes the rows of a cancelled turn's generation (Rewrites.rollback). */
+  readonly rollback?: (workstreamId: string, generation: number) => Promise<unknown>;
 }
 
 /** How a send meets a busy workstream (its double-texting policy, issue 26), as `send` carries it out. */
@@ -316,6 +318,9 @@ export class Sends {
     const sent = queue.capture(workstreamId);
     let permit: Permit | undefined;
     try {
+      // An interrupt's rollback (M4): the cancelled turn's rows go before its send's turn starts,
+      // on whichever host starts it (a retry finds them gone: nothing more is removed).
+      if (input.rollback !== undefined) await this.deps.rollback?.(workstreamId, input.rollback);
       permit = await admission.acquire(input.tenantId, {
         maxWaitMs: config.admission.maxWaitMs,
         accepted: true,

@@ -44,6 +44,11 @@ export interface ClaimInput {
   /** The send's own approval policy (SendInput.requireApproval): the machine carries it for the turn. */
   readonly requireApproval?: readonly string[] | 'all';
   /**
+   * An interrupt's send queued durably with `rollback` (M4): the rows of this generation are
+   * removed before its turn is claimed (commands/sends.ts, whichever host starts it).
+   */
+  readonly rollback?: number;
+  /**
    * A send queued durably (cluster mode, commands/durable-sends.ts): taken off the store's queue
    * under the turn's lease as the turn is claimed — false when it was answered meanwhile (the
    * claim is then refused with `NotWaiting`, nothing written) — and its user row is written
