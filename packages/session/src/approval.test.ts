@@ -67,6 +67,15 @@ async function drive(req: TurnRequest, tools: readonly Tool[], model: ModelProvi
   return { outcome, entries, results };
 }
 
+/** The request that resumes a turn which ended waiting (`first`), decided with `decision`, from `snapshot`. */
+function resumeRequest(
+  first: Awaited<ReturnType<typeof drive>>,
+  decision: NonNullable<TurnRequest['resume']>['decision'],
+  snapshot = first.outcome.snapshot,
+): TurnRequest {
+  return request({ snapshot, resume: { steps: 1, calls: [first.outcome.approval!.call], decision } });
+}
+
 /** A tool that records the arguments of every run. */
 function recording(name: string, needsApproval?: Tool['needsApproval']) {
   const runs: Record<string, unknown>[] = [];
@@ -116,14 +125,7 @@ describe('approvals in the turn loop', () => {
     const first = await drive(request(), [pay.tool], model);
     const { nonce } = first.outcome.approval!;
     const resumed = await drive(
-      request({
-        snapshot: first.outcome.snapshot,
-        resume: {
-          steps: 1,
-          calls: [first.outcome.approval!.call],
-          decision: { nonce, approved: true, arguments: '{"amount":4}' },
-        },
-      }),
+      resumeRequest(first, { nonce, approved: true, arguments: '{"amount":4}' }),
       [pay.tool],
       model,
     );
@@ -141,14 +143,7 @@ describe('approvals in the turn loop', () => {
     const model = stubModel([[callOf('c1', 'pay', '{}')], [{ type: 'text', text: 'ok, not paying' }]], asked);
     const first = await drive(request(), [pay.tool], model);
     const resumed = await drive(
-      request({
-        snapshot: first.outcome.snapshot,
-        resume: {
-          steps: 1,
-          calls: [first.outcome.approval!.call],
-          decision: { nonce: first.outcome.approval!.nonce, approved: false, reason: 'too much' },
-        },
-      }),
+      resumeRequest(first, { nonce: first.outcome.approval!.nonce, approved: false, reason: 'too much' }),
       [pay.tool],
       model,
     );
@@ -183,14 +178,7 @@ describe('approvals in the turn loop', () => {
       stateNameOf(offer(waiting, { type: 'DECIDE', nonce: first.outcome.approval!.nonce, approved: true })!),
     ).toBe('tool-debt.running');
     const stale = await drive(
-      request({
-        snapshot: waiting,
-        resume: {
-          steps: 1,
-          calls: [first.outcome.approval!.call],
-          decision: { nonce: 'stale', approved: true },
-        },
-      }),
+      resumeRequest(first, { nonce: 'stale', approved: true }, waiting),
       [pay.tool],
       model,
     );

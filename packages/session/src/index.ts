@@ -35,7 +35,7 @@ export { sessionMachine } from './machine.js';
 export { osThreadId } from './priority.js';
 export type { Script, ScriptSegment, ScriptStep, ScriptStepKind } from './scripted/index.js';
 export { createScriptedModel, parseScript, SCRIPT_DONE_TEXT, SCRIPT_LIMITS } from './scripted/index.js';
-export { declaredEffect, toolError } from './tool-call.js';
+export { declaredEffect, parseToolArguments, toolError } from './tool-call.js';
 export { demoTools } from './tools/index.js';
 export { commitKey } from './turn.js';
 

@@ -34,7 +34,8 @@ function refused(call: ToolCall, callIndex: number, reason: string): ToolResultM
   };
 }
 
-function parseArgs(text: string): Record<string, unknown> | string {
+/** A call's arguments as a JSON object, or why they are not one (empty text is `{}`). */
+export function parseToolArguments(text: string): Record<string, unknown> | string {
   let value: unknown;
   try {
     value = text.trim() === '' ? {} : JSON.parse(text);
@@ -74,7 +75,7 @@ export async function runToolCall(
   if (Buffer.byteLength(call.arguments, 'utf8') > env.maxToolArgBytes) {
     return refused(call, callIndex, `tool arguments exceed ${env.maxToolArgBytes} bytes`);
   }
-  const args = parseArgs(call.arguments);
+  const args = parseToolArguments(call.arguments);
   if (typeof args === 'string') return refused(call, callIndex, args);
 
   const ctx: ToolContext = {

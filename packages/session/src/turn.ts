@@ -26,6 +26,7 @@ import { errors, keyWorkstreamId, SeamName, seamSync, toWire } from '@turnwarden
 import { createActor, fromPromise } from 'xstate';
 import { raceAbort } from './abort.js';
 import type { IsolatedTask, ModelProvider, ModelRequest, Tool, ToolSpec } from './contracts.js';
+import { contextOf } from './lifecycle.js';
 import {
   type Decision,
   persistable,
@@ -38,7 +39,7 @@ import {
 } from './machine.js';
 import { asModelError } from './model-error.js';
 import { type StreamedAssistant, streamAssistant } from './stream.js';
-import { runToolCall } from './tool-call.js';
+import { parseToolArguments, runToolCall } from './tool-call.js';
 
 export interface TurnDeps {
   /** Stamps the clock; false once the turn's abort has committed. */
@@ -123,8 +124,7 @@ export async function runTurn(req: TurnRequest, deps: TurnDeps): Promise<LoopOut
   const started: number[] = [];
   let steps = req.resume?.steps ?? 0;
   // The send's own approval policy, carried by the machine (a resumed turn's snapshot has it too).
-  const sendApprovals = (req.snapshot.context as { sendApprovals?: readonly string[] | 'all' } | undefined)
-    ?.sendApprovals;
+  const sendApprovals = contextOf(req.snapshot).sendApprovals;
   let finalText: string | undefined;
   let failure: WireError | undefined;
 
@@ -390,11 +390,11 @@ function needsApproval(
   }
   const rule = tools.get(call.name)?.needsApproval;
   if (typeof rule !== 'function') return rule === true;
+  const args = parseToolArguments(call.arguments);
+  // Malformed: refused by the call's run, never reaching the tool.
+  if (typeof args === 'string') return false;
   try {
-    const args: unknown = call.arguments.trim() === '' ? {} : JSON.parse(call.arguments);
-    return typeof args === 'object' && args !== null && !Array.isArray(args)
-      ? rule(args as Record<string, unknown>) === true
-      : false; // malformed: refused by the call's run, never reaching the tool
+    return rule(args) === true;
   } catch {
     return false;
   }

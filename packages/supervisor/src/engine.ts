@@ -21,7 +21,7 @@ import type {
   SessionSnapshotData,
 } from '@turnwarden/protocol';
 import { errors, keyTenantId, keyWorkstreamId, workstreamKey } from '@turnwarden/protocol';
-import { modelThreadUrl, sessionWorkerUrl, waitingApproval } from '@turnwarden/session';
+import { modelThreadUrl, parseToolArguments, sessionWorkerUrl, waitingApproval } from '@turnwarden/session';
 import { type QueuedSends, queuedSendsOf, type Store } from '@turnwarden/store';
 import type { Logger } from 'pino';
 import { Admission } from './capacity/admission.js';
@@ -905,14 +905,8 @@ async function askPolicy(
   logger: Logger,
 ): Promise<boolean> {
   if (policy === undefined) return true;
-  let args: Record<string, unknown> | undefined;
-  try {
-    const parsed: unknown = req.arguments.trim() === '' ? {} : JSON.parse(req.arguments);
-    if (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed))
-      args = parsed as Record<string, unknown>;
-  } catch {
-    args = undefined;
-  }
+  const parsed = parseToolArguments(req.arguments);
+  const args = typeof parsed === 'string' ? undefined : parsed;
   try {
     return (
       (await policy({

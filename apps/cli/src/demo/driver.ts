@@ -136,18 +136,11 @@ async function sendAndWait(
   const result = decided?.result ?? first;
   const approval = decided?.approval;
   const doubleTexted = doubled === undefined ? undefined : await doubled;
-  const rolledBack = doubleTexted?.rolledBack === true;
   return {
     ...base,
     ...timing,
     ...(approval === undefined ? {} : { approval }),
-    ...(doubleTexted === undefined
-      ? {}
-      : {
-          doubleText: doubleTexted,
-          userRows: 1 + (doubleTexted.ran ? 1 : 0) - (rolledBack ? 1 : 0),
-          synthesizedRemoved: rolledBack ? result.synthesized : 0,
-        }),
+    ...(doubleTexted === undefined ? {} : { doubleText: doubleTexted }),
     generation: result.generation,
     status: result.status,
     ...(result.abortReason === undefined ? {} : { abortReason: result.abortReason }),
@@ -177,7 +170,7 @@ async function doubleText(
   spec: Omit<TurnSpec, 'content'>,
   content: string,
   first: TurnHandle,
-): Promise<NonNullable<TurnRecord['doubleText']> & { readonly ran: boolean }> {
+): Promise<NonNullable<TurnRecord['doubleText']>> {
   const policy = spec.variant as DoubleTexting;
   const ref = { tenantId: ctx.tenantId, principal: ctx.principal, workstreamId: spec.workstreamId };
   ctx.observer.doubleText?.(spec.workstreamId, policy);
@@ -192,12 +185,12 @@ async function doubleText(
     });
   } catch (e) {
     const refused = isTurnwardenError(e) && e.code === 'TURN_IN_PROGRESS';
-    return { policy, second: refused ? 'refused' : 'not_sent', rolledBack: false, ran: false };
+    return { policy, second: refused ? 'refused' : 'not_sent', rolledBack: false };
   }
   const result = await second.done;
   const rows = policy === 'rollback' ? (await ctx.tw.history(ref)).rows : [];
   const rolledBack = policy === 'rollback' && !rows.some((r) => r.generation === first.generation);
-  return { policy, second: result.status, rolledBack, ran: true };
+  return { policy, second: result.status, rolledBack };
 }
 
 /**

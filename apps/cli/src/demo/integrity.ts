@@ -145,6 +145,23 @@ export function mergeAudits(audits: readonly HistoryAudit[]): HistoryAudit {
   return total;
 }
 
+/**
+ * The durable user rows a record accounts for: its send's, unless refused; a double text's second
+ * message's when it ran; less the first turn's when a rollback removed it (M1–M4).
+ */
+export function userRowsOf(r: TurnRecord): number {
+  const own = r.status === 'rejected' ? 0 : 1;
+  const dt = r.doubleText;
+  if (dt === undefined) return own;
+  const second = dt.second === 'refused' || dt.second === 'not_sent' ? 0 : 1;
+  return own + second - (dt.rolledBack ? 1 : 0);
+}
+
+/** The synthesized results of a record still in the history: none of a turn a rollback removed (M4). */
+export function durableSynthesizedOf(r: TurnRecord): number {
+  return r.doubleText?.rolledBack === true ? 0 : r.synthesized;
+}
+
 export interface VerdictCounts {
   readonly ok: number;
   readonly falseAborts: number;

@@ -15,9 +15,11 @@ import {
   auditHistory,
   classifyTurn,
   countVerdicts,
+  durableSynthesizedOf,
   type IntegrityCheck,
   integrityChecks,
   mergeAudits,
+  userRowsOf,
 } from './integrity.js';
 import type { RecordKind, TurnRecord } from './types.js';
 import { EXPECTED, planWorkload, type WorkstreamPlan } from './workload.js';
@@ -190,7 +192,6 @@ async function drive(remote: Remote, plan: WorkstreamPlan): Promise<TurnRecord[]
     }
     const r = sent.body;
     let doubleText: TurnRecord['doubleText'];
-    let extra: Pick<TurnRecord, 'doubleText' | 'userRows' | 'synthesizedRemoved'> = {};
     if (second !== undefined) {
       const policy = turn.variant as NonNullable<TurnRecord['doubleText']>['policy'];
       const ran = second.status === 200;
@@ -209,11 +210,6 @@ async function drive(remote: Remote, plan: WorkstreamPlan): Promise<TurnRecord[]
             : 'not_sent',
         rolledBack,
       };
-      extra = {
-        doubleText,
-        userRows: 1 + (ran ? 1 : 0) - (rolledBack ? 1 : 0),
-        synthesizedRemoved: rolledBack ? r.synthesized : 0,
-      };
     }
     const obs = {
       status: r.status,
@@ -224,7 +220,7 @@ async function drive(remote: Remote, plan: WorkstreamPlan): Promise<TurnRecord[]
     };
     records.push({
       ...base,
-      ...extra,
+      ...(doubleText === undefined ? {} : { doubleText }),
       generation: r.generation,
       status: r.status,
       ...(r.abortReason === undefined ? {} : { abortReason: r.abortReason }),
@@ -263,17 +259,9 @@ export async function runRemoteDemo(
     const rows = (history.body?.rows ?? []) as HistoryRow[];
     const audit = auditHistory(rows);
     audits.push(audit);
-    // A record accounts for one user row unless refused; a double-text one says how many (M1–M4).
-    const accepted = (perWorkstream[i] ?? []).reduce(
-      (n, r) => n + (r.userRows ?? (r.status === 'rejected' ? 0 : 1)),
-      0,
-    );
-    if (audit.userMessages !== accepted) historyMismatches++;
-    // Results a rollback removed are durable no more.
-    synthesized += (perWorkstream[i] ?? []).reduce(
-      (n, r) => n + r.synthesized - (r.synthesizedRemoved ?? 0),
-      0,
-    );
+    const records = perWorkstream[i] ?? [];
+    if (audit.userMessages !== records.reduce((n, r) => n + userRowsOf(r), 0)) historyMismatches++;
+    synthesized += records.reduce((n, r) => n + durableSynthesizedOf(r), 0);
   }
   const checks = integrityChecks({
     verdicts: countVerdicts(records),

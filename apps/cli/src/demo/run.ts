@@ -15,10 +15,12 @@ import { type DemoObserver, driveWorkstream } from './driver.js';
 import {
   auditHistory,
   countVerdicts,
+  durableSynthesizedOf,
   type HistoryAudit,
   type IntegrityCheck,
   integrityChecks,
   mergeAudits,
+  userRowsOf,
 } from './integrity.js';
 import { LiveView, type ViewMode } from './live-view.js';
 import { openDemoLog } from './logging.js';
@@ -101,11 +103,7 @@ async function auditDurable(
   for (const [i, ws] of plan.workstreams.entries()) {
     const audit = auditHistory(await store.readHistory(workstreamKey(tenantOf(i), ws.id)));
     audits.push(audit);
-    // A record accounts for one user row unless refused; a double-text one says how many (M1–M4).
-    const accepted = (perWorkstream[i] ?? []).reduce(
-      (n, r) => n + (r.userRows ?? (r.status === 'rejected' ? 0 : 1)),
-      0,
-    );
+    const accepted = (perWorkstream[i] ?? []).reduce((n, r) => n + userRowsOf(r), 0);
     if (audit.userMessages !== accepted) historyMismatches++;
   }
   return { audit: mergeAudits(audits), historyMismatches };
@@ -254,7 +252,8 @@ export async function runDemo(args: DemoArgs, env: DemoEnv): Promise<DemoReport>
       historyMismatches,
       // Results a rollback removed were counted, and are durable no more (M4).
       synthesizedCounted:
-        stats.toolResultsSynthesized - records.reduce((n, r) => n + (r.synthesizedRemoved ?? 0), 0),
+        stats.toolResultsSynthesized -
+        records.reduce((n, r) => n + r.synthesized - durableSynthesizedOf(r), 0),
       faultsNotInjected: stop.aborted ? 0 : plannedFaults - injected(faults.applied),
       capacityRefusals: records.filter((r) => r.errorCode === 'CAPACITY_EXHAUSTED').length,
     });

@@ -45,10 +45,6 @@ export interface TurnRecord {
     readonly second: 'refused' | 'completed' | 'interrupted' | 'failed' | 'awaiting_approval' | 'not_sent';
     readonly rolledBack: boolean;
   };
-  /** Durable user rows this record accounts for (default: 1, 0 when refused). */
-  readonly userRows?: number;
-  /** Synthesized results counted for this record that a rollback removed from the history. */
-  readonly synthesizedRemoved?: number;
   /** From the accepted `send` to the turn's `done`. */
   readonly durationMs: number;
   /** The workstream's tenant. */

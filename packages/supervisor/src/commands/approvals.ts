@@ -131,12 +131,6 @@ export class Approvals {
   }
 
   /**
-   * Approves or denies the call a session waits for. Refused with a typed error, nothing
-   * changed: a token that names no wait of this workstream (APPROVAL_STALE), a decision the other
-   * way already taken (APPROVAL_DECIDED), edited arguments that are not a JSON object within
-   * `limits.maxToolArgBytes` (INVALID_INPUT). The same decision again: `alreadyDecided`.
-   */
-  /**
    * A decision the host made now (called as it calls, before anything is awaited): a timeout
    * that fires before it reaches the session waits for it — it was made in time.
    */
@@ -151,6 +145,12 @@ export class Approvals {
     });
   }
 
+  /**
+   * Approves or denies the call a session waits for. Refused with a typed error, nothing
+   * changed: a token that names no wait of this workstream (APPROVAL_STALE), a decision the other
+   * way already taken (APPROVAL_DECIDED), edited arguments that are not a JSON object within
+   * `limits.maxToolArgBytes` (INVALID_INPUT). The same decision again: `alreadyDecided`.
+   */
   async decide(sent: SendClaim, input: DecisionInput): Promise<Decided> {
     const { sessions, admission, config } = this.deps;
     const { workstreamId } = input;

@@ -52,7 +52,7 @@ import {
 import type { Logger } from 'pino';
 import type { EventsConfig } from '../config.js';
 import type { StallBound } from '../liveness/watchdog.js';
-import type { PersistenceStatus } from '../types.js';
+import type { ApprovalRequest, PersistenceStatus } from '../types.js';
 
 /** What each event type carries. Nothing internal: no clock slots, sampled versions or leases. */
 export interface EventData {
@@ -78,14 +78,7 @@ export interface EventData {
    * The turn's call waits for a person's approval (issue 26): decide it with `token` (`approve`,
    * `deny`) before `expiresAt`, or it is denied. The turn's `stream_end` follows; no `idle`.
    */
-  approval_requested: {
-    readonly token: string;
-    readonly callIndex: number;
-    readonly callId: string;
-    readonly name: string;
-    readonly arguments: string;
-    readonly expiresAt: number;
-  };
+  approval_requested: ApprovalRequest;
   stream_end: { readonly status: TurnStatus };
   /** The workstream accepts the next message. */
   idle: Record<string, never>;
